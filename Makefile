@@ -1,0 +1,39 @@
+# The two set-up commands are `make test` and `make serve`; the rest are helpers.
+BUILD_DIR ?= build
+BUILD_TYPE ?= Release
+WERROR ?= OFF
+JOBS ?= $(shell nproc)
+# Golden tests and benchmarks need Debian's torch, which lives in the system interpreter.
+PYTHON ?= /usr/bin/python3
+FORMAT_FILES = $(shell git ls-files '*.h' '*.cc')
+
+.PHONY: deps configure build test serve bench format format-check clean
+
+deps:
+	bash scripts/install-deps.sh
+
+configure: deps
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DATTNSERVE_WERROR=$(WERROR) \
+	  -DATTNSERVE_PYTHON=$(PYTHON)
+
+build: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+serve:
+	@echo "make serve: the gRPC server arrives with issue 4 (not built yet)." >&2
+	@exit 1
+
+bench: build
+	bash bench/run_kernel_bench.sh $(BUILD_DIR)
+
+format:
+	clang-format -i $(FORMAT_FILES)
+
+format-check: deps
+	clang-format --dry-run -Werror $(FORMAT_FILES)
+
+clean:
+	rm -rf $(BUILD_DIR)

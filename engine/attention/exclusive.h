@@ -1,0 +1,18 @@
+// Exclusive self-attention (XSA): after softmax attention, each token's head output y loses its
+// component along the token's own value vector, z = y - (y · v̂) v̂ with v̂ = v / ||v||, so
+// attention carries only what the token does not already have (see ../shared/seeds/000_*).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "engine/tensor.h"
+
+namespace attnserve {
+
+// heads: [B, Tq, H·dv] softmax-attention outputs, modified in place; v: [B, Tk, H·dv]. Query i of
+// sequence b is token k_len - q_len + i, whose own value row it removes.
+void RemoveOwnValueComponent(Tensor& heads, const Tensor& v, std::span<const int64_t> q_lengths,
+                             std::span<const int64_t> k_lengths, int64_t num_heads);
+
+}  // namespace attnserve

@@ -1,0 +1,202 @@
+#include "engine/attention/scaled_dot_product.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "engine/kernels/softmax.h"
+#include "engine/kernels/vector_ops.h"
+
+namespace attnserve {
+namespace {
+
+constexpr int kRows = 4;          // queries per micro-tile: they share every key and value load
+constexpr int64_t kTile = 16;     // keys (or value columns) per micro-tile: two AVX2 registers
+constexpr int64_t kQueryBlock = 32;  // queries per parallel work item
+
+int64_t RoundUp(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+// scores[r][0, 16) = Σ_d q[r][d] · kt[d][0, 16) for kRows query rows; kt rows are `ld` apart.
+inline void ScoreTile(const float* const q[kRows], const float* kt, int64_t ld, int64_t dk,
+                      float* scores[kRows], int64_t column) {
+#ifdef ATTNSERVE_AVX2
+  __m256 acc[kRows][2];
+  for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t d = 0; d < dk; ++d) {
+    const __m256 k0 = _mm256_loadu_ps(kt + d * ld);
+    const __m256 k1 = _mm256_loadu_ps(kt + d * ld + 8);
+    for (int r = 0; r < kRows; ++r) {
+      const __m256 qd = _mm256_broadcast_ss(q[r] + d);
+      acc[r][0] = _mm256_fmadd_ps(qd, k0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(qd, k1, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    _mm256_storeu_ps(scores[r] + column, acc[r][0]);
+    _mm256_storeu_ps(scores[r] + column + 8, acc[r][1]);
+  }
+#else
+  float acc[kRows][kTile] = {};
+  for (int64_t d = 0; d < dk; ++d) {
+    for (int r = 0; r < kRows; ++r) {
+      for (int64_t c = 0; c < kTile; ++c) acc[r][c] += q[r][d] * kt[d * ld + c];
+    }
+  }
+  for (int r = 0; r < kRows; ++r) std::copy(acc[r], acc[r] + kTile, scores[r] + column);
+#endif
+}
+
+// out[r][0, 16) = Σ_{j < keys} p[r][j] · v[j][0, 16); v rows are `ld` apart.
+inline void ValueTile(float* const p[kRows], const float* v, int64_t ld, int64_t keys,
+                      float out[kRows][kTile]) {
+#ifdef ATTNSERVE_AVX2
+  __m256 acc[kRows][2];
+  for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < keys; ++j) {
+    const __m256 v0 = _mm256_loadu_ps(v + j * ld);
+    const __m256 v1 = _mm256_loadu_ps(v + j * ld + 8);
+    for (int r = 0; r < kRows; ++r) {
+      const __m256 pj = _mm256_broadcast_ss(p[r] + j);
+      acc[r][0] = _mm256_fmadd_ps(pj, v0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(pj, v1, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    _mm256_storeu_ps(out[r], acc[r][0]);
+    _mm256_storeu_ps(out[r] + 8, acc[r][1]);
+  }
+#else
+  for (int r = 0; r < kRows; ++r) std::fill(out[r], out[r] + kTile, 0.0f);
+  for (int64_t j = 0; j < keys; ++j) {
+    for (int r = 0; r < kRows; ++r) {
+      for (int64_t c = 0; c < kTile; ++c) out[r][c] += p[r][j] * v[j * ld + c];
+    }
+  }
+#endif
+}
+
+// Per-call layout of the keys and values, padded to whole tiles so the micro-kernels never
+// branch: keys transposed to [B·H][dk][Tk_pad] (zero past each sequence's length), values
+// either read in place (head width a multiple of the tile) or copied to [B·H][Tk][dv_pad].
+struct PackedKeysValues {
+  int64_t keys_padded = 0;  // Tk rounded up to the tile
+  int64_t dv_padded = 0;
+  std::vector<float> keys_transposed;
+  std::vector<float> values_copy;  // empty when values are read in place
+};
+
+PackedKeysValues Pack(const Tensor& k, const Tensor& v, std::span<const int64_t> k_lengths,
+                      int64_t heads, int64_t dk, int64_t dv) {
+  const int64_t batch = k.dim(0), keys = k.dim(1);
+  PackedKeysValues packed;
+  packed.keys_padded = RoundUp(std::max<int64_t>(keys, 1), kTile);
+  packed.dv_padded = RoundUp(dv, kTile);
+  packed.keys_transposed.resize(batch * heads * dk * packed.keys_padded);
+  const bool copy_values = packed.dv_padded != dv;
+  if (copy_values) packed.values_copy.resize(batch * heads * keys * packed.dv_padded);
+
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t length = k_lengths[b];
+      float* kt = packed.keys_transposed.data() + (b * heads + h) * dk * packed.keys_padded;
+      std::fill(kt, kt + dk * packed.keys_padded, 0.0f);
+      for (int64_t j = 0; j < length; ++j) {
+        const float* key = k.data() + b * k.stride(0) + j * k.stride(1) + h * dk;
+        for (int64_t d = 0; d < dk; ++d) kt[d * packed.keys_padded + j] = key[d];
+      }
+      if (!copy_values) continue;
+      float* vp = packed.values_copy.data() + (b * heads + h) * keys * packed.dv_padded;
+      for (int64_t j = 0; j < length; ++j) {
+        const float* value = v.data() + b * v.stride(0) + j * v.stride(1) + h * dv;
+        std::copy(value, value + dv, vp + j * packed.dv_padded);
+        std::fill(vp + j * packed.dv_padded + dv, vp + (j + 1) * packed.dv_padded, 0.0f);
+      }
+    }
+  }
+  return packed;
+}
+
+}  // namespace
+
+void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths,
+                               const Tensor& k, const Tensor& v,
+                               std::span<const int64_t> k_lengths, int64_t num_heads,
+                               const ScoreOptions& options, Tensor& out) {
+  const int64_t batch = q.dim(0), queries = q.dim(1);
+  const int64_t dk = q.dim(2) / num_heads, dv = v.dim(2) / num_heads;
+  const PackedKeysValues packed = Pack(k, v, k_lengths, num_heads, dk, dv);
+  const int64_t blocks = (queries + kQueryBlock - 1) / kQueryBlock;
+  const std::vector<float> zero_query(dk, 0.0f);
+
+#pragma omp parallel
+  {
+    std::vector<float> score_buffer(kRows * packed.keys_padded);
+#pragma omp for collapse(3) schedule(dynamic, 1)
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t h = 0; h < num_heads; ++h) {
+        for (int64_t block = 0; block < blocks; ++block) {
+          const int64_t q_len = q_lengths[b], k_len = k_lengths[b];
+          const float* kt =
+              packed.keys_transposed.data() + (b * num_heads + h) * dk * packed.keys_padded;
+          const float* values;
+          int64_t value_stride;
+          if (packed.values_copy.empty()) {
+            values = v.data() + b * v.stride(0) + h * dv;
+            value_stride = v.stride(1);
+          } else {
+            values = packed.values_copy.data() + (b * num_heads + h) * v.dim(1) * packed.dv_padded;
+            value_stride = packed.dv_padded;
+          }
+          const float slope = options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h];
+          const int64_t block_end = std::min(queries, (block + 1) * kQueryBlock);
+
+          for (int64_t i0 = block * kQueryBlock; i0 < block_end; i0 += kRows) {
+            const float* q_rows[kRows];
+            float* p_rows[kRows];
+            int64_t limits[kRows];
+            int64_t most_keys = 0;
+            for (int r = 0; r < kRows; ++r) {
+              const int64_t i = i0 + r;
+              const bool valid = i < block_end && i < q_len;
+              const int64_t position = k_len - q_len + i;
+              limits[r] = !valid ? 0 : options.causal ? std::min(k_len, position + 1) : k_len;
+              most_keys = std::max(most_keys, limits[r]);
+              q_rows[r] = valid ? q.data() + b * q.stride(0) + i * q.stride(1) + h * dk
+                                : zero_query.data();
+              p_rows[r] = score_buffer.data() + r * packed.keys_padded;
+            }
+            const int64_t keys_in_tiles = RoundUp(most_keys, kTile);
+            for (int64_t column = 0; column < keys_in_tiles; column += kTile) {
+              ScoreTile(q_rows, kt + column, packed.keys_padded, dk, p_rows, column);
+            }
+            for (int r = 0; r < kRows; ++r) {
+              float* p = p_rows[r];
+              const int64_t position = k_len - q_len + i0 + r;
+              for (int64_t j = 0; j < limits[r]; ++j) {
+                p[j] = p[j] * options.scale - slope * static_cast<float>(std::abs(position - j));
+              }
+              MaskedSoftmaxRow(p, limits[r], keys_in_tiles);
+            }
+
+            float tile[kRows][kTile];
+            for (int64_t column = 0; column < dv; column += kTile) {
+              ValueTile(p_rows, values + column, value_stride, most_keys, tile);
+              const int64_t width = std::min(kTile, dv - column);
+              for (int r = 0; r < kRows && i0 + r < block_end; ++r) {
+                float* o = out.data() + b * out.stride(0) + (i0 + r) * out.stride(1) + h * dv;
+                if (limits[r] == 0) {
+                  std::fill(o + column, o + column + width, 0.0f);
+                } else {
+                  std::copy(tile[r], tile[r] + width, o + column);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace attnserve

@@ -1,0 +1,29 @@
+// The multi-head softmax attention core over already projected heads:
+//   out_h = softmax(scale · Q_h K_hᵀ + mask + ALiBi) V_h
+// Queries of a sequence with q_len queries and k_len keys sit at key positions
+// k_len - q_len + i, so causal masking covers self-attention (q_len = k_len) and decoding
+// against a cache (q_len < k_len) alike. Keys at or past k_len are never read.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "engine/tensor.h"
+
+namespace attnserve {
+
+struct ScoreOptions {
+  float scale = 1.0f;
+  bool causal = false;
+  std::span<const float> alibi_slopes;  // empty: no ALiBi; else one slope per head
+};
+
+// q: [B, Tq, H·dk], k: [B, Tk, H·dk], v: [B, Tk, H·dv], out: [B, Tq, H·dv]; dense rows, any row
+// strides. Callers validate shapes; rows of out past q_lengths[b] are zeroed. Requires
+// k_lengths[b] >= 1 where q_lengths[b] >= 1, and k_lengths[b] >= q_lengths[b] when causal.
+void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths,
+                               const Tensor& k, const Tensor& v,
+                               std::span<const int64_t> k_lengths, int64_t num_heads,
+                               const ScoreOptions& options, Tensor& out);
+
+}  // namespace attnserve

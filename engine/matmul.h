@@ -1,0 +1,36 @@
+// y = x · Wᵀ (+ bias) (then activation) (+ y), on oneDNN's matmul.
+//
+// W is stored as PyTorch's nn.Linear stores it: [out_features, in_features]. The row count of x is
+// a runtime dimension, so one primitive serves every batch size; primitives are created once per
+// (shape, strides, epilogue) and cached for the life of the process.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/tensor.h"
+
+namespace attnserve {
+
+enum class Activation { kNone, kRelu, kGeluErf, kGeluTanh };
+
+struct MatmulEpilogue {
+  bool accumulate = false;  // y += result (a residual add), fused as oneDNN's sum post-op
+  Activation activation = Activation::kNone;  // applied before the accumulation
+};
+
+// x: [M, K] with unit inner stride (rows may be strided); weight: [N, K] likewise; bias: empty or
+// [N]; y: [M, N] with unit inner stride, allocated by the caller.
+absl::Status Linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y,
+                    MatmulEpilogue epilogue = {});
+
+// The implementation oneDNN chose for every matmul primitive created so far, e.g. "gemm:jit".
+struct PrimitiveInfo {
+  std::string key;
+  std::string implementation;
+};
+std::vector<PrimitiveInfo> CreatedMatmulPrimitives();
+
+}  // namespace attnserve

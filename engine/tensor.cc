@@ -1,0 +1,142 @@
+#include "engine/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace attnserve {
+namespace {
+
+int64_t Product(const Shape& shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+
+std::shared_ptr<float> AllocateAligned(int64_t count) {
+  size_t bytes = static_cast<size_t>(count) * sizeof(float);
+  // aligned_alloc wants a multiple of the alignment.
+  bytes = (bytes + Tensor::kAlignment - 1) / Tensor::kAlignment * Tensor::kAlignment;
+  if (bytes == 0) bytes = Tensor::kAlignment;
+  void* memory = std::aligned_alloc(Tensor::kAlignment, bytes);
+  if (memory == nullptr) throw std::bad_alloc();
+  return std::shared_ptr<float>(static_cast<float*>(memory), [](float* p) { std::free(p); });
+}
+
+}  // namespace
+
+Shape ContiguousStrides(const Shape& shape) {
+  Shape strides(shape.size());
+  int64_t stride = 1;
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+Tensor::Tensor(Shape shape) : shape_(std::move(shape)), strides_(ContiguousStrides(shape_)) {
+  std::shared_ptr<float> storage = AllocateAligned(Product(shape_));
+  data_ = storage.get();
+  storage_ = std::move(storage);
+}
+
+Tensor Tensor::Zeros(Shape shape) {
+  Tensor tensor(std::move(shape));
+  tensor.Fill(0.0f);
+  return tensor;
+}
+
+Tensor Tensor::Wrap(float* data, Shape shape, std::shared_ptr<const void> owner) {
+  Tensor tensor;
+  tensor.storage_ = std::move(owner);
+  tensor.data_ = data;
+  tensor.strides_ = ContiguousStrides(shape);
+  tensor.shape_ = std::move(shape);
+  return tensor;
+}
+
+int64_t Tensor::size() const { return Product(shape_); }
+
+bool Tensor::is_contiguous() const { return strides_ == ContiguousStrides(shape_); }
+
+Tensor Tensor::Slice(int axis, int64_t start, int64_t length) const {
+  if (axis < 0) axis += rank();
+  Tensor view = *this;
+  view.data_ = data_ + start * strides_[axis];
+  view.shape_[axis] = length;
+  return view;
+}
+
+Tensor Tensor::Reshape(Shape shape) const {
+  Tensor view = *this;
+  view.strides_ = ContiguousStrides(shape);
+  view.shape_ = std::move(shape);
+  return view;
+}
+
+Tensor Tensor::Select(int64_t index) const {
+  Tensor view = *this;
+  view.data_ = data_ + index * strides_[0];
+  view.shape_.erase(view.shape_.begin());
+  view.strides_.erase(view.strides_.begin());
+  return view;
+}
+
+Tensor Tensor::FlattenRows() const {
+  for (int axis = 0; axis + 2 < rank(); ++axis) {
+    if (strides_[axis] != shape_[axis + 1] * strides_[axis + 1]) return Clone().FlattenRows();
+  }
+  Tensor view = *this;
+  view.shape_ = {size() / shape_.back(), shape_.back()};
+  view.strides_ = {rank() >= 2 ? strides_[rank() - 2] : shape_.back(), strides_.back()};
+  return view;
+}
+
+namespace {
+
+// Copies `shape` elements between two strided layouts, innermost axis last.
+void CopyStrided(const float* from, const Shape& from_strides, float* to, const Shape& to_strides,
+                 const Shape& shape, int axis) {
+  if (axis == static_cast<int>(shape.size()) - 1) {
+    for (int64_t i = 0; i < shape[axis]; ++i) to[i * to_strides[axis]] = from[i * from_strides[axis]];
+    return;
+  }
+  for (int64_t i = 0; i < shape[axis]; ++i) {
+    CopyStrided(from + i * from_strides[axis], from_strides, to + i * to_strides[axis], to_strides,
+                shape, axis + 1);
+  }
+}
+
+}  // namespace
+
+Tensor Tensor::Clone() const {
+  Tensor copy(shape_);
+  if (is_contiguous()) {
+    std::memcpy(copy.data_, data_, static_cast<size_t>(size()) * sizeof(float));
+  } else if (rank() > 0) {
+    CopyStrided(data_, strides_, copy.data_, copy.strides_, shape_, 0);
+  }
+  return copy;
+}
+
+void Tensor::Fill(float value) {
+  if (is_contiguous()) {
+    std::fill(data_, data_ + size(), value);
+    return;
+  }
+  // Rare for strided views: go through a contiguous copy of the pattern.
+  Tensor filled(shape_);
+  std::fill(filled.data_, filled.data_ + filled.size(), value);
+  CopyStrided(filled.data_, filled.strides_, data_, strides_, shape_, 0);
+}
+
+std::string Tensor::ShapeString() const { return ShapeToString(shape_); }
+
+}  // namespace attnserve

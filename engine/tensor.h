@@ -1,0 +1,61 @@
+// A float32 tensor: shape, strides (in elements), 64-byte aligned storage shared between views.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace attnserve {
+
+using Shape = std::vector<int64_t>;
+
+class Tensor {
+ public:
+  static constexpr size_t kAlignment = 64;
+
+  Tensor() = default;
+  // Allocates uninitialized storage for `shape`, contiguous (row-major).
+  explicit Tensor(Shape shape);
+  static Tensor Zeros(Shape shape);
+  // A tensor over memory someone else owns; `owner` keeps it alive (for example a mapped file).
+  static Tensor Wrap(float* data, Shape shape, std::shared_ptr<const void> owner);
+
+  const Shape& shape() const { return shape_; }
+  const Shape& strides() const { return strides_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  // Dimension `i`; negative counts from the end.
+  int64_t dim(int i) const { return shape_[i < 0 ? i + rank() : i]; }
+  int64_t stride(int i) const { return strides_[i < 0 ? i + rank() : i]; }
+  int64_t size() const;
+  bool empty() const { return data_ == nullptr; }
+  bool is_contiguous() const;
+
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+  float* row(int64_t i) { return data_ + i * strides_[0]; }
+  const float* row(int64_t i) const { return data_ + i * strides_[0]; }
+
+  // Views sharing storage, never copying.
+  Tensor Slice(int axis, int64_t start, int64_t length) const;
+  Tensor Reshape(Shape shape) const;  // requires a contiguous tensor
+  Tensor Select(int64_t index) const;  // drops the first axis
+  // [d0, ..., dn] as [d0·…·dn-1, dn]: a view when the leading axes nest evenly, else a copy.
+  Tensor FlattenRows() const;
+
+  Tensor Clone() const;  // a contiguous copy
+  void Fill(float value);
+  std::string ShapeString() const;
+
+ private:
+  std::shared_ptr<const void> storage_;
+  float* data_ = nullptr;
+  Shape shape_;
+  Shape strides_;
+};
+
+std::string ShapeToString(const Shape& shape);
+Shape ContiguousStrides(const Shape& shape);
+
+}  // namespace attnserve
