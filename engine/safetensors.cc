@@ -1,0 +1,196 @@
+#include "engine/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+
+namespace attnserve {
+
+struct SafetensorsFile::Mapping {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (data != nullptr && size > 0) munmap(const_cast<uint8_t*>(data), size);
+  }
+};
+
+namespace {
+
+int64_t DtypeBytes(const std::string& dtype) {
+  static const std::map<std::string, int64_t> sizes = {
+      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},
+      {"I16", 2}, {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"U16", 2}, {"U32", 4}, {"U64", 8}};
+  auto it = sizes.find(dtype);
+  return it == sizes.end() ? 0 : it->second;
+}
+
+}  // namespace
+
+absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
+  auto fail = [&path](const std::string& message) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", message));
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
+  struct stat info;
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return fail("not a regular file");
+  }
+  auto mapping = std::make_shared<Mapping>();
+  mapping->size = static_cast<size_t>(info.st_size);
+  if (mapping->size > 0) {
+    void* data = mmap(nullptr, mapping->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (data == MAP_FAILED) {
+      ::close(fd);
+      return fail(absl::StrCat("mmap failed: ", std::strerror(errno)));
+    }
+    mapping->data = static_cast<const uint8_t*>(data);
+  }
+  ::close(fd);
+
+  if (mapping->size < 8) return fail("truncated: shorter than the 8-byte header length");
+  uint64_t header_bytes = 0;
+  for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | mapping->data[i];
+  if (header_bytes > kMaxHeaderBytes) {
+    return fail(absl::StrCat("header length ", header_bytes, " exceeds the limit of ",
+                             kMaxHeaderBytes));
+  }
+  if (header_bytes > mapping->size - 8) {
+    return fail(absl::StrCat("truncated: header of ", header_bytes, " bytes but only ",
+                             mapping->size - 8, " follow"));
+  }
+
+  SafetensorsFile file;
+  file.path_ = path;
+  file.data_offset_ = 8 + header_bytes;
+  const uint64_t data_bytes = mapping->size - file.data_offset_;
+  nlohmann::json header = nlohmann::json::parse(mapping->data + 8,
+                                                mapping->data + 8 + header_bytes, nullptr,
+                                                /*allow_exceptions=*/false);
+  if (header.is_discarded() || !header.is_object()) {
+    return fail("header is not a JSON object");
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (auto& [name, value] : header.items()) {
+    if (name == "__metadata__") {
+      if (!value.is_object()) return fail("__metadata__ is not an object");
+      for (auto& [key, text] : value.items()) {
+        if (!text.is_string()) return fail(absl::StrCat("__metadata__.", key, " is not a string"));
+        file.metadata_[key] = text.get<std::string>();
+      }
+      continue;
+    }
+    auto bad = [&](const std::string& what) { return fail(absl::StrCat("tensor '", name, "': ", what)); };
+    if (!value.is_object()) return bad("entry is not an object");
+    Entry entry;
+    auto dtype = value.find("dtype");
+    auto shape = value.find("shape");
+    auto offsets = value.find("data_offsets");
+    if (dtype == value.end() || !dtype->is_string()) return bad("missing or non-string dtype");
+    entry.dtype = dtype->get<std::string>();
+    const int64_t element_bytes = DtypeBytes(entry.dtype);
+    if (element_bytes == 0) return bad(absl::StrCat("unknown dtype ", entry.dtype));
+    if (shape == value.end() || !shape->is_array()) return bad("missing shape");
+    uint64_t elements = 1;
+    for (const auto& d : *shape) {
+      if (!d.is_number_unsigned()) return bad("shape holds a non-negative integer per axis");
+      const uint64_t extent = d.get<uint64_t>();
+      if (extent > (uint64_t{1} << 40) || (extent > 0 && elements > (uint64_t{1} << 40) / extent)) {
+        return bad("shape is too large");
+      }
+      elements *= extent;
+      entry.shape.push_back(static_cast<int64_t>(extent));
+    }
+    if (offsets == value.end() || !offsets->is_array() || offsets->size() != 2 ||
+        !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned()) {
+      return bad("data_offsets must be [begin, end]");
+    }
+    entry.begin = (*offsets)[0].get<uint64_t>();
+    entry.end = (*offsets)[1].get<uint64_t>();
+    if (entry.begin > entry.end || entry.end > data_bytes) {
+      return bad(absl::StrCat("data_offsets [", entry.begin, ", ", entry.end,
+                              "] fall outside the ", data_bytes, "-byte data section"));
+    }
+    if (entry.end - entry.begin != elements * static_cast<uint64_t>(element_bytes)) {
+      return bad(absl::StrCat("holds ", entry.end - entry.begin, " bytes but its shape ",
+                              ShapeToString(entry.shape), " of ", entry.dtype, " needs ",
+                              elements * element_bytes));
+    }
+    ranges.emplace_back(entry.begin, entry.end);
+    file.entries_.emplace(name, std::move(entry));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].first < ranges[i - 1].second) {
+      return fail(absl::StrCat("tensors overlap at data offset ", ranges[i].first));
+    }
+  }
+  file.mapping_ = std::move(mapping);
+  return file;
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : entries_) names.push_back(name);
+  return names;
+}
+
+absl::StatusOr<const SafetensorsFile::Entry*> SafetensorsFile::Find(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat(path_, ": no tensor named '", name, "'"));
+  }
+  return &it->second;
+}
+
+const uint8_t* SafetensorsFile::DataOf(const Entry& entry) const {
+  return mapping_->data + data_offset_ + entry.begin;
+}
+
+absl::StatusOr<Tensor> SafetensorsFile::Float32(const std::string& name) const {
+  auto entry = Find(name);
+  if (!entry.ok()) return entry.status();
+  if ((*entry)->dtype != "F32") {
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": tensor '", name, "' is ",
+                                                   (*entry)->dtype, ", expected F32"));
+  }
+  const uint8_t* data = DataOf(**entry);
+  Tensor view = Tensor::Wrap(reinterpret_cast<float*>(const_cast<uint8_t*>(data)),
+                             (*entry)->shape, mapping_);
+  if (reinterpret_cast<uintptr_t>(data) % alignof(float) != 0) {
+    Tensor copy((*entry)->shape);
+    std::memcpy(copy.data(), data, (*entry)->end - (*entry)->begin);
+    return copy;
+  }
+  return view;
+}
+
+absl::StatusOr<std::vector<int64_t>> SafetensorsFile::Integers(const std::string& name) const {
+  auto entry = Find(name);
+  if (!entry.ok()) return entry.status();
+  const uint8_t* data = DataOf(**entry);
+  const uint64_t bytes = (*entry)->end - (*entry)->begin;
+  std::vector<int64_t> values;
+  if ((*entry)->dtype == "I64") {
+    values.resize(bytes / 8);
+    std::memcpy(values.data(), data, bytes);
+  } else if ((*entry)->dtype == "I32") {
+    std::vector<int32_t> narrow(bytes / 4);
+    std::memcpy(narrow.data(), data, bytes);
+    values.assign(narrow.begin(), narrow.end());
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": tensor '", name, "' is ",
+                                                   (*entry)->dtype, ", expected I64 or I32"));
+  }
+  return values;
+}
+
+}  // namespace attnserve

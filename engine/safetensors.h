@@ -1,0 +1,53 @@
+// A read-only, memory-mapped safetensors file: an 8-byte little-endian header length, a JSON
+// header ({name: {dtype, shape, data_offsets}, "__metadata__": {string: string}}), then the data.
+// Open() validates everything up front, so a malformed file is refused with a message naming the
+// file and the tensor, and accessors never read out of bounds.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/tensor.h"
+
+namespace attnserve {
+
+class SafetensorsFile {
+ public:
+  // Headers larger than this are refused as malformed rather than parsed.
+  static constexpr uint64_t kMaxHeaderBytes = 100 << 20;
+
+  static absl::StatusOr<SafetensorsFile> Open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  std::vector<std::string> names() const;
+  bool contains(const std::string& name) const { return entries_.count(name) > 0; }
+
+  // A view into the mapping (a copy if the data is not 4-byte aligned); F32 only.
+  absl::StatusOr<Tensor> Float32(const std::string& name) const;
+  // I64 or I32 tensors, widened.
+  absl::StatusOr<std::vector<int64_t>> Integers(const std::string& name) const;
+
+ private:
+  struct Entry {
+    std::string dtype;
+    Shape shape;
+    uint64_t begin = 0, end = 0;  // offsets into the data section
+  };
+  struct Mapping;
+
+  absl::StatusOr<const Entry*> Find(const std::string& name) const;
+  const uint8_t* DataOf(const Entry& entry) const;
+
+  std::string path_;
+  std::shared_ptr<const Mapping> mapping_;
+  uint64_t data_offset_ = 0;
+  std::map<std::string, Entry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace attnserve

@@ -1,0 +1,171 @@
+"""Writes the golden cases: random inputs and weights, and the reference outputs computed in
+float64 by the modules in attnserve/, one safetensors file per case. The C++ golden test
+(tests/golden/golden_test.cc) runs the engine on each case and compares.
+
+Usage: make_golden.py OUTPUT_DIR
+"""
+import itertools
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from attnserve import functional, norms  # noqa: E402
+from attnserve.attention import MultiHeadAttention, PointerAttention, SimpleSelfAttention  # noqa
+from attnserve.safetensors import save  # noqa: E402
+
+LENGTH_POOL = [1, 2, 7, 16, 33, 64, 129, 200, 300]
+HEAD_WIDTHS = [8, 13, 16, 31, 64, 24, 9, 48]
+
+
+def lengths_mix(gen, batch):
+    """A batch that mixes short and long sequences, always holding a 1 or a 300."""
+    picks = torch.randint(len(LENGTH_POOL), (batch,), generator=gen).tolist()
+    lengths = [LENGTH_POOL[i] for i in picks]
+    lengths[0] = 300 if lengths[0] < 100 else 1
+    return torch.tensor(lengths, dtype=torch.int64)
+
+
+def padded(gen, lengths, width, scale=1.0):
+    x = torch.randn(len(lengths), int(lengths.max()), width, generator=gen) * scale
+    return functional.zero_padding(x, lengths)
+
+
+def write(out_dir, name, variant, tensors, **metadata):
+    metadata = {k: (int(v) if isinstance(v, bool) else v) for k, v in metadata.items()}
+    tensors = {k: (v.float() if v.is_floating_point() else v) for k, v in tensors.items()}
+    save(tensors, os.path.join(out_dir, name + ".safetensors"), {"variant": variant, **metadata})
+
+
+def attention_cases(out_dir, gen):
+    grid = []
+    for kind in ("softmax", "exclusive", "linear"):
+        for heads, causal in itertools.product((1, 2, 12), (False, True)):
+            for alibi in ((False,) if kind == "linear" else (False, True)):
+                for cross in ((False,) if kind == "exclusive" else (False, True)):
+                    grid.append((kind, heads, causal, alibi, cross))
+    for n, (kind, heads, causal, alibi, cross) in enumerate(grid):
+        dk = HEAD_WIDTHS[n % len(HEAD_WIDTHS)]
+        dv = HEAD_WIDTHS[(n + 3) % len(HEAD_WIDTHS)] if n % 3 else dk
+        if heads == 12:  # keep the 12-head cases small enough to generate quickly
+            dk, dv = min(dk, 16), min(dv, 16)
+        model_dim = 32 + 8 * (n % 5)
+        memory_dim = 24 + 4 * (n % 3) if cross else 0
+        batch = 1 + n % 3
+        lengths = lengths_mix(gen, batch)
+        feature_map = "exp" if (kind == "linear" and n % 2) else "elu_plus_one"
+        layer = MultiHeadAttention(model_dim, heads, dk, dv, memory_dim=memory_dim,
+                                   output_dim=model_dim + (4 if n % 4 == 1 else 0), kind=kind,
+                                   causal=causal, alibi=alibi, bias=n % 5 != 2,
+                                   feature_map=feature_map)
+        tensors = {name: p for name, p in layer.state_dict().items()}
+        x = padded(gen, lengths, model_dim)
+        tensors.update(x=x, x_lengths=lengths)
+        memory = memory_lengths = None
+        if cross:
+            extra = torch.randint(0, 40, (batch,), generator=gen)
+            memory_lengths = lengths + extra if causal else lengths_mix(gen, batch)
+            memory = padded(gen, memory_lengths, memory_dim)
+            tensors.update(memory=memory, memory_lengths=memory_lengths)
+        layer = layer.double()
+        with torch.no_grad():
+            heads_out = layer.heads(x.double(), lengths,
+                                    None if memory is None else memory.double(), memory_lengths)
+            tensors["output"] = functional.zero_padding(layer.out_proj(heads_out), lengths)
+            tensors["head_contributions"] = layer.head_contributions(heads_out)
+        name = f"attention_{n:02d}_{kind}_h{heads}_dk{dk}_dv{dv}" + ("_causal" if causal else "") \
+            + ("_alibi" if alibi else "") + ("_cross" if cross else "")
+        config = layer.config()
+        write(out_dir, name, "attention", tensors, **{k: config[k] for k in (
+            "kind", "model_dim", "memory_dim", "num_heads", "head_dim_qk", "head_dim_v",
+            "output_dim", "causal", "alibi", "feature_map")})
+
+
+def simple_cases(out_dir, gen):
+    for n, (scaled, causal, width) in enumerate(
+            itertools.product((True, False), (False, True), (8, 33, 64))):
+        lengths = lengths_mix(gen, 1 + n % 3)
+        x = padded(gen, lengths, width, scale=0.5)
+        y = SimpleSelfAttention(scaled, causal)(x.double(), lengths)
+        write(out_dir, f"simple_{n:02d}_d{width}" + ("_scaled" if scaled else "")
+              + ("_causal" if causal else ""), "simple",
+              {"x": x, "x_lengths": lengths, "output": y}, scaled=scaled, causal=causal)
+
+
+def pointer_cases(out_dir, gen):
+    for n, (query_dim, memory_dim, attention_dim) in enumerate(
+            [(16, 16, 8), (32, 24, 33), (7, 40, 64), (64, 64, 100)]):
+        lengths, memory_lengths = lengths_mix(gen, 1 + n % 3), lengths_mix(gen, 1 + n % 3)
+        layer = PointerAttention(query_dim, memory_dim, attention_dim)
+        queries, memory = padded(gen, lengths, query_dim), padded(gen, memory_lengths, memory_dim)
+        with torch.no_grad():
+            y = layer.double()(queries.double(), lengths, memory.double(), memory_lengths)
+        tensors = dict(layer.state_dict(), queries=queries, x_lengths=lengths, memory=memory,
+                       memory_lengths=memory_lengths, output=y)
+        write(out_dir, f"pointer_{n:02d}_a{attention_dim}", "pointer", tensors)
+
+
+def kernel_cases(out_dir, gen):
+    for dim in (1, 7, 64, 768):
+        x = torch.randn(37, dim, generator=gen) * 3 + 1
+        gamma, beta = torch.randn(dim, generator=gen), torch.randn(dim, generator=gen)
+        xd = x.double()
+        write(out_dir, f"kernel_layer_norm_d{dim}", "layer_norm",
+              {"x": x, "gamma": gamma, "beta": beta,
+               "output": functional.layer_norm(xd, gamma.double(), beta.double(), 1e-5)},
+              eps=1e-5)
+        write(out_dir, f"kernel_rms_norm_d{dim}", "rms_norm",
+              {"x": x, "gain": gamma, "output": functional.rms_norm(xd, gamma.double(), 1e-6)},
+              eps=1e-6)
+        g = float(norms.ScaleNorm(dim).g)
+        write(out_dir, f"kernel_scale_norm_d{dim}", "scale_norm",
+              {"x": x, "output": functional.scale_norm(xd, g, 1e-5)}, g=repr(g), eps=1e-5)
+    x = torch.linspace(-12, 12, 1001)
+    small = torch.linspace(-6, 6, 1001)
+    for name, fn, inputs in (("relu", torch.relu, x), ("gelu_erf", functional.gelu_erf, x),
+                             ("gelu_tanh", functional.gelu_tanh, x),
+                             ("elu_plus_one", functional.elu_plus_one, x),
+                             ("exp", torch.exp, small)):
+        write(out_dir, f"kernel_activation_{name}", "activation",
+              {"x": inputs, "output": fn(inputs.double())}, function=name)
+    for width in (1, 5, 64, 1000):
+        scores = torch.randn(23, width, generator=gen) * 40
+        lengths = torch.randint(0, width + 1, (23,), generator=gen)
+        allowed = torch.arange(width)[None, :] < lengths[:, None]
+        sd = scores.double().masked_fill(~allowed, float("-inf"))
+        probs = torch.where(allowed, torch.softmax(sd, -1), torch.zeros_like(sd))
+        log_probs = torch.where(allowed, torch.log_softmax(sd, -1), sd)
+        write(out_dir, f"kernel_softmax_w{width}", "softmax",
+              {"x": scores, "lengths": lengths, "output": probs, "log_output": log_probs})
+    for positions, dim in ((2048, 768), (10, 7), (300, 64)):
+        write(out_dir, f"kernel_sinusoidal_p{positions}_d{dim}", "sinusoidal",
+              {"output": functional.sinusoidal_positions(positions, dim, torch.float64)},
+              positions=positions, dim=dim)
+    slopes = {f"slopes_{n}": functional.alibi_slopes(n) for n in list(range(1, 17)) + [24, 48]}
+    write(out_dir, "kernel_alibi_slopes", "alibi", slopes)
+    table = torch.randn(50, 24, generator=gen)
+    ids = torch.randint(0, 50, (77,), generator=gen)
+    positions = torch.randn(64, 24, generator=gen)
+    lengths = torch.tensor([5, 40, 1])
+    x = padded(gen, lengths, 24)
+    start = 3
+    expected = functional.zero_padding(x.double() + positions[start : start + 40].double(),
+                                       lengths)
+    write(out_dir, "kernel_embedding", "embedding",
+          {"table": table, "ids": ids, "output": table[ids], "positions": positions, "x": x,
+           "x_lengths": lengths, "positioned": expected}, start=start)
+
+
+def main():
+    out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(1234)
+    for make in (kernel_cases, attention_cases, simple_cases, pointer_cases):
+        make(out_dir, gen)
+    print(f"golden cases written to {out_dir}: {len(os.listdir(out_dir))}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+// Runs the engine on every golden case written by python/tests/make_golden.py and compares with
+// the PyTorch reference (computed in float64) within 1e-4 absolute and relative.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "engine/attention/head_contributions.h"
+#include "engine/attention/multi_head.h"
+#include "engine/attention/pointer.h"
+#include "engine/attention/simple_self.h"
+#include "engine/kernels/activations.h"
+#include "engine/kernels/alibi.h"
+#include "engine/kernels/embedding.h"
+#include "engine/kernels/normalization.h"
+#include "engine/kernels/softmax.h"
+#include "engine/safetensors.h"
+#include "tests/tensor_compare.h"
+
+namespace attnserve {
+namespace {
+
+using ::attnserve::testing::AllClose;
+
+std::string GoldenDir() {
+  const char* dir = std::getenv("ATTNSERVE_GOLDEN_DIR");
+  return dir != nullptr ? dir : "golden";
+}
+
+std::vector<std::string> GoldenCases() {
+  std::vector<std::string> names;
+  if (!std::filesystem::is_directory(GoldenDir())) return names;
+  for (const auto& entry : std::filesystem::directory_iterator(GoldenDir())) {
+    if (entry.path().extension() == ".safetensors") names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Accessors that fail the test (rather than crash) on a malformed case.
+class Case {
+ public:
+  explicit Case(SafetensorsFile file) : file_(std::move(file)) {}
+
+  Tensor Float(const std::string& name) const {
+    auto tensor = file_.Float32(name);
+    EXPECT_TRUE(tensor.ok()) << tensor.status();
+    return tensor.ok() ? *tensor : Tensor();
+  }
+  Tensor Optional(const std::string& name) const {
+    return file_.contains(name) ? Float(name) : Tensor();
+  }
+  std::vector<int64_t> Ints(const std::string& name) const {
+    auto values = file_.Integers(name);
+    EXPECT_TRUE(values.ok()) << values.status();
+    return values.ok() ? *values : std::vector<int64_t>();
+  }
+  std::string Text(const std::string& key) const {
+    auto it = file_.metadata().find(key);
+    EXPECT_NE(it, file_.metadata().end()) << "metadata " << key;
+    return it == file_.metadata().end() ? "" : it->second;
+  }
+  int64_t Int(const std::string& key) const {
+    int64_t value = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(Text(key), &value)) << key;
+    return value;
+  }
+  float Real(const std::string& key) const {
+    float value = 0;
+    EXPECT_TRUE(absl::SimpleAtof(Text(key), &value)) << key;
+    return value;
+  }
+
+ private:
+  SafetensorsFile file_;
+};
+
+void CheckAttention(const Case& c) {
+  AttentionConfig config;
+  const std::string kind = c.Text("kind");
+  config.kind = kind == "linear"      ? AttentionKind::kLinear
+                : kind == "exclusive" ? AttentionKind::kExclusive
+                                      : AttentionKind::kSoftmax;
+  config.model_dim = c.Int("model_dim");
+  config.memory_dim = c.Int("memory_dim");
+  config.num_heads = c.Int("num_heads");
+  config.head_dim_qk = c.Int("head_dim_qk");
+  config.head_dim_v = c.Int("head_dim_v");
+  config.output_dim = c.Int("output_dim");
+  config.causal = c.Int("causal") != 0;
+  config.alibi = c.Int("alibi") != 0;
+  config.feature_map = c.Text("feature_map") == "exp" ? FeatureMap::kExp : FeatureMap::kEluPlusOne;
+  AttentionWeights weights{c.Float("q_proj.weight"),  c.Optional("q_proj.bias"),
+                           c.Float("k_proj.weight"),  c.Optional("k_proj.bias"),
+                           c.Float("v_proj.weight"),  c.Optional("v_proj.bias"),
+                           c.Float("out_proj.weight"), c.Optional("out_proj.bias")};
+  auto layer = MultiHeadAttention::Create(config, weights);
+  ASSERT_TRUE(layer.ok()) << layer.status();
+
+  PaddedBatch x{c.Float("x"), c.Ints("x_lengths")};
+  PaddedBatch memory;
+  if (config.is_cross()) memory = {c.Float("memory"), c.Ints("memory_lengths")};
+  Tensor heads;
+  auto output = layer->Forward(x, config.is_cross() ? &memory : nullptr, &heads);
+  ASSERT_TRUE(output.ok()) << output.status();
+  EXPECT_TRUE(AllClose(*output, c.Float("output")));
+
+  auto contributions = HeadContributions(heads, weights.out_weight, config.num_heads);
+  ASSERT_TRUE(contributions.ok()) << contributions.status();
+  EXPECT_TRUE(AllClose(*contributions, c.Float("head_contributions")));
+}
+
+void CheckSimple(const Case& c) {
+  auto output = SimpleSelfAttention({c.Float("x"), c.Ints("x_lengths")}, c.Int("scaled") != 0,
+                                    c.Int("causal") != 0);
+  ASSERT_TRUE(output.ok()) << output.status();
+  EXPECT_TRUE(AllClose(*output, c.Float("output")));
+}
+
+void CheckPointer(const Case& c) {
+  auto layer = PointerAttention::Create(
+      {c.Float("memory_proj.weight"), c.Float("query_proj.weight"), c.Float("score.weight")});
+  ASSERT_TRUE(layer.ok()) << layer.status();
+  auto output = layer->Forward({c.Float("queries"), c.Ints("x_lengths")},
+                               {c.Float("memory"), c.Ints("memory_lengths")});
+  ASSERT_TRUE(output.ok()) << output.status();
+  EXPECT_TRUE(AllClose(*output, c.Float("output")));
+}
+
+void CheckNorm(const Case& c, const std::string& variant) {
+  const Tensor x = c.Float("x");
+  Tensor y(x.shape());
+  absl::Status status;
+  if (variant == "layer_norm") {
+    status = LayerNorm(x, c.Float("gamma"), c.Float("beta"), c.Real("eps"), y);
+  } else if (variant == "rms_norm") {
+    status = RmsNorm(x, c.Float("gain"), c.Real("eps"), y);
+  } else {
+    status = ScaleNorm(x, c.Real("g"), c.Real("eps"), y);
+  }
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(AllClose(y, c.Float("output")));
+}
+
+void CheckActivation(const Case& c) {
+  Tensor y = c.Float("x").Clone();
+  const std::string function = c.Text("function");
+  const std::map<std::string, void (*)(float*, int64_t)> functions = {
+      {"relu", ReluInPlace},
+      {"gelu_erf", GeluErfInPlace},
+      {"gelu_tanh", GeluTanhInPlace},
+      {"elu_plus_one", EluPlusOneInPlace},
+      {"exp", ExpInPlace}};
+  ASSERT_TRUE(functions.count(function)) << function;
+  functions.at(function)(y.data(), y.size());
+  EXPECT_TRUE(AllClose(y, c.Float("output")));
+}
+
+void CheckSoftmax(const Case& c) {
+  const Tensor x = c.Float("x");
+  const std::vector<int64_t> lengths = c.Ints("lengths");
+  Tensor probs = x.Clone(), log_probs = x.Clone();
+  for (int64_t r = 0; r < x.dim(0); ++r) {
+    MaskedSoftmaxRow(probs.row(r), lengths[r], x.dim(1));
+    MaskedLogSoftmaxRow(log_probs.row(r), lengths[r], x.dim(1));
+  }
+  EXPECT_TRUE(AllClose(probs, c.Float("output")));
+  EXPECT_TRUE(AllClose(log_probs, c.Float("log_output")));
+}
+
+void CheckSinusoidal(const Case& c) {
+  EXPECT_TRUE(AllClose(SinusoidalPositions(c.Int("positions"), c.Int("dim")), c.Float("output")));
+}
+
+void CheckAlibi(const Case& c) {
+  for (int heads : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 48}) {
+    std::vector<float> slopes = AlibiSlopes(heads);
+    Tensor actual = Tensor::Wrap(slopes.data(), {heads}, nullptr);
+    EXPECT_TRUE(AllClose(actual, c.Float("slopes_" + std::to_string(heads)), 0.0f, 1e-6f))
+        << heads << " heads";
+  }
+}
+
+void CheckEmbedding(const Case& c) {
+  const std::vector<int64_t> ids = c.Ints("ids");
+  Tensor rows({static_cast<int64_t>(ids.size()), c.Float("table").dim(1)});
+  ASSERT_TRUE(EmbedTokens(c.Float("table"), ids, rows).ok());
+  EXPECT_TRUE(AllClose(rows, c.Float("output")));
+
+  Tensor x = c.Float("x").Clone();
+  ASSERT_TRUE(AddPositions(c.Float("positions"), c.Ints("x_lengths"), c.Int("start"), x).ok());
+  EXPECT_TRUE(AllClose(x, c.Float("positioned")));
+}
+
+class GoldenTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenTest, MatchesReference) {
+  auto file = SafetensorsFile::Open(GoldenDir() + "/" + GetParam() + ".safetensors");
+  ASSERT_TRUE(file.ok()) << file.status();
+  const Case c(*std::move(file));
+  const std::string variant = c.Text("variant");
+  if (variant == "attention") return CheckAttention(c);
+  if (variant == "simple") return CheckSimple(c);
+  if (variant == "pointer") return CheckPointer(c);
+  if (variant == "layer_norm" || variant == "rms_norm" || variant == "scale_norm") {
+    return CheckNorm(c, variant);
+  }
+  if (variant == "activation") return CheckActivation(c);
+  if (variant == "softmax") return CheckSoftmax(c);
+  if (variant == "sinusoidal") return CheckSinusoidal(c);
+  if (variant == "alibi") return CheckAlibi(c);
+  if (variant == "embedding") return CheckEmbedding(c);
+  FAIL() << "unknown golden variant " << variant;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GoldenTest, ::testing::ValuesIn(GoldenCases()),
+                         [](const auto& info) { return info.param; });
+
+// An empty or missing golden directory must fail loudly, not pass with zero cases.
+TEST(GoldenSuite, HasCasesOfEveryVariant) {
+  const std::vector<std::string> cases = GoldenCases();
+  for (const char* prefix : {"attention_", "simple_", "pointer_", "kernel_layer_norm",
+                             "kernel_rms_norm", "kernel_scale_norm", "kernel_activation",
+                             "kernel_softmax", "kernel_sinusoidal", "kernel_alibi",
+                             "kernel_embedding"}) {
+    EXPECT_TRUE(std::any_of(cases.begin(), cases.end(),
+                            [&](const std::string& name) { return name.rfind(prefix, 0) == 0; }))
+        << "no golden case starting with " << prefix << " in " << GoldenDir();
+  }
+}
+
+}  // namespace
+}  // namespace attnserve
