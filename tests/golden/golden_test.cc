@@ -27,7 +27,7 @@ using ::attnserve::testing::AllClose;
 
 std::string GoldenDir() {
   const char* dir = std::getenv("ATTNSERVE_GOLDEN_DIR");
-  return dir != nullptr ? dir : "golden";
+  return dir != nullptr ? dir : ATTNSERVE_GOLDEN_DIR;
 }
 
 std::vector<std::string> GoldenCases() {

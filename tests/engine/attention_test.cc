@@ -1,0 +1,193 @@
+// Behaviour of the attention layers beyond the golden comparisons: validation messages, batch
+// independence, decoding against a longer key set, and the linear-attention recurrence.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "absl/strings/match.h"
+#include "engine/attention/head_contributions.h"
+#include "engine/attention/linear.h"
+#include "engine/attention/multi_head.h"
+#include "engine/attention/pointer.h"
+#include "tests/tensor_compare.h"
+
+namespace attnserve {
+namespace {
+
+using ::attnserve::testing::AllClose;
+
+Tensor Random(Shape shape, uint32_t seed, float scale = 1.0f) {
+  Tensor t(std::move(shape));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  for (int64_t i = 0; i < t.size(); ++i) t.data()[i] = normal(rng);
+  return t;
+}
+
+AttentionConfig SelfConfig(AttentionKind kind, bool causal) {
+  AttentionConfig config;
+  config.kind = kind;
+  config.model_dim = 24;
+  config.num_heads = 3;
+  config.head_dim_qk = 8;
+  config.head_dim_v = 5;
+  config.causal = causal;
+  return config;
+}
+
+AttentionWeights RandomWeights(const AttentionConfig& c, uint32_t seed) {
+  const int64_t qk = c.num_heads * c.head_dim_qk, v = c.num_heads * c.head_dim_v;
+  const float s = 0.3f;
+  return {Random({qk, c.model_dim}, seed, s),      Random({qk}, seed + 1, s),
+          Random({qk, c.key_input_dim()}, seed + 2, s), Random({qk}, seed + 3, s),
+          Random({v, c.key_input_dim()}, seed + 4, s),  Random({v}, seed + 5, s),
+          Random({c.out_dim(), v}, seed + 6, s),        Random({c.out_dim()}, seed + 7, s)};
+}
+
+void ExpectInvalid(const absl::Status& status, const std::string& fragment) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), fragment)) << status;
+}
+
+TEST(AttentionTest, CreateNamesTheTensorWithTheWrongShape) {
+  const AttentionConfig config = SelfConfig(AttentionKind::kSoftmax, false);
+  AttentionWeights weights = RandomWeights(config, 1);
+  weights.v_weight = Random({15, 23}, 2);
+  ExpectInvalid(MultiHeadAttention::Create(config, weights).status(),
+                "v_proj.weight has shape [15, 23], expected [15, 24]");
+  weights = RandomWeights(config, 1);
+  weights.out_bias = Random({5}, 3);
+  ExpectInvalid(MultiHeadAttention::Create(config, weights).status(), "out_proj.bias");
+  weights.q_weight = Tensor();
+  ExpectInvalid(MultiHeadAttention::Create(config, weights).status(), "q_proj.weight is missing");
+}
+
+TEST(AttentionTest, CreateRefusesContradictoryConfigs) {
+  AttentionConfig config = SelfConfig(AttentionKind::kExclusive, false);
+  config.memory_dim = 16;
+  ExpectInvalid(MultiHeadAttention::Create(config, RandomWeights(config, 1)).status(),
+                "needs self-attention");
+  config = SelfConfig(AttentionKind::kLinear, true);
+  config.alibi = true;
+  ExpectInvalid(MultiHeadAttention::Create(config, RandomWeights(config, 1)).status(), "ALiBi");
+  config = SelfConfig(AttentionKind::kSoftmax, false);
+  config.num_heads = 0;
+  ExpectInvalid(CheckAttentionConfig(config), "num_heads");
+}
+
+TEST(AttentionTest, ForwardRefusesBadBatches) {
+  AttentionConfig config = SelfConfig(AttentionKind::kSoftmax, false);
+  auto layer = MultiHeadAttention::Create(config, RandomWeights(config, 1));
+  ASSERT_TRUE(layer.ok());
+  ExpectInvalid(layer->Forward({Random({2, 5, 24}, 1), {5, 6}}).status(), "length 6");
+  ExpectInvalid(layer->Forward({Random({2, 5, 24}, 1), {5}}).status(), "1 lengths");
+  ExpectInvalid(layer->Forward({Random({2, 5, 23}, 1), {5, 5}}).status(), "width 23");
+  PaddedBatch memory{Random({2, 5, 24}, 2), {5, 5}};
+  ExpectInvalid(layer->Forward({Random({2, 5, 24}, 1), {5, 5}}, &memory).status(),
+                "given a memory");
+
+  config.memory_dim = 16;
+  config.causal = true;
+  auto cross = MultiHeadAttention::Create(config, RandomWeights(config, 3));
+  ASSERT_TRUE(cross.ok()) << cross.status();
+  ExpectInvalid(cross->Forward({Random({1, 5, 24}, 1), {5}}).status(), "needs a memory");
+  memory = {Random({1, 4, 16}, 2), {4}};
+  ExpectInvalid(cross->Forward({Random({1, 5, 24}, 1), {5}}, &memory).status(), "only 4 keys");
+  memory = {Random({1, 4, 16}, 2), {0}};
+  ExpectInvalid(cross->Forward({Random({1, 5, 24}, 1), {3}}, &memory).status(),
+                "empty attention memory");
+}
+
+// A sequence's output must not depend on what else is in the batch, nor on padding values.
+TEST(AttentionTest, SequencesInABatchAreIndependent) {
+  for (AttentionKind kind :
+       {AttentionKind::kSoftmax, AttentionKind::kExclusive, AttentionKind::kLinear}) {
+    for (bool causal : {false, true}) {
+      AttentionConfig config = SelfConfig(kind, causal);
+      config.alibi = kind != AttentionKind::kLinear;
+      auto layer = MultiHeadAttention::Create(config, RandomWeights(config, 7));
+      ASSERT_TRUE(layer.ok());
+      Tensor batch = Random({2, 40, 24}, 11);
+      Tensor alone = batch.Slice(0, 1, 1).Slice(1, 0, 13).Clone();
+      auto batched = layer->Forward({batch, {40, 13}});
+      auto single = layer->Forward({alone, {13}});
+      ASSERT_TRUE(batched.ok() && single.ok());
+      EXPECT_TRUE(AllClose(batched->Slice(0, 1, 1).Slice(1, 0, 13), *single));
+      EXPECT_EQ(batched->Select(1).row(20)[0], 0.0f);  // padding rows are zero
+    }
+  }
+}
+
+// Queries aligned to the end of a longer key set (a decoder step against a cache) see the same
+// keys as the last rows of the full causal pass.
+TEST(AttentionTest, CausalQueriesAlignToTheEndOfTheKeys) {
+  for (AttentionKind kind : {AttentionKind::kSoftmax, AttentionKind::kLinear}) {
+    AttentionConfig config = SelfConfig(kind, true);
+    config.memory_dim = 24;  // cross-attention over the same sequence = self-attention
+    config.alibi = kind == AttentionKind::kSoftmax;
+    auto layer = MultiHeadAttention::Create(config, RandomWeights(config, 5));
+    ASSERT_TRUE(layer.ok());
+    Tensor x = Random({1, 30, 24}, 9);
+    PaddedBatch keys{x, {30}};
+    auto full = layer->Forward({x, {30}}, &keys);
+    auto tail = layer->Forward({x.Slice(1, 27, 3).Clone(), {3}}, &keys);
+    ASSERT_TRUE(full.ok() && tail.ok());
+    EXPECT_TRUE(AllClose(*tail, full->Slice(1, 27, 3)));
+  }
+}
+
+TEST(LinearAttentionTest, RecurrenceStepsMatchTheCausalPass) {
+  const int64_t heads = 2, dk = 6, dv = 4, time = 50;
+  for (FeatureMap map : {FeatureMap::kEluPlusOne, FeatureMap::kExp}) {
+    Tensor q = Random({1, time, heads * dk}, 1), k = Random({1, time, heads * dk}, 2);
+    Tensor v = Random({1, time, heads * dv}, 3);
+    Tensor full({1, time, heads * dv});
+    const std::vector<int64_t> lengths = {time};
+    LinearAttention(q, lengths, k, v, lengths, heads, map, true, full);
+
+    LinearAttentionState state(heads, dk, dv);
+    Tensor stepped({1, time, heads * dv});
+    for (int64_t t = 0; t < time; ++t) {
+      state.Step(k.Select(0).row(t), v.Select(0).row(t), q.Select(0).row(t), map,
+                 stepped.Select(0).row(t));
+    }
+    EXPECT_EQ(state.tokens(), time);
+    EXPECT_TRUE(AllClose(stepped, full));
+    state.Reset();
+    EXPECT_EQ(state.tokens(), 0);
+  }
+}
+
+TEST(HeadContributionsTest, SumToTheOutputMinusBias) {
+  AttentionConfig config = SelfConfig(AttentionKind::kSoftmax, true);
+  AttentionWeights weights = RandomWeights(config, 4);
+  auto layer = MultiHeadAttention::Create(config, weights);
+  ASSERT_TRUE(layer.ok());
+  Tensor heads;
+  auto output = layer->Forward({Random({1, 9, 24}, 3), {9}}, nullptr, &heads);
+  ASSERT_TRUE(output.ok());
+  auto contributions = HeadContributions(heads, weights.out_weight, config.num_heads);
+  ASSERT_TRUE(contributions.ok());
+  Tensor sum({1, 9, 24});
+  for (int64_t t = 0; t < 9; ++t) {
+    for (int64_t d = 0; d < 24; ++d) {
+      float s = weights.out_bias.data()[d];
+      for (int64_t h = 0; h < 3; ++h) s += contributions->data()[(t * 3 + h) * 24 + d];
+      sum.data()[t * 24 + d] = s;
+    }
+  }
+  EXPECT_TRUE(AllClose(sum, *output));
+  ExpectInvalid(HeadContributions(heads, weights.out_weight, 4).status(), "4 heads");
+}
+
+TEST(PointerAttentionTest, RefusesMismatchedWeights) {
+  ExpectInvalid(PointerAttention::Create({Random({8, 5}, 1), Random({7, 4}, 2), Random({1, 8}, 3)})
+                    .status(),
+                "query_proj.weight");
+  ExpectInvalid(PointerAttention::Create({Random({8, 5}, 1), Random({8, 4}, 2), Random({8}, 3)})
+                    .status(),
+                "score.weight");
+}
+
+}  // namespace
+}  // namespace attnserve

@@ -1,0 +1,104 @@
+// Properties of the kernels beyond the golden comparisons: accuracy over the whole input range,
+// stability at extremes, and the errors bad inputs get.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "engine/kernels/activations.h"
+#include "engine/kernels/alibi.h"
+#include "engine/kernels/embedding.h"
+#include "engine/kernels/normalization.h"
+#include "engine/kernels/softmax.h"
+
+namespace attnserve {
+namespace {
+
+TEST(KernelsTest, ExpIsAccurateOverItsRange) {
+  std::vector<float> x;
+  for (float v = -87.0f; v <= 88.0f; v += 0.01337f) x.push_back(v);
+  std::vector<float> y = x;
+  ExpInPlace(y.data(), static_cast<int64_t>(y.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double expected = std::exp(static_cast<double>(x[i]));
+    ASSERT_NEAR(y[i] / expected, 1.0, 2e-6) << "exp(" << x[i] << ")";
+  }
+}
+
+TEST(KernelsTest, SoftmaxIsStableAtExtremes) {
+  std::vector<float> row = {1e30f, -1e30f, 3e38f, 0.0f, -std::numeric_limits<float>::infinity(),
+                            5.0f, 5.0f, 5.0f, 5.0f, 7.0f};
+  MaskedSoftmaxRow(row.data(), 10, 10);
+  float sum = 0.0f;
+  for (float p : row) {
+    ASSERT_TRUE(std::isfinite(p));
+    sum += p;
+  }
+  EXPECT_NEAR(sum, 1.0f, 1e-6f);
+  EXPECT_NEAR(row[2], 1.0f, 1e-6f);
+}
+
+TEST(KernelsTest, SoftmaxOfNoValidEntriesIsZero) {
+  std::vector<float> row(9, 1.0f);
+  MaskedSoftmaxRow(row.data(), 0, 9);
+  for (float p : row) EXPECT_EQ(p, 0.0f);
+  MaskedLogSoftmaxRow(row.data(), 0, 9);
+  for (float p : row) EXPECT_EQ(p, -std::numeric_limits<float>::infinity());
+}
+
+TEST(KernelsTest, RmsNormScalesByTheRootMeanSquareNotTheNorm) {
+  // x = (3, 4): mean(x²) = 12.5, so y = x / sqrt(12.5) (not x / 5, nor x / (5 / sqrt(2))·2).
+  Tensor x({1, 2});
+  x.data()[0] = 3.0f;
+  x.data()[1] = 4.0f;
+  Tensor gain({2});
+  gain.Fill(1.0f);
+  Tensor y({1, 2});
+  ASSERT_TRUE(RmsNorm(x, gain, 0.0f, y).ok());
+  EXPECT_NEAR(y.data()[0], 3.0f / std::sqrt(12.5f), 1e-6f);
+  EXPECT_NEAR(y.data()[1], 4.0f / std::sqrt(12.5f), 1e-6f);
+}
+
+TEST(KernelsTest, NormsRefuseMismatchedParameters) {
+  Tensor x({2, 8}), y({2, 8}), wrong({7});
+  absl::Status status = LayerNorm(x, wrong, Tensor(), 1e-5f, y);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(status.message(), "gamma")) << status;
+  EXPECT_FALSE(RmsNorm(x, wrong, 1e-6f, y).ok());
+  Tensor other({2, 9});
+  EXPECT_FALSE(ScaleNorm(x, 1.0f, 1e-5f, other).ok());
+}
+
+TEST(KernelsTest, EmbeddingNamesAnOutOfRangeToken) {
+  Tensor table = Tensor::Zeros({10, 4}), out({3, 4});
+  const std::vector<int64_t> ids = {1, 10, 2};
+  absl::Status status = EmbedTokens(table, ids, out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(status.message(), "token id 10 at position 1")) << status;
+  const std::vector<int64_t> negative = {-1, 0, 0};
+  EXPECT_FALSE(EmbedTokens(table, negative, out).ok());
+}
+
+TEST(KernelsTest, PositionsPastTheTableAreRefused) {
+  Tensor table = Tensor::Zeros({8, 4}), x = Tensor::Zeros({1, 6, 4});
+  const std::vector<int64_t> lengths = {6};
+  EXPECT_TRUE(AddPositions(table, lengths, 2, x).ok());
+  absl::Status status = AddPositions(table, lengths, 3, x);
+  EXPECT_FALSE(status.ok());
+  EXPECT_TRUE(absl::StrContains(status.message(), "position 8")) << status;
+}
+
+TEST(KernelsTest, AlibiSlopesFollowThePaper) {
+  const std::vector<float> eight = AlibiSlopes(8);
+  for (int i = 0; i < 8; ++i) EXPECT_FLOAT_EQ(eight[i], std::pow(2.0f, -(i + 1.0f)));
+  // 6 heads: the 4 slopes of 4 heads, then slopes 1 and 3 of 8 heads.
+  const std::vector<float> six = AlibiSlopes(6);
+  const float expected[] = {0.25f, 0.0625f, 1.0f / 64, 1.0f / 256, 0.5f, 0.125f};
+  ASSERT_EQ(six.size(), 6u);
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(six[i], expected[i]) << i;
+}
+
+}  // namespace
+}  // namespace attnserve

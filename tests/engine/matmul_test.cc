@@ -1,0 +1,118 @@
+#include "engine/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "tests/tensor_compare.h"
+
+namespace attnserve {
+namespace {
+
+using ::attnserve::testing::AllClose;
+
+Tensor Random(Shape shape, uint32_t seed) {
+  Tensor t(std::move(shape));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t i = 0; i < t.size(); ++i) t.data()[i] = normal(rng);
+  return t;
+}
+
+float Gelu(float x) { return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f))); }
+
+// y = act(x Wᵀ + b) (+ y0), in double.
+Tensor Reference(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y0,
+                 Activation activation) {
+  Tensor y({x.dim(0), w.dim(0)});
+  for (int64_t i = 0; i < x.dim(0); ++i) {
+    for (int64_t j = 0; j < w.dim(0); ++j) {
+      double sum = b.empty() ? 0.0 : b.data()[j];
+      for (int64_t k = 0; k < x.dim(1); ++k) sum += double(x.row(i)[k]) * w.row(j)[k];
+      float value = static_cast<float>(sum);
+      if (activation == Activation::kRelu) value = std::max(value, 0.0f);
+      if (activation == Activation::kGeluErf) value = Gelu(value);
+      y.row(i)[j] = value + (y0.empty() ? 0.0f : y0.row(i)[j]);
+    }
+  }
+  return y;
+}
+
+TEST(LinearTest, MatchesReferenceForEveryEpilogue) {
+  const Tensor w = Random({24, 40}, 1), b = Random({24}, 2);
+  for (int64_t m : {1, 5, 64}) {
+    const Tensor x = Random({m, 40}, 3 + m);
+    for (Activation activation : {Activation::kNone, Activation::kRelu, Activation::kGeluErf}) {
+      for (bool with_bias : {false, true}) {
+        for (bool accumulate : {false, true}) {
+          const Tensor bias = with_bias ? b : Tensor();
+          Tensor y = Random({m, 24}, 99);
+          const Tensor y0 = accumulate ? y.Clone() : Tensor();
+          ASSERT_TRUE(Linear(x, w, bias, y, {accumulate, activation}).ok());
+          EXPECT_TRUE(AllClose(y, Reference(x, w, bias, y0, activation), 1e-4f, 1e-4f))
+              << "m=" << m << " bias=" << with_bias << " accumulate=" << accumulate;
+        }
+      }
+    }
+  }
+}
+
+TEST(LinearTest, ReadsAndWritesStridedRows) {
+  const Tensor wide_x = Random({7, 50}, 4), wide_w = Random({30, 50}, 5);
+  const Tensor x = wide_x.Slice(1, 10, 20), w = wide_w.Slice(1, 5, 20);
+  Tensor wide_y = Tensor::Zeros({7, 64});
+  Tensor y = wide_y.Slice(1, 32, 30);
+  ASSERT_TRUE(Linear(x, w, Tensor(), y).ok());
+  EXPECT_TRUE(AllClose(y, Reference(x.Clone(), w.Clone(), Tensor(), Tensor(), Activation::kNone)));
+  EXPECT_EQ(wide_y.row(3)[31], 0.0f);  // untouched outside the view
+}
+
+TEST(LinearTest, OnePrimitiveServesEveryBatchSize) {
+  const Tensor w = Random({16, 8}, 6);
+  auto count = [] { return CreatedMatmulPrimitives().size(); };
+  Tensor y1({1, 16}), y2({33, 16});
+  ASSERT_TRUE(Linear(Random({1, 8}, 7), w, Tensor(), y1).ok());
+  const size_t after_first = count();
+  ASSERT_TRUE(Linear(Random({33, 8}, 8), w, Tensor(), y2).ok());
+  EXPECT_EQ(count(), after_first);
+}
+
+TEST(LinearTest, RefusesMismatchedShapes) {
+  Tensor y({2, 3});
+  absl::Status status = Linear(Random({2, 4}, 1), Random({3, 5}, 2), Tensor(), y);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(status.message(), "[3, 5]")) << status;
+}
+
+// DESIGN.md: some shapes silently fall to oneDNN's reference kernels, hundreds of times slower.
+// Every matmul the engine's hot path creates (GPT-2-small shapes and the per-head slices of
+// out_proj) must resolve to an optimized implementation.
+TEST(LinearTest, HotPathPrimitivesAreNeverReferenceKernels) {
+  const int64_t d = 768, heads = 12, dh = 64;
+  const Tensor x = Random({9, d}, 1);
+  Tensor qkv({9, 3 * d}), ffn({9, 4 * d}), out({9, d});
+  ASSERT_TRUE(Linear(x, Random({3 * d, d}, 2), Random({3 * d}, 3), qkv).ok());
+  ASSERT_TRUE(Linear(x, Random({4 * d, d}, 4), Random({4 * d}, 5), ffn,
+                     {false, Activation::kGeluErf}).ok());
+  ASSERT_TRUE(Linear(x, Random({4 * d, d}, 4), Random({4 * d}, 5), ffn,
+                     {false, Activation::kGeluTanh}).ok());
+  ASSERT_TRUE(Linear(x, Random({4 * d, d}, 4), Random({4 * d}, 5), ffn,
+                     {false, Activation::kRelu}).ok());
+  ASSERT_TRUE(Linear(ffn, Random({d, 4 * d}, 6), Random({d}, 7), out, {true}).ok());
+  const Tensor out_weight = Random({d, heads * dh}, 8);
+  Tensor contributions({9, heads * d});
+  Tensor head_out = contributions.Slice(1, d, d);
+  ASSERT_TRUE(Linear(x.Slice(1, dh, dh), out_weight.Slice(1, dh, dh), Tensor(), head_out).ok());
+
+  const auto primitives = CreatedMatmulPrimitives();
+  ASSERT_FALSE(primitives.empty());
+  for (const PrimitiveInfo& info : primitives) {
+    EXPECT_FALSE(absl::StartsWith(info.implementation, "ref"))
+        << info.key << " resolved to " << info.implementation;
+  }
+}
+
+}  // namespace
+}  // namespace attnserve

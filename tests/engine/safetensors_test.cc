@@ -1,0 +1,115 @@
+#include "engine/safetensors.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace attnserve {
+namespace {
+
+class SafetensorsTest : public ::testing::Test {
+ protected:
+  // Writes a file with the given header and `data_bytes` bytes of data (float 0, 1, 2, ...).
+  std::string Write(const std::string& header, size_t data_bytes, const char* name = "t") {
+    const std::string path = absl::StrCat(::testing::TempDir(), "/", name, ".safetensors");
+    std::ofstream out(path, std::ios::binary);
+    const uint64_t length = header.size();
+    for (int i = 0; i < 8; ++i) out.put(static_cast<char>((length >> (8 * i)) & 0xff));
+    out << header;
+    for (size_t i = 0; i < data_bytes / 4; ++i) {
+      const float value = static_cast<float>(i);
+      out.write(reinterpret_cast<const char*>(&value), 4);
+    }
+    return path;
+  }
+
+  // Opening must fail with a message naming the file and containing `fragment`.
+  void ExpectRefused(const std::string& path, const std::string& fragment) {
+    auto file = SafetensorsFile::Open(path);
+    ASSERT_FALSE(file.ok()) << "accepted " << path;
+    EXPECT_TRUE(absl::StrContains(file.status().message(), path)) << file.status();
+    EXPECT_TRUE(absl::StrContains(file.status().message(), fragment)) << file.status();
+  }
+};
+
+TEST_F(SafetensorsTest, ReadsTensorsAndMetadata) {
+  const std::string path = Write(
+      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
+      R"("n":{"dtype":"I32","shape":[2],"data_offsets":[24,32]}})",
+      32);
+  auto file = SafetensorsFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->metadata().at("format"), "pt");
+  auto a = file->Float32("a");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->shape(), (Shape{2, 3}));
+  EXPECT_EQ(a->row(1)[2], 5.0f);
+  EXPECT_EQ(file->names(), (std::vector<std::string>{"a", "n"}));
+  EXPECT_FALSE(file->Float32("n").ok());     // wrong dtype
+  EXPECT_FALSE(file->Float32("nope").ok());  // missing
+}
+
+TEST_F(SafetensorsTest, TensorOutlivesTheFileObject) {
+  Tensor a;
+  {
+    auto file = SafetensorsFile::Open(
+        Write(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 16, "outlive"));
+    ASSERT_TRUE(file.ok());
+    a = *file->Float32("a");
+  }
+  EXPECT_EQ(a.data()[3], 3.0f);  // the mapping is kept alive by the tensor
+}
+
+TEST_F(SafetensorsTest, RefusesMalformedFiles) {
+  ExpectRefused(Write("", 0, "empty"), "not a JSON object");
+  {
+    const std::string path = absl::StrCat(::testing::TempDir(), "/short.safetensors");
+    std::ofstream(path) << "abc";
+    ExpectRefused(path, "truncated");
+  }
+  // Header length claims more than the file holds.
+  {
+    const std::string path = absl::StrCat(::testing::TempDir(), "/claims.safetensors");
+    std::ofstream out(path, std::ios::binary);
+    const uint64_t length = 1000;
+    out.write(reinterpret_cast<const char*>(&length), 8);
+    out << "{}";
+    out.close();
+    ExpectRefused(path, "truncated");
+  }
+  {
+    const std::string path = absl::StrCat(::testing::TempDir(), "/huge.safetensors");
+    std::ofstream out(path, std::ios::binary);
+    const uint64_t length = uint64_t{1} << 40;
+    out.write(reinterpret_cast<const char*>(&length), 8);
+    out.close();
+    ExpectRefused(path, "exceeds");
+  }
+  ExpectRefused(Write("{not json", 0, "json"), "not a JSON object");
+  ExpectRefused(Write(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8, "range"),
+                "'w'");
+  ExpectRefused(Write(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", 16, "size"),
+                "needs 12");
+  ExpectRefused(Write(R"({"w":{"dtype":"Q7","shape":[4],"data_offsets":[0,16]}})", 16, "dtype"),
+                "unknown dtype Q7");
+  ExpectRefused(Write(R"({"w":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", 16, "neg"),
+                "'w'");
+  ExpectRefused(Write(R"({"w":{"dtype":"F32","shape":[4]}})", 16, "nooffsets"), "data_offsets");
+  ExpectRefused(Write(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                      R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                      16, "overlap"),
+                "overlap");
+  ExpectRefused(Write(R"({"__metadata__":{"k":3}})", 0, "meta"), "__metadata__.k");
+  auto missing = SafetensorsFile::Open("/nonexistent/model.safetensors");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace attnserve
