@@ -1,0 +1,163 @@
+// Micro-benchmarks of the engine's kernels and attention variants, with achieved GFLOP/s.
+// Run through bench/run_kernel_bench.sh, which also measures PyTorch in the same run.
+#include <benchmark/benchmark.h>
+
+#include <random>
+
+#include "engine/attention/multi_head.h"
+#include "engine/attention/pointer.h"
+#include "engine/attention/scaled_dot_product.h"
+#include "engine/attention/simple_self.h"
+#include "engine/kernels/normalization.h"
+#include "engine/kernels/softmax.h"
+#include "engine/matmul.h"
+
+namespace attnserve {
+namespace {
+
+Tensor Random(Shape shape, float scale = 1.0f) {
+  Tensor t(std::move(shape));
+  std::mt19937 rng(42);
+  std::normal_distribution<float> normal(0.0f, scale);
+  for (int64_t i = 0; i < t.size(); ++i) t.data()[i] = normal(rng);
+  return t;
+}
+
+void SetGflops(benchmark::State& state, double flops_per_iteration) {
+  state.counters["GFLOP/s"] = benchmark::Counter(flops_per_iteration * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_Linear(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const Tensor x = Random({m, k}), w = Random({n, k}), b = Random({n});
+  Tensor y({m, n});
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(Linear(x, w, b, y));
+  }
+  SetGflops(state, 2.0 * m * k * n);
+}
+BENCHMARK(BM_Linear)
+    ->Args({128, 768, 2304})
+    ->Args({512, 768, 768})
+    ->Args({512, 768, 3072})
+    ->Args({2048, 2048, 2048})
+    ->Unit(benchmark::kMillisecond);
+
+void BM_Softmax(benchmark::State& state) {
+  const int64_t rows = state.range(0), width = state.range(1);
+  const Tensor source = Random({rows, width}, 5.0f);
+  Tensor x = source.Clone();
+  for (auto _ : state) {
+    for (int64_t r = 0; r < rows; ++r) MaskedSoftmaxRow(x.row(r), width, width);
+  }
+  state.SetItemsProcessed(state.iterations() * rows * width);
+}
+BENCHMARK(BM_Softmax)->Args({512, 512})->Args({12, 2048});
+
+template <int kKind>
+void BM_Norm(benchmark::State& state) {
+  const int64_t rows = state.range(0), dim = state.range(1);
+  const Tensor x = Random({rows, dim}), gamma = Random({dim}), beta = Random({dim});
+  Tensor y({rows, dim});
+  for (auto _ : state) {
+    if constexpr (kKind == 0) benchmark::DoNotOptimize(LayerNorm(x, gamma, beta, 1e-5f, y));
+    if constexpr (kKind == 1) benchmark::DoNotOptimize(RmsNorm(x, gamma, 1e-6f, y));
+    if constexpr (kKind == 2) benchmark::DoNotOptimize(ScaleNorm(x, 27.7f, 1e-5f, y));
+  }
+  state.SetBytesProcessed(state.iterations() * rows * dim * 8);
+}
+BENCHMARK(BM_Norm<0>)->Name("BM_LayerNorm")->Args({512, 768});
+BENCHMARK(BM_Norm<1>)->Name("BM_RmsNorm")->Args({512, 768});
+BENCHMARK(BM_Norm<2>)->Name("BM_ScaleNorm")->Args({512, 768});
+
+// A full attention layer (projections, kernel, W_O) at d=768, 12 heads: the GPT-2-small shape.
+// Args: kind, causal, batch, time.
+void BM_AttentionLayer(benchmark::State& state) {
+  const auto kind = static_cast<AttentionKind>(state.range(0));
+  const bool causal = state.range(1) != 0;
+  const int64_t batch = state.range(2), time = state.range(3), d = 768, heads = 12, dh = 64;
+  AttentionConfig config;
+  config.kind = kind;
+  config.model_dim = d;
+  config.num_heads = heads;
+  config.head_dim_qk = config.head_dim_v = dh;
+  config.causal = causal;
+  const float s = 1.0f / std::sqrt(static_cast<float>(d));
+  auto layer = MultiHeadAttention::Create(
+      config, {Random({d, d}, s), Random({d}, s), Random({d, d}, s), Random({d}, s),
+               Random({d, d}, s), Random({d}, s), Random({d, d}, s), Random({d}, s)});
+  if (!layer.ok()) return state.SkipWithError(std::string(layer.status().message()).c_str());
+  const PaddedBatch x{Random({batch, time, d}), std::vector<int64_t>(batch, time)};
+  for (auto _ : state) {
+    auto y = layer->Forward(x);
+    benchmark::DoNotOptimize(y);
+  }
+  // Projections 4·2·T·d², plus scores and values (halved when causal) or linear's 2 passes.
+  const double projections = 8.0 * batch * time * d * d;
+  const double attention = kind == AttentionKind::kLinear
+                               ? 4.0 * batch * time * heads * dh * dh
+                               : 4.0 * batch * time * time * d * (causal ? 0.5 : 1.0);
+  SetGflops(state, projections + attention);
+}
+BENCHMARK(BM_AttentionLayer)
+    ->ArgNames({"kind", "causal", "batch", "time"})
+    ->Args({0, 1, 1, 512})  // causal MHA, the comparison point
+    ->Args({0, 0, 1, 512})
+    ->Args({0, 1, 8, 128})
+    ->Args({1, 1, 1, 512})  // XSA
+    ->Args({2, 1, 1, 512})  // causal linear
+    ->Args({2, 0, 1, 512})
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+// The softmax attention kernel alone (no projections). Args: causal, time.
+void BM_ScaledDotProduct(benchmark::State& state) {
+  const bool causal = state.range(0) != 0;
+  const int64_t time = state.range(1), heads = 12, dh = 64;
+  const Tensor q = Random({1, time, heads * dh}), k = Random({1, time, heads * dh});
+  const Tensor v = Random({1, time, heads * dh});
+  Tensor out({1, time, heads * dh});
+  const std::vector<int64_t> lengths = {time};
+  for (auto _ : state) {
+    ScaledDotProductAttention(q, lengths, k, v, lengths, heads, {0.125f, causal, {}}, out);
+  }
+  SetGflops(state, 4.0 * time * time * heads * dh * (causal ? 0.5 : 1.0));
+}
+BENCHMARK(BM_ScaledDotProduct)
+    ->ArgNames({"causal", "time"})
+    ->Args({1, 512})
+    ->Args({0, 512})
+    ->Args({1, 2048})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_SimpleSelfAttention(benchmark::State& state) {
+  const int64_t time = state.range(0), d = 256;
+  const PaddedBatch x{Random({1, time, d}, 0.1f), {time}};
+  for (auto _ : state) {
+    auto y = SimpleSelfAttention(x, true, false);
+    benchmark::DoNotOptimize(y);
+  }
+  SetGflops(state, 4.0 * time * time * d);
+}
+BENCHMARK(BM_SimpleSelfAttention)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_PointerAttention(benchmark::State& state) {
+  const int64_t queries = state.range(0), memory = state.range(1), d = 256, width = 128;
+  auto layer = PointerAttention::Create(
+      {Random({width, d}, 0.06f), Random({width, d}, 0.06f), Random({1, width}, 0.1f)});
+  const PaddedBatch q{Random({1, queries, d}), {queries}}, m{Random({1, memory, d}), {memory}};
+  for (auto _ : state) {
+    auto y = layer->Forward(q, m);
+    benchmark::DoNotOptimize(y);
+  }
+  state.SetItemsProcessed(state.iterations() * queries * memory);
+}
+BENCHMARK(BM_PointerAttention)->Args({64, 256})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace attnserve
+
+BENCHMARK_MAIN();
