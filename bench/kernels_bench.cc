@@ -24,8 +24,8 @@ Tensor Random(Shape shape, float scale = 1.0f) {
 }
 
 void SetGflops(benchmark::State& state, double flops_per_iteration) {
-  state.counters["GFLOP/s"] = benchmark::Counter(flops_per_iteration * 1e-9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops_per_iteration * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_Linear(benchmark::State& state) {

@@ -54,8 +54,8 @@ CachedMatmul CreateMatmul(const MatmulKey& key) {
   // Wᵀ viewed in place: element (k, n) of the [K, N] operand lives at n * ldw + k.
   memory::desc weights({key.k, key.n}, memory::data_type::f32, {1, key.ldw});
   memory::desc dst({runtime, key.n}, memory::data_type::f32, {key.ldc, 1});
-  memory::desc bias = key.has_bias ? memory::desc({1, key.n}, memory::data_type::f32, {key.n, 1})
-                                   : memory::desc();
+  memory::desc bias =
+      key.has_bias ? memory::desc({1, key.n}, memory::data_type::f32, {key.n, 1}) : memory::desc();
 
   dnnl::post_ops post_ops;
   if (key.epilogue.activation != Activation::kNone) {
@@ -94,7 +94,8 @@ class MatmulCache {
   std::vector<PrimitiveInfo> List() {
     absl::ReaderMutexLock lock(&mutex_);
     std::vector<PrimitiveInfo> list;
-    for (const auto& [key, entry] : entries_) list.push_back({key.ToString(), entry->implementation});
+    for (const auto& [key, entry] : entries_)
+      list.push_back({key.ToString(), entry->implementation});
     return list;
   }
 
@@ -117,9 +118,9 @@ absl::Status Linear(const Tensor& x, const Tensor& weight, const Tensor& bias, T
   const int64_t m = x.dim(0), k = x.dim(1), n = weight.dim(0);
   if (weight.dim(1) != k || y.dim(0) != m || y.dim(1) != n ||
       (!bias.empty() && (bias.size() != n || !bias.is_contiguous()))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Linear: shapes disagree: x ", x.ShapeString(), ", weight ", weight.ShapeString(),
-        ", bias ", bias.ShapeString(), ", y ", y.ShapeString()));
+    return absl::InvalidArgumentError(absl::StrCat("Linear: shapes disagree: x ", x.ShapeString(),
+                                                   ", weight ", weight.ShapeString(), ", bias ",
+                                                   bias.ShapeString(), ", y ", y.ShapeString()));
   }
   if (m == 0) return absl::OkStatus();
 
@@ -135,9 +136,8 @@ absl::Status Linear(const Tensor& x, const Tensor& weight, const Tensor& bias, T
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
   if (!bias.empty()) {
-    args.emplace(DNNL_ARG_BIAS,
-                 memory(memory::desc({1, n}, memory::data_type::f32, {n, 1}), engine,
-                        const_cast<float*>(bias.data())));
+    args.emplace(DNNL_ARG_BIAS, memory(memory::desc({1, n}, memory::data_type::f32, {n, 1}), engine,
+                                       const_cast<float*>(bias.data())));
   }
   matmul.primitive.execute(DnnlStream(), args);
   return absl::OkStatus();

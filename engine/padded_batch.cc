@@ -10,12 +10,13 @@ absl::Status CheckPaddedBatch(absl::string_view what, const PaddedBatch& batch,
                               int64_t expected_width) {
   const Tensor& values = batch.values;
   if (values.rank() != 3 || values.stride(2) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " must be a [batch, time, width] tensor with dense rows, got ", values.ShapeString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must be a [batch, time, width] tensor with dense rows, got ",
+                     values.ShapeString()));
   }
   if (expected_width > 0 && values.dim(2) != expected_width) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " has width ", values.dim(2),
-                                                   ", expected ", expected_width));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has width ", values.dim(2), ", expected ", expected_width));
   }
   if (static_cast<int64_t>(batch.lengths.size()) != values.dim(0)) {
     return absl::InvalidArgumentError(absl::StrCat(what, " has ", batch.lengths.size(),

@@ -25,8 +25,8 @@ namespace {
 
 int64_t DtypeBytes(const std::string& dtype) {
   static const std::map<std::string, int64_t> sizes = {
-      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},
-      {"I16", 2}, {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"U16", 2}, {"U32", 4}, {"U64", 8}};
+      {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
+      {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"U16", 2},  {"U32", 4}, {"U64", 8}};
   auto it = sizes.find(dtype);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -60,8 +60,8 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   uint64_t header_bytes = 0;
   for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | mapping->data[i];
   if (header_bytes > kMaxHeaderBytes) {
-    return fail(absl::StrCat("header length ", header_bytes, " exceeds the limit of ",
-                             kMaxHeaderBytes));
+    return fail(
+        absl::StrCat("header length ", header_bytes, " exceeds the limit of ", kMaxHeaderBytes));
   }
   if (header_bytes > mapping->size - 8) {
     return fail(absl::StrCat("truncated: header of ", header_bytes, " bytes but only ",
@@ -72,9 +72,9 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   file.path_ = path;
   file.data_offset_ = 8 + header_bytes;
   const uint64_t data_bytes = mapping->size - file.data_offset_;
-  nlohmann::json header = nlohmann::json::parse(mapping->data + 8,
-                                                mapping->data + 8 + header_bytes, nullptr,
-                                                /*allow_exceptions=*/false);
+  nlohmann::json header =
+      nlohmann::json::parse(mapping->data + 8, mapping->data + 8 + header_bytes, nullptr,
+                            /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) {
     return fail("header is not a JSON object");
   }
@@ -88,7 +88,9 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
       }
       continue;
     }
-    auto bad = [&](const std::string& what) { return fail(absl::StrCat("tensor '", name, "': ", what)); };
+    auto bad = [&](const std::string& what) {
+      return fail(absl::StrCat("tensor '", name, "': ", what));
+    };
     if (!value.is_object()) return bad("entry is not an object");
     Entry entry;
     auto dtype = value.find("dtype");
@@ -116,8 +118,8 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
     entry.begin = (*offsets)[0].get<uint64_t>();
     entry.end = (*offsets)[1].get<uint64_t>();
     if (entry.begin > entry.end || entry.end > data_bytes) {
-      return bad(absl::StrCat("data_offsets [", entry.begin, ", ", entry.end,
-                              "] fall outside the ", data_bytes, "-byte data section"));
+      return bad(absl::StrCat("data_offsets [", entry.begin, ", ", entry.end, "] fall outside the ",
+                              data_bytes, "-byte data section"));
     }
     if (entry.end - entry.begin != elements * static_cast<uint64_t>(element_bytes)) {
       return bad(absl::StrCat("holds ", entry.end - entry.begin, " bytes but its shape ",
@@ -159,12 +161,12 @@ absl::StatusOr<Tensor> SafetensorsFile::Float32(const std::string& name) const {
   auto entry = Find(name);
   if (!entry.ok()) return entry.status();
   if ((*entry)->dtype != "F32") {
-    return absl::InvalidArgumentError(absl::StrCat(path_, ": tensor '", name, "' is ",
-                                                   (*entry)->dtype, ", expected F32"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": tensor '", name, "' is ", (*entry)->dtype, ", expected F32"));
   }
   const uint8_t* data = DataOf(**entry);
-  Tensor view = Tensor::Wrap(reinterpret_cast<float*>(const_cast<uint8_t*>(data)),
-                             (*entry)->shape, mapping_);
+  Tensor view =
+      Tensor::Wrap(reinterpret_cast<float*>(const_cast<uint8_t*>(data)), (*entry)->shape, mapping_);
   if (reinterpret_cast<uintptr_t>(data) % alignof(float) != 0) {
     Tensor copy((*entry)->shape);
     std::memcpy(copy.data(), data, (*entry)->end - (*entry)->begin);
@@ -187,8 +189,8 @@ absl::StatusOr<std::vector<int64_t>> SafetensorsFile::Integers(const std::string
     std::memcpy(narrow.data(), data, bytes);
     values.assign(narrow.begin(), narrow.end());
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(path_, ": tensor '", name, "' is ",
-                                                   (*entry)->dtype, ", expected I64 or I32"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": tensor '", name, "' is ", (*entry)->dtype, ", expected I64 or I32"));
   }
   return values;
 }

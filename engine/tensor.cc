@@ -105,7 +105,8 @@ namespace {
 void CopyStrided(const float* from, const Shape& from_strides, float* to, const Shape& to_strides,
                  const Shape& shape, int axis) {
   if (axis == static_cast<int>(shape.size()) - 1) {
-    for (int64_t i = 0; i < shape[axis]; ++i) to[i * to_strides[axis]] = from[i * from_strides[axis]];
+    for (int64_t i = 0; i < shape[axis]; ++i)
+      to[i * to_strides[axis]] = from[i * from_strides[axis]];
     return;
   }
   for (int64_t i = 0; i < shape[axis]; ++i) {

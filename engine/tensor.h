@@ -39,7 +39,7 @@ class Tensor {
 
   // Views sharing storage, never copying.
   Tensor Slice(int axis, int64_t start, int64_t length) const;
-  Tensor Reshape(Shape shape) const;  // requires a contiguous tensor
+  Tensor Reshape(Shape shape) const;   // requires a contiguous tensor
   Tensor Select(int64_t index) const;  // drops the first axis
   // [d0, ..., dn] as [d0·…·dn-1, dn]: a view when the leading axes nest evenly, else a copy.
   Tensor FlattenRows() const;

@@ -15,8 +15,8 @@ namespace attnserve::testing {
 inline ::testing::AssertionResult AllClose(const Tensor& actual, const Tensor& expected,
                                            float atol = 1e-4f, float rtol = 1e-4f) {
   if (actual.shape() != expected.shape()) {
-    return ::testing::AssertionFailure() << "shape " << actual.ShapeString() << " != expected "
-                                         << expected.ShapeString();
+    return ::testing::AssertionFailure()
+           << "shape " << actual.ShapeString() << " != expected " << expected.ShapeString();
   }
   const Tensor a = actual.Clone(), e = expected.Clone();
   int64_t failures = 0, first = -1;
@@ -34,8 +34,8 @@ inline ::testing::AssertionResult AllClose(const Tensor& actual, const Tensor& e
   if (failures == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
          << failures << " of " << a.size() << " elements differ; first at flat index " << first
-         << ": " << a.data()[first] << " vs expected " << e.data()[first]
-         << "; largest error " << worst;
+         << ": " << a.data()[first] << " vs expected " << e.data()[first] << "; largest error "
+         << worst;
 }
 
 }  // namespace attnserve::testing

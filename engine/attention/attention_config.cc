@@ -27,13 +27,12 @@ float AttentionConfig::score_scale() const {
 absl::Status CheckAttentionConfig(const AttentionConfig& config) {
   auto positive = [](const char* field, int64_t value) {
     return value > 0 ? absl::OkStatus()
-                     : absl::InvalidArgumentError(absl::StrCat("attention ", field, " is ", value,
-                                                               ", must be positive"));
+                     : absl::InvalidArgumentError(
+                           absl::StrCat("attention ", field, " is ", value, ", must be positive"));
   };
-  for (auto status : {positive("model_dim", config.model_dim),
-                      positive("num_heads", config.num_heads),
-                      positive("head_dim_qk", config.head_dim_qk),
-                      positive("head_dim_v", config.head_dim_v)}) {
+  for (auto status :
+       {positive("model_dim", config.model_dim), positive("num_heads", config.num_heads),
+        positive("head_dim_qk", config.head_dim_qk), positive("head_dim_v", config.head_dim_v)}) {
     if (!status.ok()) return status;
   }
   if (config.memory_dim < 0 || config.output_dim < 0 || config.scale < 0.0f) {

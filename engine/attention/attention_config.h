@@ -27,7 +27,7 @@ struct AttentionConfig {
   int64_t output_dim = 0;   // rows of W_O; 0 = model_dim
   bool causal = false;
   bool alibi = false;
-  float scale = 0.0f;  // 0 = 1/sqrt(head_dim_qk); softmax kinds only
+  float scale = 0.0f;                                // 0 = 1/sqrt(head_dim_qk); softmax kinds only
   FeatureMap feature_map = FeatureMap::kEluPlusOne;  // linear kind only
 
   bool is_cross() const { return memory_dim > 0; }

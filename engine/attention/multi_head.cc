@@ -21,8 +21,8 @@ void Stack(const std::vector<const Tensor*>& weights, const std::vector<const Te
   for (const Tensor* w : weights) rows += w->dim(0);
   const int64_t cols = weights[0]->dim(1);
   stacked_weight = Tensor({rows, cols});
-  const bool any_bias = std::any_of(biases.begin(), biases.end(),
-                                    [](const Tensor* b) { return !b->empty(); });
+  const bool any_bias =
+      std::any_of(biases.begin(), biases.end(), [](const Tensor* b) { return !b->empty(); });
   if (any_bias) stacked_bias = Tensor::Zeros({rows});
   int64_t row = 0;
   for (size_t i = 0; i < weights.size(); ++i) {
@@ -82,8 +82,8 @@ absl::Status MultiHeadAttention::CheckInputs(const PaddedBatch& x,
     return status;
   }
   if (memory->batch() != x.batch()) {
-    return absl::InvalidArgumentError(absl::StrCat("attention memory has batch ", memory->batch(),
-                                                   ", input has ", x.batch()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention memory has batch ", memory->batch(), ", input has ", x.batch()));
   }
   for (int64_t b = 0; b < x.batch(); ++b) {
     const int64_t q_len = x.lengths[b], k_len = memory->lengths[b];
@@ -93,8 +93,7 @@ absl::Status MultiHeadAttention::CheckInputs(const PaddedBatch& x,
     }
     if (config_.causal && k_len < q_len) {
       return absl::InvalidArgumentError(absl::StrCat("causal attention: sequence ", b, " has ",
-                                                     q_len, " queries but only ", k_len,
-                                                     " keys"));
+                                                     q_len, " queries but only ", k_len, " keys"));
     }
   }
   return absl::OkStatus();

@@ -46,13 +46,12 @@ absl::StatusOr<PointerAttention> PointerAttention::Create(PointerAttentionWeight
   }
   const int64_t width = w1.dim(0);
   if (w2.rank() != 2 || w2.dim(0) != width || !w2.is_contiguous()) {
-    return absl::InvalidArgumentError(absl::StrCat("query_proj.weight has shape ",
-                                                   w2.ShapeString(), ", expected [", width,
-                                                   ", query_dim]"));
+    return absl::InvalidArgumentError(absl::StrCat("query_proj.weight has shape ", w2.ShapeString(),
+                                                   ", expected [", width, ", query_dim]"));
   }
   if (v.shape() != Shape{1, width} || !v.is_contiguous()) {
-    return absl::InvalidArgumentError(absl::StrCat("score.weight has shape ", v.ShapeString(),
-                                                   ", expected [1, ", width, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("score.weight has shape ", v.ShapeString(), ", expected [1, ", width, "]"));
   }
   return PointerAttention(std::move(weights));
 }

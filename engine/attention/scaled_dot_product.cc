@@ -10,55 +10,26 @@
 namespace attnserve {
 namespace {
 
-constexpr int kRows = 4;          // queries per micro-tile: they share every key and value load
-constexpr int64_t kTile = 16;     // keys (or value columns) per micro-tile: two AVX2 registers
+constexpr int kRows = 4;             // queries per micro-tile: they share every key and value load
+constexpr int64_t kTile = 16;        // keys (or value columns) per micro-tile: two AVX2 registers
 constexpr int64_t kQueryBlock = 32;  // queries per parallel work item
 
 int64_t RoundUp(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-// scores[r][0, 16) = Σ_d q[r][d] · kt[d][0, 16) for kRows query rows; kt rows are `ld` apart.
-inline void ScoreTile(const float* const q[kRows], const float* kt, int64_t ld, int64_t dk,
-                      float* scores[kRows], int64_t column) {
+// out[r][0, 16) = Σ_{s < steps} a[r][s] · b[s·ld, s·ld + 16) for kRows rows: the one micro-kernel
+// behind both Q·Kᵀ (a = queries, b = transposed keys) and P·V (a = probabilities, b = values).
+inline void TileProduct(const float* const a[kRows], const float* b, int64_t ld, int64_t steps,
+                        float* const out[kRows]) {
 #ifdef ATTNSERVE_AVX2
   __m256 acc[kRows][2];
   for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t d = 0; d < dk; ++d) {
-    const __m256 k0 = _mm256_loadu_ps(kt + d * ld);
-    const __m256 k1 = _mm256_loadu_ps(kt + d * ld + 8);
+  for (int64_t s = 0; s < steps; ++s) {
+    const __m256 b0 = _mm256_loadu_ps(b + s * ld);
+    const __m256 b1 = _mm256_loadu_ps(b + s * ld + 8);
     for (int r = 0; r < kRows; ++r) {
-      const __m256 qd = _mm256_broadcast_ss(q[r] + d);
-      acc[r][0] = _mm256_fmadd_ps(qd, k0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(qd, k1, acc[r][1]);
-    }
-  }
-  for (int r = 0; r < kRows; ++r) {
-    _mm256_storeu_ps(scores[r] + column, acc[r][0]);
-    _mm256_storeu_ps(scores[r] + column + 8, acc[r][1]);
-  }
-#else
-  float acc[kRows][kTile] = {};
-  for (int64_t d = 0; d < dk; ++d) {
-    for (int r = 0; r < kRows; ++r) {
-      for (int64_t c = 0; c < kTile; ++c) acc[r][c] += q[r][d] * kt[d * ld + c];
-    }
-  }
-  for (int r = 0; r < kRows; ++r) std::copy(acc[r], acc[r] + kTile, scores[r] + column);
-#endif
-}
-
-// out[r][0, 16) = Σ_{j < keys} p[r][j] · v[j][0, 16); v rows are `ld` apart.
-inline void ValueTile(float* const p[kRows], const float* v, int64_t ld, int64_t keys,
-                      float out[kRows][kTile]) {
-#ifdef ATTNSERVE_AVX2
-  __m256 acc[kRows][2];
-  for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t j = 0; j < keys; ++j) {
-    const __m256 v0 = _mm256_loadu_ps(v + j * ld);
-    const __m256 v1 = _mm256_loadu_ps(v + j * ld + 8);
-    for (int r = 0; r < kRows; ++r) {
-      const __m256 pj = _mm256_broadcast_ss(p[r] + j);
-      acc[r][0] = _mm256_fmadd_ps(pj, v0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(pj, v1, acc[r][1]);
+      const __m256 as = _mm256_broadcast_ss(a[r] + s);
+      acc[r][0] = _mm256_fmadd_ps(as, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(as, b1, acc[r][1]);
     }
   }
   for (int r = 0; r < kRows; ++r) {
@@ -67,9 +38,9 @@ inline void ValueTile(float* const p[kRows], const float* v, int64_t ld, int64_t
   }
 #else
   for (int r = 0; r < kRows; ++r) std::fill(out[r], out[r] + kTile, 0.0f);
-  for (int64_t j = 0; j < keys; ++j) {
+  for (int64_t s = 0; s < steps; ++s) {
     for (int r = 0; r < kRows; ++r) {
-      for (int64_t c = 0; c < kTile; ++c) out[r][c] += p[r][j] * v[j * ld + c];
+      for (int64_t c = 0; c < kTile; ++c) out[r][c] += a[r][s] * b[s * ld + c];
     }
   }
 #endif
@@ -119,10 +90,9 @@ PackedKeysValues Pack(const Tensor& k, const Tensor& v, std::span<const int64_t>
 
 }  // namespace
 
-void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths,
-                               const Tensor& k, const Tensor& v,
-                               std::span<const int64_t> k_lengths, int64_t num_heads,
-                               const ScoreOptions& options, Tensor& out) {
+void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths, const Tensor& k,
+                               const Tensor& v, std::span<const int64_t> k_lengths,
+                               int64_t num_heads, const ScoreOptions& options, Tensor& out) {
   const int64_t batch = q.dim(0), queries = q.dim(1);
   const int64_t dk = q.dim(2) / num_heads, dv = v.dim(2) / num_heads;
   const PackedKeysValues packed = Pack(k, v, k_lengths, num_heads, dk, dv);
@@ -162,13 +132,15 @@ void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengt
               const int64_t position = k_len - q_len + i;
               limits[r] = !valid ? 0 : options.causal ? std::min(k_len, position + 1) : k_len;
               most_keys = std::max(most_keys, limits[r]);
-              q_rows[r] = valid ? q.data() + b * q.stride(0) + i * q.stride(1) + h * dk
-                                : zero_query.data();
+              q_rows[r] =
+                  valid ? q.data() + b * q.stride(0) + i * q.stride(1) + h * dk : zero_query.data();
               p_rows[r] = score_buffer.data() + r * packed.keys_padded;
             }
             const int64_t keys_in_tiles = RoundUp(most_keys, kTile);
             for (int64_t column = 0; column < keys_in_tiles; column += kTile) {
-              ScoreTile(q_rows, kt + column, packed.keys_padded, dk, p_rows, column);
+              float* const score_tile[kRows] = {p_rows[0] + column, p_rows[1] + column,
+                                                p_rows[2] + column, p_rows[3] + column};
+              TileProduct(q_rows, kt + column, packed.keys_padded, dk, score_tile);
             }
             for (int r = 0; r < kRows; ++r) {
               float* p = p_rows[r];
@@ -180,8 +152,9 @@ void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengt
             }
 
             float tile[kRows][kTile];
+            float* const tile_rows[kRows] = {tile[0], tile[1], tile[2], tile[3]};
             for (int64_t column = 0; column < dv; column += kTile) {
-              ValueTile(p_rows, values + column, value_stride, most_keys, tile);
+              TileProduct(p_rows, values + column, value_stride, most_keys, tile_rows);
               const int64_t width = std::min(kTile, dv - column);
               for (int r = 0; r < kRows && i0 + r < block_end; ++r) {
                 float* o = out.data() + b * out.stride(0) + (i0 + r) * out.stride(1) + h * dv;

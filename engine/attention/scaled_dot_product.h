@@ -21,9 +21,8 @@ struct ScoreOptions {
 // q: [B, Tq, H·dk], k: [B, Tk, H·dk], v: [B, Tk, H·dv], out: [B, Tq, H·dv]; dense rows, any row
 // strides. Callers validate shapes; rows of out past q_lengths[b] are zeroed. Requires
 // k_lengths[b] >= 1 where q_lengths[b] >= 1, and k_lengths[b] >= q_lengths[b] when causal.
-void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths,
-                               const Tensor& k, const Tensor& v,
-                               std::span<const int64_t> k_lengths, int64_t num_heads,
-                               const ScoreOptions& options, Tensor& out);
+void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths, const Tensor& k,
+                               const Tensor& v, std::span<const int64_t> k_lengths,
+                               int64_t num_heads, const ScoreOptions& options, Tensor& out);
 
 }  // namespace attnserve

@@ -32,8 +32,8 @@ Tensor SinusoidalPositions(int64_t positions, int64_t dim) {
     float* row = table.row(p);
     for (int64_t i = 0; i < dim; i += 2) {
       // Computed in double: angles reach thousands of radians for long contexts.
-      const double angle =
-          static_cast<double>(p) / std::pow(10000.0, static_cast<double>(i) / static_cast<double>(dim));
+      const double angle = static_cast<double>(p) /
+                           std::pow(10000.0, static_cast<double>(i) / static_cast<double>(dim));
       row[i] = static_cast<float>(std::sin(angle));
       if (i + 1 < dim) row[i + 1] = static_cast<float>(std::cos(angle));
     }
@@ -51,9 +51,8 @@ absl::Status AddPositions(const Tensor& table, std::span<const int64_t> lengths,
   for (size_t b = 0; b < lengths.size(); ++b) {
     if (start + lengths[b] > table.dim(0)) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", b, " reaches position ",
-                                                     start + lengths[b] - 1,
-                                                     " but the model has ", table.dim(0),
-                                                     " positions"));
+                                                     start + lengths[b] - 1, " but the model has ",
+                                                     table.dim(0), " positions"));
     }
     for (int64_t t = 0; t < lengths[b]; ++t) {
       vec::Axpy(1.0f, table.row(start + t), x.data() + b * x.stride(0) + t * x.stride(1), dim);

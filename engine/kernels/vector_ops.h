@@ -55,8 +55,9 @@ inline __m256 Tanh(__m256 x) {
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
   __m256 magnitude = _mm256_andnot_ps(sign_mask, x);
   __m256 e = Exp(_mm256_mul_ps(magnitude, _mm256_set1_ps(2.0f)));
-  __m256 t = _mm256_sub_ps(_mm256_set1_ps(1.0f),
-                           _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
+  __m256 t =
+      _mm256_sub_ps(_mm256_set1_ps(1.0f),
+                    _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
   return _mm256_or_ps(t, _mm256_and_ps(x, sign_mask));
 }
 #endif
@@ -132,7 +133,8 @@ inline void Axpy(float alpha, const float* x, float* y, int64_t n) {
 #ifdef ATTNSERVE_AVX2
   const __m256 alpha8 = _mm256_set1_ps(alpha);
   for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(alpha8, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    _mm256_storeu_ps(y + i,
+                     _mm256_fmadd_ps(alpha8, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
   }
 #endif
   for (; i < n; ++i) y[i] += alpha * x[i];

@@ -38,7 +38,7 @@ AttentionConfig SelfConfig(AttentionKind kind, bool causal) {
 AttentionWeights RandomWeights(const AttentionConfig& c, uint32_t seed) {
   const int64_t qk = c.num_heads * c.head_dim_qk, v = c.num_heads * c.head_dim_v;
   const float s = 0.3f;
-  return {Random({qk, c.model_dim}, seed, s),      Random({qk}, seed + 1, s),
+  return {Random({qk, c.model_dim}, seed, s),           Random({qk}, seed + 1, s),
           Random({qk, c.key_input_dim()}, seed + 2, s), Random({qk}, seed + 3, s),
           Random({v, c.key_input_dim()}, seed + 4, s),  Random({v}, seed + 5, s),
           Random({c.out_dim(), v}, seed + 6, s),        Random({c.out_dim()}, seed + 7, s)};
@@ -181,12 +181,12 @@ TEST(HeadContributionsTest, SumToTheOutputMinusBias) {
 }
 
 TEST(PointerAttentionTest, RefusesMismatchedWeights) {
-  ExpectInvalid(PointerAttention::Create({Random({8, 5}, 1), Random({7, 4}, 2), Random({1, 8}, 3)})
-                    .status(),
-                "query_proj.weight");
-  ExpectInvalid(PointerAttention::Create({Random({8, 5}, 1), Random({8, 4}, 2), Random({8}, 3)})
-                    .status(),
-                "score.weight");
+  ExpectInvalid(
+      PointerAttention::Create({Random({8, 5}, 1), Random({7, 4}, 2), Random({1, 8}, 3)}).status(),
+      "query_proj.weight");
+  ExpectInvalid(
+      PointerAttention::Create({Random({8, 5}, 1), Random({8, 4}, 2), Random({8}, 3)}).status(),
+      "score.weight");
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ TEST(KernelsTest, ExpIsAccurateOverItsRange) {
 
 TEST(KernelsTest, SoftmaxIsStableAtExtremes) {
   std::vector<float> row = {1e30f, -1e30f, 3e38f, 0.0f, -std::numeric_limits<float>::infinity(),
-                            5.0f, 5.0f, 5.0f, 5.0f, 7.0f};
+                            5.0f,  5.0f,   5.0f,  5.0f, 7.0f};
   MaskedSoftmaxRow(row.data(), 10, 10);
   float sum = 0.0f;
   for (float p : row) {

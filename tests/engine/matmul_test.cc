@@ -94,12 +94,14 @@ TEST(LinearTest, HotPathPrimitivesAreNeverReferenceKernels) {
   const Tensor x = Random({9, d}, 1);
   Tensor qkv({9, 3 * d}), ffn({9, 4 * d}), out({9, d});
   ASSERT_TRUE(Linear(x, Random({3 * d, d}, 2), Random({3 * d}, 3), qkv).ok());
-  ASSERT_TRUE(Linear(x, Random({4 * d, d}, 4), Random({4 * d}, 5), ffn,
-                     {false, Activation::kGeluErf}).ok());
-  ASSERT_TRUE(Linear(x, Random({4 * d, d}, 4), Random({4 * d}, 5), ffn,
-                     {false, Activation::kGeluTanh}).ok());
-  ASSERT_TRUE(Linear(x, Random({4 * d, d}, 4), Random({4 * d}, 5), ffn,
-                     {false, Activation::kRelu}).ok());
+  ASSERT_TRUE(
+      Linear(x, Random({4 * d, d}, 4), Random({4 * d}, 5), ffn, {false, Activation::kGeluErf})
+          .ok());
+  ASSERT_TRUE(
+      Linear(x, Random({4 * d, d}, 4), Random({4 * d}, 5), ffn, {false, Activation::kGeluTanh})
+          .ok());
+  ASSERT_TRUE(
+      Linear(x, Random({4 * d, d}, 4), Random({4 * d}, 5), ffn, {false, Activation::kRelu}).ok());
   ASSERT_TRUE(Linear(ffn, Random({d, 4 * d}, 6), Random({d}, 7), out, {true}).ok());
   const Tensor out_weight = Random({d, heads * dh}, 8);
   Tensor contributions({9, heads * d});

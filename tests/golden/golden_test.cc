@@ -93,9 +93,9 @@ void CheckAttention(const Case& c) {
   config.causal = c.Int("causal") != 0;
   config.alibi = c.Int("alibi") != 0;
   config.feature_map = c.Text("feature_map") == "exp" ? FeatureMap::kExp : FeatureMap::kEluPlusOne;
-  AttentionWeights weights{c.Float("q_proj.weight"),  c.Optional("q_proj.bias"),
-                           c.Float("k_proj.weight"),  c.Optional("k_proj.bias"),
-                           c.Float("v_proj.weight"),  c.Optional("v_proj.bias"),
+  AttentionWeights weights{c.Float("q_proj.weight"),   c.Optional("q_proj.bias"),
+                           c.Float("k_proj.weight"),   c.Optional("k_proj.bias"),
+                           c.Float("v_proj.weight"),   c.Optional("v_proj.bias"),
                            c.Float("out_proj.weight"), c.Optional("out_proj.bias")};
   auto layer = MultiHeadAttention::Create(config, weights);
   ASSERT_TRUE(layer.ok()) << layer.status();
@@ -222,10 +222,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, GoldenTest, ::testing::ValuesIn(GoldenCases()),
 // An empty or missing golden directory must fail loudly, not pass with zero cases.
 TEST(GoldenSuite, HasCasesOfEveryVariant) {
   const std::vector<std::string> cases = GoldenCases();
-  for (const char* prefix : {"attention_", "simple_", "pointer_", "kernel_layer_norm",
-                             "kernel_rms_norm", "kernel_scale_norm", "kernel_activation",
-                             "kernel_softmax", "kernel_sinusoidal", "kernel_alibi",
-                             "kernel_embedding"}) {
+  for (const char* prefix :
+       {"attention_", "simple_", "pointer_", "kernel_layer_norm", "kernel_rms_norm",
+        "kernel_scale_norm", "kernel_activation", "kernel_softmax", "kernel_sinusoidal",
+        "kernel_alibi", "kernel_embedding"}) {
     EXPECT_TRUE(std::any_of(cases.begin(), cases.end(),
                             [&](const std::string& name) { return name.rfind(prefix, 0) == 0; }))
         << "no golden case starting with " << prefix << " in " << GoldenDir();
