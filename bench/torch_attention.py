@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 from attnserve.attention import MultiHeadAttention  # noqa: E402
 
 
-def median_ms(fn, runs, warmup=3):
+def median_ms(fn, runs, warmup=10):
     for _ in range(warmup):
         fn()
     times = []
