@@ -88,6 +88,69 @@ PackedKeysValues Pack(const Tensor& k, const Tensor& v, std::span<const int64_t>
   return packed;
 }
 
+// One head of one sequence, as the micro-kernels see it.
+struct HeadView {
+  const float* queries;  // row i at queries + i · query_stride, dk wide
+  int64_t query_stride;
+  const float* keys_transposed;  // [dk][keys_padded]
+  int64_t keys_padded;
+  const float* values;  // row j at values + j · value_stride, a whole number of tiles wide
+  int64_t value_stride;
+  float* out;  // row i at out + i · out_stride, dv wide
+  int64_t out_stride;
+  int64_t q_len, k_len, dk, dv;
+  float slope;  // ALiBi; 0 without
+};
+
+// Attends queries [i0, min(i0 + kRows, end)) of one head. scores holds kRows rows of
+// keys_padded floats.
+void AttendQueryGroup(const HeadView& head, int64_t i0, int64_t end, const ScoreOptions& options,
+                      const float* zero_query, float* scores) {
+  const float* q_rows[kRows];
+  float* p_rows[kRows];
+  int64_t limits[kRows];  // keys each query sees; 0 for padding or past `end`
+  int64_t most_keys = 0;
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t i = i0 + r;
+    const bool valid = i < end && i < head.q_len;
+    const int64_t position = head.k_len - head.q_len + i;
+    limits[r] = !valid ? 0 : options.causal ? std::min(head.k_len, position + 1) : head.k_len;
+    most_keys = std::max(most_keys, limits[r]);
+    q_rows[r] = valid ? head.queries + i * head.query_stride : zero_query;
+    p_rows[r] = scores + r * head.keys_padded;
+  }
+
+  const int64_t keys_in_tiles = RoundUp(most_keys, kTile);
+  for (int64_t column = 0; column < keys_in_tiles; column += kTile) {
+    float* const score_tile[kRows] = {p_rows[0] + column, p_rows[1] + column, p_rows[2] + column,
+                                      p_rows[3] + column};
+    TileProduct(q_rows, head.keys_transposed + column, head.keys_padded, head.dk, score_tile);
+  }
+  for (int r = 0; r < kRows; ++r) {
+    float* p = p_rows[r];
+    const int64_t position = head.k_len - head.q_len + i0 + r;
+    for (int64_t j = 0; j < limits[r]; ++j) {
+      p[j] = p[j] * options.scale - head.slope * static_cast<float>(std::abs(position - j));
+    }
+    MaskedSoftmaxRow(p, limits[r], keys_in_tiles);
+  }
+
+  float tile[kRows][kTile];
+  float* const tile_rows[kRows] = {tile[0], tile[1], tile[2], tile[3]};
+  for (int64_t column = 0; column < head.dv; column += kTile) {
+    TileProduct(p_rows, head.values + column, head.value_stride, most_keys, tile_rows);
+    const int64_t width = std::min(kTile, head.dv - column);
+    for (int r = 0; r < kRows && i0 + r < end; ++r) {
+      float* o = head.out + (i0 + r) * head.out_stride + column;
+      if (limits[r] == 0) {
+        std::fill(o, o + width, 0.0f);
+      } else {
+        std::copy(tile[r], tile[r] + width, o);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths, const Tensor& k,
@@ -101,70 +164,32 @@ void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengt
 
 #pragma omp parallel
   {
-    std::vector<float> score_buffer(kRows * packed.keys_padded);
+    std::vector<float> scores(kRows * packed.keys_padded);
 #pragma omp for collapse(3) schedule(dynamic, 1)
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t h = 0; h < num_heads; ++h) {
         for (int64_t block = 0; block < blocks; ++block) {
-          const int64_t q_len = q_lengths[b], k_len = k_lengths[b];
-          const float* kt =
-              packed.keys_transposed.data() + (b * num_heads + h) * dk * packed.keys_padded;
-          const float* values;
-          int64_t value_stride;
-          if (packed.values_copy.empty()) {
-            values = v.data() + b * v.stride(0) + h * dv;
-            value_stride = v.stride(1);
-          } else {
-            values = packed.values_copy.data() + (b * num_heads + h) * v.dim(1) * packed.dv_padded;
-            value_stride = packed.dv_padded;
+          const int64_t bh = b * num_heads + h;
+          HeadView head{q.data() + b * q.stride(0) + h * dk,
+                        q.stride(1),
+                        packed.keys_transposed.data() + bh * dk * packed.keys_padded,
+                        packed.keys_padded,
+                        v.data() + b * v.stride(0) + h * dv,
+                        v.stride(1),
+                        out.data() + b * out.stride(0) + h * dv,
+                        out.stride(1),
+                        q_lengths[b],
+                        k_lengths[b],
+                        dk,
+                        dv,
+                        options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h]};
+          if (!packed.values_copy.empty()) {
+            head.values = packed.values_copy.data() + bh * v.dim(1) * packed.dv_padded;
+            head.value_stride = packed.dv_padded;
           }
-          const float slope = options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h];
-          const int64_t block_end = std::min(queries, (block + 1) * kQueryBlock);
-
-          for (int64_t i0 = block * kQueryBlock; i0 < block_end; i0 += kRows) {
-            const float* q_rows[kRows];
-            float* p_rows[kRows];
-            int64_t limits[kRows];
-            int64_t most_keys = 0;
-            for (int r = 0; r < kRows; ++r) {
-              const int64_t i = i0 + r;
-              const bool valid = i < block_end && i < q_len;
-              const int64_t position = k_len - q_len + i;
-              limits[r] = !valid ? 0 : options.causal ? std::min(k_len, position + 1) : k_len;
-              most_keys = std::max(most_keys, limits[r]);
-              q_rows[r] =
-                  valid ? q.data() + b * q.stride(0) + i * q.stride(1) + h * dk : zero_query.data();
-              p_rows[r] = score_buffer.data() + r * packed.keys_padded;
-            }
-            const int64_t keys_in_tiles = RoundUp(most_keys, kTile);
-            for (int64_t column = 0; column < keys_in_tiles; column += kTile) {
-              float* const score_tile[kRows] = {p_rows[0] + column, p_rows[1] + column,
-                                                p_rows[2] + column, p_rows[3] + column};
-              TileProduct(q_rows, kt + column, packed.keys_padded, dk, score_tile);
-            }
-            for (int r = 0; r < kRows; ++r) {
-              float* p = p_rows[r];
-              const int64_t position = k_len - q_len + i0 + r;
-              for (int64_t j = 0; j < limits[r]; ++j) {
-                p[j] = p[j] * options.scale - slope * static_cast<float>(std::abs(position - j));
-              }
-              MaskedSoftmaxRow(p, limits[r], keys_in_tiles);
-            }
-
-            float tile[kRows][kTile];
-            float* const tile_rows[kRows] = {tile[0], tile[1], tile[2], tile[3]};
-            for (int64_t column = 0; column < dv; column += kTile) {
-              TileProduct(p_rows, values + column, value_stride, most_keys, tile_rows);
-              const int64_t width = std::min(kTile, dv - column);
-              for (int r = 0; r < kRows && i0 + r < block_end; ++r) {
-                float* o = out.data() + b * out.stride(0) + (i0 + r) * out.stride(1) + h * dv;
-                if (limits[r] == 0) {
-                  std::fill(o + column, o + column + width, 0.0f);
-                } else {
-                  std::copy(tile[r], tile[r] + width, o + column);
-                }
-              }
-            }
+          const int64_t end = std::min(queries, (block + 1) * kQueryBlock);
+          for (int64_t i0 = block * kQueryBlock; i0 < end; i0 += kRows) {
+            AttendQueryGroup(head, i0, end, options, zero_query.data(), scores.data());
           }
         }
       }
