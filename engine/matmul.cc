@@ -143,6 +143,18 @@ absl::Status Linear(const Tensor& x, const Tensor& weight, const Tensor& bias, T
   return absl::OkStatus();
 }
 
+absl::StatusOr<Tensor> LinearRows(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                  MatmulEpilogue epilogue) {
+  Shape shape = x.shape();
+  shape.back() = weight.dim(0);
+  Tensor y(shape);
+  Tensor y_rows = y.FlattenRows();
+  if (auto status = Linear(x.FlattenRows(), weight, bias, y_rows, epilogue); !status.ok()) {
+    return status;
+  }
+  return y;
+}
+
 std::vector<PrimitiveInfo> CreatedMatmulPrimitives() { return MatmulCache::Get().List(); }
 
 }  // namespace attnserve

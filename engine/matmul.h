@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "engine/tensor.h"
 
 namespace attnserve {
@@ -25,6 +26,10 @@ struct MatmulEpilogue {
 // [N]; y: [M, N] with unit inner stride, allocated by the caller.
 absl::Status Linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y,
                     MatmulEpilogue epilogue = {});
+
+// Linear over the last axis of x: [..., K] -> a new [..., N] tensor.
+absl::StatusOr<Tensor> LinearRows(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                  MatmulEpilogue epilogue = {});
 
 // The implementation oneDNN chose for every matmul primitive created so far, e.g. "gemm:jit".
 struct PrimitiveInfo {

@@ -12,7 +12,8 @@ LinearAttentionState::LinearAttentionState(int64_t num_heads, int64_t head_dim_q
       dk_(head_dim_qk),
       dv_(head_dim_v),
       kv_(num_heads * head_dim_qk * head_dim_v, 0.0f),
-      normalizer_(num_heads * head_dim_qk, 0.0f) {}
+      normalizer_(num_heads * head_dim_qk, 0.0f),
+      feature_(head_dim_qk) {}
 
 void LinearAttentionState::AddKey(int64_t head, const float* feature_k, const float* value) {
   float* s = kv_.data() + head * dk_ * dv_;
@@ -33,16 +34,15 @@ void LinearAttentionState::Read(int64_t head, const float* feature_q, float* out
 
 void LinearAttentionState::Step(const float* k, const float* v, const float* q, FeatureMap map,
                                 float* out) {
-  std::vector<float> feature(dk_);
   for (int64_t h = 0; h < num_heads_; ++h) {
-    std::copy(k + h * dk_, k + (h + 1) * dk_, feature.begin());
-    ApplyFeatureMap(map, feature.data(), dk_);
-    AddKey(h, feature.data(), v + h * dv_);
+    std::copy(k + h * dk_, k + (h + 1) * dk_, feature_.begin());
+    ApplyFeatureMap(map, feature_.data(), dk_);
+    AddKey(h, feature_.data(), v + h * dv_);
   }
   for (int64_t h = 0; h < num_heads_; ++h) {
-    std::copy(q + h * dk_, q + (h + 1) * dk_, feature.begin());
-    ApplyFeatureMap(map, feature.data(), dk_);
-    Read(h, feature.data(), out + h * dv_);
+    std::copy(q + h * dk_, q + (h + 1) * dk_, feature_.begin());
+    ApplyFeatureMap(map, feature_.data(), dk_);
+    Read(h, feature_.data(), out + h * dv_);
   }
   ++tokens_;
 }

@@ -39,6 +39,7 @@ class LinearAttentionState {
   int64_t tokens_ = 0;
   std::vector<float> kv_;          // S: [H][dk][dv]
   std::vector<float> normalizer_;  // z: [H][dk]
+  std::vector<float> feature_;     // Step's scratch for φ(k) and φ(q): [dk]
 };
 
 // q: [B, Tq, H·dk], k: [B, Tk, H·dk], v: [B, Tk, H·dv], out: [B, Tq, H·dv]. Causal: query i sees

@@ -13,7 +13,7 @@
 namespace attnserve {
 namespace {
 
-// Rows of `parts` stacked into one [Σ rows, cols] weight; biases likewise, zero where a part has
+// The weights stacked by rows into one [Σ rows, cols] matrix; biases likewise, zero where a part has
 // none (empty when no part has one).
 void Stack(const std::vector<const Tensor*>& weights, const std::vector<const Tensor*>& biases,
            Tensor& stacked_weight, Tensor& stacked_bias) {
@@ -32,16 +32,6 @@ void Stack(const std::vector<const Tensor*>& weights, const std::vector<const Te
     }
     row += weights[i]->dim(0);
   }
-}
-
-// Runs y = x Wᵀ + b on the rows of a padded batch, returning [B, T, N].
-absl::StatusOr<Tensor> Project(const PaddedBatch& x, const Tensor& weight, const Tensor& bias) {
-  Tensor y({x.batch(), x.time(), weight.dim(0)});
-  Tensor y_rows = y.FlattenRows();
-  if (auto status = Linear(x.values.FlattenRows(), weight, bias, y_rows); !status.ok()) {
-    return status;
-  }
-  return y;
 }
 
 }  // namespace
@@ -108,15 +98,15 @@ absl::StatusOr<Tensor> MultiHeadAttention::Forward(const PaddedBatch& x, const P
   Tensor q, k, v;
   const std::vector<int64_t>& k_lengths = config_.is_cross() ? memory->lengths : x.lengths;
   if (config_.is_cross()) {
-    auto projected_q = Project(x, weights_.q_weight, weights_.q_bias);
+    auto projected_q = LinearRows(x.values, weights_.q_weight, weights_.q_bias);
     if (!projected_q.ok()) return projected_q.status();
-    auto kv = Project(*memory, fused_weight_, fused_bias_);
+    auto kv = LinearRows(memory->values, fused_weight_, fused_bias_);
     if (!kv.ok()) return kv.status();
     q = *std::move(projected_q);
     k = kv->Slice(2, 0, qk_width);
     v = kv->Slice(2, qk_width, v_width);
   } else {
-    auto qkv = Project(x, fused_weight_, fused_bias_);
+    auto qkv = LinearRows(x.values, fused_weight_, fused_bias_);
     if (!qkv.ok()) return qkv.status();
     q = qkv->Slice(2, 0, qk_width);
     k = qkv->Slice(2, qk_width, qk_width);
@@ -140,8 +130,7 @@ absl::StatusOr<Tensor> MultiHeadAttention::Forward(const PaddedBatch& x, const P
       break;
   }
 
-  PaddedBatch heads_batch{concatenated, x.lengths};
-  auto output = Project(heads_batch, weights_.out_weight, weights_.out_bias);
+  auto output = LinearRows(concatenated, weights_.out_weight, weights_.out_bias);
   if (!output.ok()) return output.status();
   ZeroPadding(*output, x.lengths);
   if (head_outputs != nullptr) *head_outputs = std::move(concatenated);

@@ -26,14 +26,6 @@ float AdditiveScore(const float* e, const float* d, const float* v, int64_t widt
   return sum;
 }
 
-absl::StatusOr<Tensor> ProjectRows(const PaddedBatch& x, const Tensor& weight) {
-  Tensor y({x.batch() * x.time(), weight.dim(0)});
-  if (auto status = Linear(x.values.FlattenRows(), weight, Tensor(), y); !status.ok()) {
-    return status;
-  }
-  return y;
-}
-
 }  // namespace
 
 absl::StatusOr<PointerAttention> PointerAttention::Create(PointerAttentionWeights weights) {
@@ -71,9 +63,9 @@ absl::StatusOr<Tensor> PointerAttention::Forward(const PaddedBatch& queries,
     return absl::InvalidArgumentError(absl::StrCat("pointer memory has batch ", memory.batch(),
                                                    ", queries have ", queries.batch()));
   }
-  auto projected_memory = ProjectRows(memory, weights_.memory_weight);
+  auto projected_memory = LinearRows(memory.values, weights_.memory_weight, Tensor());
   if (!projected_memory.ok()) return projected_memory.status();
-  auto projected_queries = ProjectRows(queries, weights_.query_weight);
+  auto projected_queries = LinearRows(queries.values, weights_.query_weight, Tensor());
   if (!projected_queries.ok()) return projected_queries.status();
 
   const int64_t batch = queries.batch(), tq = queries.time(), tm = memory.time();
@@ -87,10 +79,10 @@ absl::StatusOr<Tensor> PointerAttention::Forward(const PaddedBatch& queries,
         std::fill(row, row + tm, 0.0f);
         continue;
       }
-      const float* d = projected_queries->row(b * tq + i);
+      const float* d = projected_queries->Select(b).row(i);
       const int64_t m_len = memory.lengths[b];
       for (int64_t j = 0; j < m_len; ++j) {
-        row[j] = AdditiveScore(projected_memory->row(b * tm + j), d, v, width);
+        row[j] = AdditiveScore(projected_memory->Select(b).row(j), d, v, width);
       }
       MaskedLogSoftmaxRow(row, m_len, tm);
     }

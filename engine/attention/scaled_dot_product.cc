@@ -70,8 +70,8 @@ PackedKeysValues Pack(const Tensor& k, const Tensor& v, std::span<const int64_t>
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t length = k_lengths[b];
+      // resize() zeroed the buffer, so key columns past the length stay zero.
       float* kt = packed.keys_transposed.data() + (b * heads + h) * dk * packed.keys_padded;
-      std::fill(kt, kt + dk * packed.keys_padded, 0.0f);
       for (int64_t j = 0; j < length; ++j) {
         const float* key = k.data() + b * k.stride(0) + j * k.stride(1) + h * dk;
         for (int64_t d = 0; d < dk; ++d) kt[d * packed.keys_padded + j] = key[d];
