@@ -13,8 +13,8 @@
 namespace attnserve {
 namespace {
 
-// The weights stacked by rows into one [Σ rows, cols] matrix; biases likewise, zero where a part has
-// none (empty when no part has one).
+// The weights stacked by rows into one [Σ rows, cols] matrix; biases likewise, zero where a part
+// has none (empty when no part has one).
 void Stack(const std::vector<const Tensor*>& weights, const std::vector<const Tensor*>& biases,
            Tensor& stacked_weight, Tensor& stacked_bias) {
   int64_t rows = 0;
