@@ -67,74 +67,172 @@ absl::Status MultiHeadAttention::CheckInputs(const PaddedBatch& x,
     return absl::OkStatus();
   }
   if (memory == nullptr) return absl::InvalidArgumentError("cross-attention needs a memory");
-  if (auto status = CheckPaddedBatch("attention memory", *memory, config_.memory_dim);
-      !status.ok()) {
-    return status;
-  }
-  if (memory->batch() != x.batch()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("attention memory has batch ", memory->batch(), ", input has ", x.batch()));
+  return CheckPaddedBatch("attention memory", *memory, config_.memory_dim);
+}
+
+absl::Status MultiHeadAttention::CheckMemoryLengths(const PaddedBatch& x,
+                                                    const std::vector<int64_t>& k_lengths) const {
+  if (static_cast<int64_t>(k_lengths.size()) != x.batch()) {
+    return absl::InvalidArgumentError(absl::StrCat("attention memory has batch ",
+                                                   k_lengths.size(), ", input has ", x.batch()));
   }
   for (int64_t b = 0; b < x.batch(); ++b) {
-    const int64_t q_len = x.lengths[b], k_len = memory->lengths[b];
+    const int64_t q_len = x.lengths[b], k_len = k_lengths[b];
     if (q_len > 0 && k_len == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("sequence ", b, " has queries but an empty attention memory"));
     }
     if (config_.causal && k_len < q_len) {
       return absl::InvalidArgumentError(absl::StrCat("causal attention: sequence ", b, " has ",
-                                                     q_len, " queries but only ", k_len, " keys"));
+                                                     q_len, " queries but only ", k_len,
+                                                     " keys"));
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<Tensor> MultiHeadAttention::Forward(const PaddedBatch& x, const PaddedBatch* memory,
-                                                   Tensor* head_outputs) const {
-  if (auto status = CheckInputs(x, memory); !status.ok()) return status;
+Tensor MultiHeadAttention::AttendProjected(const Tensor& q, const std::vector<int64_t>& q_lengths,
+                                           const Tensor& k, const Tensor& v,
+                                           const std::vector<int64_t>& k_lengths) const {
   const int64_t heads = config_.num_heads;
-  const int64_t qk_width = heads * config_.head_dim_qk, v_width = heads * config_.head_dim_v;
-
-  Tensor q, k, v;
-  const std::vector<int64_t>& k_lengths = config_.is_cross() ? memory->lengths : x.lengths;
-  if (config_.is_cross()) {
-    auto projected_q = LinearRows(x.values, weights_.q_weight, weights_.q_bias);
-    if (!projected_q.ok()) return projected_q.status();
-    auto kv = LinearRows(memory->values, fused_weight_, fused_bias_);
-    if (!kv.ok()) return kv.status();
-    q = *std::move(projected_q);
-    k = kv->Slice(2, 0, qk_width);
-    v = kv->Slice(2, qk_width, v_width);
-  } else {
-    auto qkv = LinearRows(x.values, fused_weight_, fused_bias_);
-    if (!qkv.ok()) return qkv.status();
-    q = qkv->Slice(2, 0, qk_width);
-    k = qkv->Slice(2, qk_width, qk_width);
-    v = qkv->Slice(2, 2 * qk_width, v_width);
-  }
-
-  Tensor concatenated({x.batch(), x.time(), v_width});
+  Tensor concatenated({q.dim(0), q.dim(1), heads * config_.head_dim_v});
   switch (config_.kind) {
     case AttentionKind::kSoftmax:
     case AttentionKind::kExclusive:
-      ScaledDotProductAttention(q, x.lengths, k, v, k_lengths, heads,
+      ScaledDotProductAttention(q, q_lengths, k, v, k_lengths, heads,
                                 {config_.score_scale(), config_.causal, alibi_slopes_},
                                 concatenated);
       if (config_.kind == AttentionKind::kExclusive) {
-        RemoveOwnValueComponent(concatenated, v, x.lengths, k_lengths, heads);
+        RemoveOwnValueComponent(concatenated, v, q_lengths, k_lengths, heads);
       }
       break;
     case AttentionKind::kLinear:
-      LinearAttention(q, x.lengths, k, v, k_lengths, heads, config_.feature_map, config_.causal,
+      LinearAttention(q, q_lengths, k, v, k_lengths, heads, config_.feature_map, config_.causal,
                       concatenated);
       break;
   }
+  return concatenated;
+}
 
+absl::StatusOr<Tensor> MultiHeadAttention::ProjectOutput(Tensor concatenated,
+                                                         const std::vector<int64_t>& lengths,
+                                                         Tensor* head_outputs) const {
   auto output = LinearRows(concatenated, weights_.out_weight, weights_.out_bias);
   if (!output.ok()) return output.status();
-  ZeroPadding(*output, x.lengths);
+  ZeroPadding(*output, lengths);
   if (head_outputs != nullptr) *head_outputs = std::move(concatenated);
   return output;
+}
+
+absl::StatusOr<Tensor> MultiHeadAttention::Forward(const PaddedBatch& x, const PaddedBatch* memory,
+                                                   Tensor* head_outputs) const {
+  if (auto status = CheckInputs(x, memory); !status.ok()) return status;
+  if (config_.is_cross()) {
+    auto projected = ProjectMemory(*memory);
+    if (!projected.ok()) return projected.status();
+    return Attend(x, *projected, head_outputs);
+  }
+  const int64_t qk_width = config_.num_heads * config_.head_dim_qk;
+  auto qkv = LinearRows(x.values, fused_weight_, fused_bias_);
+  if (!qkv.ok()) return qkv.status();
+  Tensor concatenated = AttendProjected(
+      qkv->Slice(2, 0, qk_width), x.lengths, qkv->Slice(2, qk_width, qk_width),
+      qkv->Slice(2, 2 * qk_width, config_.num_heads * config_.head_dim_v), x.lengths);
+  return ProjectOutput(std::move(concatenated), x.lengths, head_outputs);
+}
+
+absl::StatusOr<KeyValues> MultiHeadAttention::ProjectMemory(const PaddedBatch& memory) const {
+  if (!config_.is_cross()) {
+    return absl::FailedPreconditionError("ProjectMemory on a self-attention layer");
+  }
+  if (auto status = CheckPaddedBatch("attention memory", memory, config_.memory_dim);
+      !status.ok()) {
+    return status;
+  }
+  auto kv = LinearRows(memory.values, fused_weight_, fused_bias_);
+  if (!kv.ok()) return kv.status();
+  const int64_t qk_width = config_.num_heads * config_.head_dim_qk;
+  return KeyValues{kv->Slice(2, 0, qk_width),
+                   kv->Slice(2, qk_width, config_.num_heads * config_.head_dim_v),
+                   memory.lengths};
+}
+
+absl::StatusOr<Tensor> MultiHeadAttention::Attend(const PaddedBatch& x, const KeyValues& memory,
+                                                  Tensor* head_outputs) const {
+  if (!config_.is_cross()) {
+    return absl::FailedPreconditionError("Attend on a self-attention layer");
+  }
+  if (auto status = CheckPaddedBatch("attention input", x, config_.model_dim); !status.ok()) {
+    return status;
+  }
+  if (auto status = CheckMemoryLengths(x, memory.lengths); !status.ok()) return status;
+  auto q = LinearRows(x.values, weights_.q_weight, weights_.q_bias);
+  if (!q.ok()) return q.status();
+  Tensor concatenated = AttendProjected(*q, x.lengths, memory.keys, memory.values, memory.lengths);
+  return ProjectOutput(std::move(concatenated), x.lengths, head_outputs);
+}
+
+LayerCache MultiHeadAttention::NewCache(int64_t capacity) const {
+  if (config_.kind == AttentionKind::kLinear) {
+    return LayerCache(LinearAttentionState(config_.num_heads, config_.head_dim_qk,
+                                           config_.head_dim_v));
+  }
+  return LayerCache(capacity, config_.num_heads * config_.head_dim_qk,
+                    config_.num_heads * config_.head_dim_v);
+}
+
+absl::StatusOr<Tensor> MultiHeadAttention::ForwardCached(
+    const PaddedBatch& x, std::span<LayerCache* const> caches) const {
+  if (config_.is_cross() || !config_.causal) {
+    return absl::FailedPreconditionError("ForwardCached needs causal self-attention");
+  }
+  if (auto status = CheckPaddedBatch("attention input", x, config_.model_dim); !status.ok()) {
+    return status;
+  }
+  if (static_cast<int64_t>(caches.size()) != x.batch()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(caches.size(), " caches for a batch of ", x.batch()));
+  }
+  // Check every sequence before touching any cache, so an error leaves them all as they were.
+  for (int64_t b = 0; b < x.batch(); ++b) {
+    if (caches[b]->length() + x.lengths[b] > caches[b]->capacity()) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "sequence ", b, " would reach ", caches[b]->length() + x.lengths[b],
+          " tokens, beyond its cache of ", caches[b]->capacity()));
+    }
+  }
+  const int64_t heads = config_.num_heads;
+  const int64_t qk_width = heads * config_.head_dim_qk, v_width = heads * config_.head_dim_v;
+  auto qkv = LinearRows(x.values, fused_weight_, fused_bias_);
+  if (!qkv.ok()) return qkv.status();
+  Tensor concatenated = Tensor::Zeros({x.batch(), x.time(), v_width});
+  for (int64_t b = 0; b < x.batch(); ++b) {
+    const int64_t count = x.lengths[b];
+    if (count == 0) continue;
+    const Tensor rows = qkv->Select(b);  // [T, qk + qk + v]
+    const float* q = rows.data();
+    const float* k = q + qk_width;
+    const float* v = k + qk_width;
+    LayerCache& cache = *caches[b];
+    Tensor out = concatenated.Slice(0, b, 1);
+    if (cache.is_linear()) {
+      for (int64_t i = 0; i < count; ++i) {
+        cache.linear_state().Step(k + i * rows.stride(0), v + i * rows.stride(0),
+                                  q + i * rows.stride(0), config_.feature_map,
+                                  out.data() + i * out.stride(1));
+      }
+      continue;
+    }
+    cache.Append(k, rows.stride(0), v, rows.stride(0), count);
+    const std::vector<int64_t> q_lengths = {count}, k_lengths = {cache.length()};
+    Tensor q_view = qkv->Slice(0, b, 1).Slice(2, 0, qk_width);
+    Tensor attended = AttendProjected(q_view, q_lengths, cache.keys(), cache.values(), k_lengths);
+    for (int64_t i = 0; i < count; ++i) {
+      std::copy(attended.Select(0).row(i), attended.Select(0).row(i) + v_width,
+                out.data() + i * out.stride(1));
+    }
+  }
+  return ProjectOutput(std::move(concatenated), x.lengths, nullptr);
 }
 
 }  // namespace attnserve

@@ -2,13 +2,23 @@
 // heads and W_O. Self-attention (keys and values from x) or cross-attention (from a memory).
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/attention/attention_config.h"
+#include "engine/attention/kv_cache.h"
 #include "engine/padded_batch.h"
 
 namespace attnserve {
+
+// Projected keys and values of a cross-attention memory: computed once per memory (an encoded
+// source, a Perceiver input) and reused by every query pass over it.
+struct KeyValues {
+  Tensor keys;    // [B, Tk, H·dk]
+  Tensor values;  // [B, Tk, H·dv]
+  std::vector<int64_t> lengths;
+};
 
 class MultiHeadAttention {
  public:
@@ -23,12 +33,33 @@ class MultiHeadAttention {
   absl::StatusOr<Tensor> Forward(const PaddedBatch& x, const PaddedBatch* memory = nullptr,
                                  Tensor* head_outputs = nullptr) const;
 
+  // Cross-attention in two steps: project a memory once, then attend to it any number of times.
+  absl::StatusOr<KeyValues> ProjectMemory(const PaddedBatch& memory) const;
+  absl::StatusOr<Tensor> Attend(const PaddedBatch& x, const KeyValues& memory,
+                                Tensor* head_outputs = nullptr) const;
+
+  // Causal self-attention that continues each sequence from its cache: x holds the new tokens
+  // (a prompt, or one token per sequence when decoding), caches[b] what sequence b saw before.
+  // The new keys and values are appended; nothing is modified when an error is returned.
+  absl::StatusOr<Tensor> ForwardCached(const PaddedBatch& x,
+                                       std::span<LayerCache* const> caches) const;
+  // An empty cache for ForwardCached with room for `capacity` tokens.
+  LayerCache NewCache(int64_t capacity) const;
+
   const AttentionConfig& config() const { return config_; }
   const AttentionWeights& weights() const { return weights_; }
 
  private:
   MultiHeadAttention(const AttentionConfig& config, AttentionWeights weights);
   absl::Status CheckInputs(const PaddedBatch& x, const PaddedBatch* memory) const;
+  absl::Status CheckMemoryLengths(const PaddedBatch& x,
+                                  const std::vector<int64_t>& k_lengths) const;
+  // Softmax, exclusive or linear attention of projected q over k, v: [B, Tq, H·dv].
+  Tensor AttendProjected(const Tensor& q, const std::vector<int64_t>& q_lengths,
+                         const Tensor& k, const Tensor& v,
+                         const std::vector<int64_t>& k_lengths) const;
+  absl::StatusOr<Tensor> ProjectOutput(Tensor concatenated, const std::vector<int64_t>& lengths,
+                                       Tensor* head_outputs) const;
 
   AttentionConfig config_;
   AttentionWeights weights_;

@@ -1,0 +1,55 @@
+// config.json of a model directory (docs/model-format.md): one flat object of settings.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/attention/attention_config.h"
+#include "engine/matmul.h"
+
+namespace attnserve {
+
+enum class NormKind { kLayerNorm, kRmsNorm, kScaleNorm };
+enum class PositionKind { kSinusoidal, kLearned, kAlibi, kNone };
+enum class Pooling { kMean, kFirst, kLast, kPma, kNone };
+
+struct TokenizerConfig {
+  std::string type;                          // "byte"
+  std::map<std::string, int64_t> special_tokens;  // text -> id (>= 256)
+};
+
+struct ModelConfig {
+  static constexpr int kFormatVersion = 1;
+
+  std::string architecture;  // causal_lm | encoder
+  int64_t vocab_size = 0;    // > 0: token ids in; else feature vectors of input_dim
+  int64_t input_dim = 0;
+  int64_t model_dim = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t head_dim_qk = 0;
+  int64_t head_dim_v = 0;
+  int64_t ffn_dim = 0;
+  Activation activation = Activation::kGeluErf;
+  AttentionKind attention = AttentionKind::kSoftmax;
+  FeatureMap feature_map = FeatureMap::kEluPlusOne;
+  bool bias = true;
+  NormKind norm = NormKind::kLayerNorm;
+  float norm_eps = 1e-5f;
+  bool pre_norm = true;
+  PositionKind positions = PositionKind::kSinusoidal;
+  int64_t max_positions = 0;
+  bool tie_embeddings = false;  // causal_lm
+  Pooling pooling = Pooling::kMean;  // encoder
+  bool normalize = false;            // encoder
+  TokenizerConfig tokenizer;
+
+  bool token_inputs() const { return vocab_size > 0; }
+};
+
+// Parses and validates config.json text; errors name `path` and the field.
+absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& text, const std::string& path);
+
+}  // namespace attnserve

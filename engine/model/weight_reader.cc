@@ -1,0 +1,44 @@
+#include "engine/model/weight_reader.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace attnserve {
+
+absl::StatusOr<Tensor> WeightReader::Take(const std::string& name, const Shape& shape) {
+  if (!file_.contains(name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file_.path(), ": missing tensor '", name, "' of shape ", ShapeToString(shape)));
+  }
+  auto tensor = file_.Float32(name);
+  if (!tensor.ok()) return tensor.status();
+  if (tensor->shape() != shape) {
+    return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor '", name,
+                                                   "' has shape ", tensor->ShapeString(),
+                                                   ", the config implies ", ShapeToString(shape)));
+  }
+  taken_.insert(name);
+  return tensor;
+}
+
+absl::StatusOr<Tensor> WeightReader::TakeOptional(const std::string& name, const Shape& shape) {
+  if (!file_.contains(name)) return Tensor();
+  return Take(name, shape);
+}
+
+absl::StatusOr<Tensor> WeightReader::TakeIf(bool present, const std::string& name,
+                                            const Shape& shape) {
+  if (present) return Take(name, shape);
+  return Tensor();  // an unexpected tensor of this name is caught by CheckAllTaken
+}
+
+absl::Status WeightReader::CheckAllTaken() const {
+  for (const std::string& name : file_.names()) {
+    if (!taken_.count(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file_.path(), ": unexpected tensor '", name, "' (not used by the config)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace attnserve

@@ -1,0 +1,35 @@
+// Hands out the tensors of a model.safetensors by name, checking each one's dtype and shape
+// against what the config implies, and remembering which were taken so that tensors nobody
+// asked for are reported as unexpected.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/safetensors.h"
+
+namespace attnserve {
+
+class WeightReader {
+ public:
+  explicit WeightReader(SafetensorsFile file) : file_(std::move(file)) {}
+
+  // The tensor `name` with exactly `shape`; errors name the file and the tensor.
+  absl::StatusOr<Tensor> Take(const std::string& name, const Shape& shape);
+  // Empty when absent; when present, its shape must be `shape`.
+  absl::StatusOr<Tensor> TakeOptional(const std::string& name, const Shape& shape);
+  // Present exactly when `present`: biases follow the config's `bias` setting.
+  absl::StatusOr<Tensor> TakeIf(bool present, const std::string& name, const Shape& shape);
+
+  // An error naming the first tensor in the file that no Take* asked for.
+  absl::Status CheckAllTaken() const;
+
+  const std::string& path() const { return file_.path(); }
+
+ private:
+  SafetensorsFile file_;
+  std::set<std::string> taken_;
+};
+
+}  // namespace attnserve
