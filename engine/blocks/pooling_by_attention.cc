@@ -1,0 +1,43 @@
+#include "engine/blocks/pooling_by_attention.h"
+
+#include <cstring>
+
+namespace attnserve {
+
+absl::StatusOr<PoolingByAttention> PoolingByAttention::Load(WeightReader& weights,
+                                                            const std::string& prefix,
+                                                            BlockConfig block, int64_t num_seeds) {
+  PoolingByAttention pma;
+  auto seeds = weights.Take(prefix + ".seeds", {num_seeds, block.dim});
+  if (!seeds.ok()) return seeds.status();
+  pma.seeds_ = *std::move(seeds);
+  auto rff = FeedForward::Load(weights, prefix + ".rff", block.dim, block.ffn_dim, block.dim,
+                               block.bias, block.activation);
+  if (!rff.ok()) return rff.status();
+  pma.rff_ = *std::move(rff);
+  block.self_attention = false;
+  block.causal = false;
+  block.cross_attention = true;
+  block.alibi = false;
+  auto mab = TransformerBlock::Load(weights, prefix + ".block", block);
+  if (!mab.ok()) return mab.status();
+  pma.block_.emplace(*std::move(mab));
+  return pma;
+}
+
+absl::StatusOr<Tensor> PoolingByAttention::Forward(const PaddedBatch& z) const {
+  const int64_t batch = z.batch(), k = seeds_.dim(0), dim = seeds_.dim(1);
+  if (auto status = CheckPaddedBatch("PMA input", z, dim); !status.ok()) return status;
+  Tensor transformed(z.values.shape());
+  if (auto status = rff_.Apply(z.values, transformed, false); !status.ok()) return status;
+  ZeroPadding(transformed, z.lengths);
+  auto memory = block_->ProjectMemory({transformed, z.lengths});
+  if (!memory.ok()) return memory.status();
+  Tensor seeds({batch, k, dim});
+  for (int64_t b = 0; b < batch; ++b) {
+    std::memcpy(seeds.Select(b).data(), seeds_.data(), seeds_.size() * sizeof(float));
+  }
+  return block_->Forward({seeds, std::vector<int64_t>(batch, k)}, &*memory);
+}
+
+}  // namespace attnserve

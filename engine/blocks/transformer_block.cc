@@ -1,0 +1,169 @@
+#include "engine/blocks/transformer_block.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/kernels/vector_ops.h"
+
+namespace attnserve {
+namespace {
+
+absl::StatusOr<MultiHeadAttention> LoadAttention(WeightReader& weights, const std::string& prefix,
+                                                 const AttentionConfig& config, bool bias) {
+  const int64_t qk = config.num_heads * config.head_dim_qk;
+  const int64_t v = config.num_heads * config.head_dim_v;
+  AttentionWeights w;
+  const struct {
+    const char* name;
+    Tensor* tensor;
+    Shape shape;
+    bool present;
+  } tensors[] = {
+      {".q_proj.weight", &w.q_weight, {qk, config.model_dim}, true},
+      {".q_proj.bias", &w.q_bias, {qk}, bias},
+      {".k_proj.weight", &w.k_weight, {qk, config.key_input_dim()}, true},
+      {".k_proj.bias", &w.k_bias, {qk}, bias},
+      {".v_proj.weight", &w.v_weight, {v, config.key_input_dim()}, true},
+      {".v_proj.bias", &w.v_bias, {v}, bias},
+      {".out_proj.weight", &w.out_weight, {config.out_dim(), v}, true},
+      {".out_proj.bias", &w.out_bias, {config.out_dim()}, bias},
+  };
+  for (const auto& t : tensors) {
+    auto loaded = weights.TakeIf(t.present, prefix + t.name, t.shape);
+    if (!loaded.ok()) return loaded.status();
+    *t.tensor = *std::move(loaded);
+  }
+  auto layer = MultiHeadAttention::Create(config, std::move(w));
+  if (!layer.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(weights.path(), ": ", prefix, ": ", layer.status().message()));
+  }
+  return layer;
+}
+
+// h += delta, over whole contiguous tensors.
+void AddInPlace(Tensor& h, const Tensor& delta) { vec::Axpy(1.0f, delta.data(), h.data(), h.size()); }
+
+// One residual sublayer around `apply`, pre- or post-norm; h is updated in place.
+template <typename Apply>
+absl::Status Sublayer(bool pre_norm, const Norm& norm, const std::vector<int64_t>& lengths,
+                      Tensor& h, Apply apply) {
+  if (pre_norm) {
+    Tensor normed(h.shape());
+    if (auto status = norm.Apply(h, normed); !status.ok()) return status;
+    absl::StatusOr<Tensor> delta = apply(normed);
+    if (!delta.ok()) return delta.status();
+    AddInPlace(h, *delta);
+  } else {
+    absl::StatusOr<Tensor> delta = apply(h);
+    if (!delta.ok()) return delta.status();
+    AddInPlace(h, *delta);
+    if (auto status = norm.Apply(h, h); !status.ok()) return status;
+  }
+  ZeroPadding(h, lengths);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+BlockConfig BlockConfigFor(const ModelConfig& m) {
+  BlockConfig c;
+  c.dim = m.model_dim;
+  c.attention = m.attention;
+  c.feature_map = m.feature_map;
+  c.num_heads = m.num_heads;
+  c.head_dim_qk = m.head_dim_qk;
+  c.head_dim_v = m.head_dim_v;
+  c.alibi = m.positions == PositionKind::kAlibi;
+  c.bias = m.bias;
+  c.norm = m.norm;
+  c.norm_eps = m.norm_eps;
+  c.pre_norm = m.pre_norm;
+  c.ffn_dim = m.ffn_dim;
+  c.activation = m.activation;
+  return c;
+}
+
+absl::StatusOr<TransformerBlock> TransformerBlock::Load(WeightReader& weights,
+                                                        const std::string& prefix,
+                                                        const BlockConfig& config) {
+  TransformerBlock block;
+  block.config_ = config;
+  AttentionConfig attention;
+  attention.kind = config.attention;
+  attention.model_dim = config.dim;
+  attention.num_heads = config.num_heads;
+  attention.head_dim_qk = config.head_dim_qk;
+  attention.head_dim_v = config.head_dim_v;
+  attention.feature_map = config.feature_map;
+  auto load_norm = [&](const std::string& name) {
+    return Norm::Load(weights, prefix + "." + name, config.norm, config.dim, config.norm_eps);
+  };
+  if (config.self_attention) {
+    AttentionConfig self = attention;
+    self.causal = config.causal;
+    self.alibi = config.alibi;
+    auto layer = LoadAttention(weights, prefix + ".self_attn", self, config.bias);
+    if (!layer.ok()) return layer.status();
+    block.self_attn_.emplace(*std::move(layer));
+    auto norm = load_norm("self_attn_norm");
+    if (!norm.ok()) return norm.status();
+    block.self_attn_norm_ = *std::move(norm);
+  }
+  if (config.cross_attention) {
+    AttentionConfig cross = attention;
+    cross.memory_dim = config.memory_dim > 0 ? config.memory_dim : config.dim;
+    // XSA removes a token's own value, which a memory does not hold.
+    if (cross.kind == AttentionKind::kExclusive) cross.kind = AttentionKind::kSoftmax;
+    auto layer = LoadAttention(weights, prefix + ".cross_attn", cross, config.bias);
+    if (!layer.ok()) return layer.status();
+    block.cross_attn_.emplace(*std::move(layer));
+    auto norm = load_norm("cross_attn_norm");
+    if (!norm.ok()) return norm.status();
+    block.cross_attn_norm_ = *std::move(norm);
+  }
+  auto ffn = FeedForward::Load(weights, prefix + ".ffn", config.dim, config.ffn_dim, config.dim,
+                               config.bias, config.activation);
+  if (!ffn.ok()) return ffn.status();
+  block.ffn_ = *std::move(ffn);
+  auto ffn_norm = load_norm("ffn_norm");
+  if (!ffn_norm.ok()) return ffn_norm.status();
+  block.ffn_norm_ = *std::move(ffn_norm);
+  return block;
+}
+
+absl::StatusOr<KeyValues> TransformerBlock::ProjectMemory(const PaddedBatch& memory) const {
+  if (!cross_attn_) return absl::FailedPreconditionError("block has no cross-attention");
+  return cross_attn_->ProjectMemory(memory);
+}
+
+absl::StatusOr<Tensor> TransformerBlock::Forward(const PaddedBatch& x, const KeyValues* memory,
+                                                 std::span<LayerCache* const> caches) const {
+  if (auto status = CheckPaddedBatch("block input", x, config_.dim); !status.ok()) return status;
+  if (cross_attn_ && memory == nullptr) {
+    return absl::InvalidArgumentError("block with cross-attention needs a memory");
+  }
+  Tensor h = x.values.Clone();
+  const std::vector<int64_t>& lengths = x.lengths;
+  if (self_attn_) {
+    auto status = Sublayer(config_.pre_norm, *self_attn_norm_, lengths, h, [&](const Tensor& in) {
+      return caches.empty() ? self_attn_->Forward({in, lengths})
+                            : self_attn_->ForwardCached({in, lengths}, caches);
+    });
+    if (!status.ok()) return status;
+  }
+  if (cross_attn_) {
+    auto status = Sublayer(config_.pre_norm, *cross_attn_norm_, lengths, h, [&](const Tensor& in) {
+      return cross_attn_->Attend({in, lengths}, *memory);
+    });
+    if (!status.ok()) return status;
+  }
+  auto status = Sublayer(config_.pre_norm, ffn_norm_, lengths, h,
+                         [&](const Tensor& in) -> absl::StatusOr<Tensor> {
+                           Tensor out(in.shape());
+                           if (auto s = ffn_.Apply(in, out, false); !s.ok()) return s;
+                           return out;
+                         });
+  if (!status.ok()) return status;
+  return h;
+}
+
+}  // namespace attnserve

@@ -1,0 +1,69 @@
+// The residual block every architecture is built from: up to three sublayers, each wrapped by
+// its own norm, pre-norm (x + f(norm(x)), Xiong et al. 2020) or post-norm (norm(x + f(x)),
+// Vaswani et al. 2017):
+//   self_attn  (+ self_attn_norm)   self-attention, causal or not
+//   cross_attn (+ cross_attn_norm)  attention to a memory
+//   ffn        (+ ffn_norm)         position-wise feed-forward
+// Encoder block: self + ffn. GPT-style decoder block: causal self + ffn. Vaswani decoder block:
+// causal self + cross + ffn. Perceiver IO cross-attention block and Set Transformer MAB(X, Y):
+// cross + ffn; SAB(X) = MAB(X, X) is the encoder block.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/attention/multi_head.h"
+#include "engine/blocks/feed_forward.h"
+#include "engine/blocks/norm.h"
+#include "engine/model/model_config.h"
+#include "engine/model/weight_reader.h"
+
+namespace attnserve {
+
+struct BlockConfig {
+  int64_t dim = 0;
+  bool self_attention = true;
+  bool causal = false;
+  bool cross_attention = false;
+  int64_t memory_dim = 0;  // 0: dim
+  AttentionKind attention = AttentionKind::kSoftmax;
+  FeatureMap feature_map = FeatureMap::kEluPlusOne;
+  int64_t num_heads = 1, head_dim_qk = 0, head_dim_v = 0;
+  bool alibi = false;
+  bool bias = true;
+  NormKind norm = NormKind::kLayerNorm;
+  float norm_eps = 1e-5f;
+  bool pre_norm = true;
+  int64_t ffn_dim = 0;
+  Activation activation = Activation::kGeluErf;
+};
+
+// The block settings a model config implies for its layers.
+BlockConfig BlockConfigFor(const ModelConfig& model);
+
+class TransformerBlock {
+ public:
+  static absl::StatusOr<TransformerBlock> Load(WeightReader& weights, const std::string& prefix,
+                                               const BlockConfig& config);
+
+  // x: [B, T, dim]. memory: the cross-attention keys and values (from ProjectMemory) when the
+  // block has cross-attention. caches: one per sequence to continue causal self-attention
+  // from (empty: attend within x only). Returns the new [B, T, dim], zero on padding.
+  absl::StatusOr<Tensor> Forward(const PaddedBatch& x, const KeyValues* memory = nullptr,
+                                 std::span<LayerCache* const> caches = {}) const;
+
+  absl::StatusOr<KeyValues> ProjectMemory(const PaddedBatch& memory) const;
+  LayerCache NewCache(int64_t capacity) const { return self_attn_->NewCache(capacity); }
+  const BlockConfig& config() const { return config_; }
+
+ private:
+  BlockConfig config_;
+  std::optional<MultiHeadAttention> self_attn_, cross_attn_;
+  std::optional<Norm> self_attn_norm_, cross_attn_norm_;
+  FeedForward ffn_;
+  Norm ffn_norm_;
+};
+
+}  // namespace attnserve

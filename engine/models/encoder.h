@@ -1,0 +1,46 @@
+// Bidirectional encoder: input embedding (tokens or feature vectors), blocks (layers.N),
+// final_norm for pre-norm stacks; per-token states and a pooled embedding (mean, first, last,
+// or PMA with one seed under `pool.`), optionally L2-normalized.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/blocks/norm.h"
+#include "engine/blocks/pooling_by_attention.h"
+#include "engine/blocks/transformer_block.h"
+#include "engine/models/input_embedding.h"
+
+namespace attnserve {
+
+// A batch of model inputs: token ids, or feature vectors for models with input_dim.
+struct ModelInputs {
+  TokenSequences tokens;
+  PaddedBatch features;
+};
+
+class Encoder {
+ public:
+  static absl::StatusOr<std::unique_ptr<Encoder>> Load(const ModelConfig& config,
+                                                       WeightReader& weights);
+
+  // Per-token states [B, T, dim], zero on padding.
+  absl::StatusOr<PaddedBatch> States(const ModelInputs& inputs) const;
+  // Pooled embeddings [B, dim] with the configured pooling and normalization; `pooling`
+  // overrides the config's (kPma needs a model trained with it).
+  absl::StatusOr<Tensor> Embed(const ModelInputs& inputs,
+                               std::optional<Pooling> pooling = std::nullopt) const;
+
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  ModelConfig config_;
+  InputEmbedding embedding_;
+  std::vector<TransformerBlock> layers_;
+  std::optional<Norm> final_norm_;
+  std::optional<PoolingByAttention> pma_;
+};
+
+}  // namespace attnserve

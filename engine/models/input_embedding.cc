@@ -1,0 +1,81 @@
+#include "engine/models/input_embedding.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "engine/kernels/embedding.h"
+#include "engine/matmul.h"
+
+namespace attnserve {
+
+absl::StatusOr<InputEmbedding> InputEmbedding::Load(WeightReader& weights,
+                                                    const ModelConfig& config) {
+  InputEmbedding embedding;
+  embedding.dim_ = config.model_dim;
+  if (config.token_inputs()) {
+    auto table = weights.Take("embed_tokens.weight", {config.vocab_size, config.model_dim});
+    if (!table.ok()) return table.status();
+    embedding.tokens_ = *std::move(table);
+  } else {
+    auto weight = weights.Take("input_proj.weight", {config.model_dim, config.input_dim});
+    if (!weight.ok()) return weight.status();
+    embedding.input_weight_ = *std::move(weight);
+    auto bias = weights.TakeIf(config.bias, "input_proj.bias", {config.model_dim});
+    if (!bias.ok()) return bias.status();
+    embedding.input_bias_ = *std::move(bias);
+  }
+  if (config.positions == PositionKind::kLearned) {
+    auto table = weights.Take("embed_positions", {config.max_positions, config.model_dim});
+    if (!table.ok()) return table.status();
+    embedding.positions_ = *std::move(table);
+  } else if (config.positions == PositionKind::kSinusoidal) {
+    embedding.positions_ = SinusoidalPositions(config.max_positions, config.model_dim);
+  }
+  return embedding;
+}
+
+absl::Status InputEmbedding::AddPositionsFrom(const std::vector<int64_t>& starts,
+                                              PaddedBatch& x) const {
+  if (positions_.empty()) return absl::OkStatus();
+  for (int64_t b = 0; b < x.batch(); ++b) {
+    Tensor row = x.values.Slice(0, b, 1);
+    const int64_t start = starts.empty() ? 0 : starts[b];
+    if (auto status = AddPositions(positions_, {&x.lengths[b], 1}, start, row); !status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", b, ": ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PaddedBatch> InputEmbedding::EmbedTokens(const TokenSequences& sequences,
+                                                        const std::vector<int64_t>& starts) const {
+  if (tokens_.empty()) return absl::InvalidArgumentError("this model takes feature vectors");
+  int64_t longest = 0;
+  for (const auto& ids : sequences) longest = std::max<int64_t>(longest, ids.size());
+  PaddedBatch x{Tensor::Zeros({static_cast<int64_t>(sequences.size()), longest, dim_}), {}};
+  for (size_t b = 0; b < sequences.size(); ++b) {
+    const int64_t length = sequences[b].size();
+    x.lengths.push_back(length);
+    Tensor rows = x.values.Select(b).Slice(0, 0, length);
+    if (auto status = attnserve::EmbedTokens(tokens_, sequences[b], rows); !status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", b, ": ", status.message()));
+    }
+  }
+  if (auto status = AddPositionsFrom(starts, x); !status.ok()) return status;
+  return x;
+}
+
+absl::StatusOr<PaddedBatch> InputEmbedding::EmbedFeatures(const PaddedBatch& features) const {
+  if (input_weight_.empty()) return absl::InvalidArgumentError("this model takes token ids");
+  if (auto status = CheckPaddedBatch("features", features, input_weight_.dim(1)); !status.ok()) {
+    return status;
+  }
+  auto projected = LinearRows(features.values, input_weight_, input_bias_);
+  if (!projected.ok()) return projected.status();
+  PaddedBatch x{*std::move(projected), features.lengths};
+  ZeroPadding(x.values, x.lengths);
+  if (auto status = AddPositionsFrom({}, x); !status.ok()) return status;
+  return x;
+}
+
+}  // namespace attnserve

@@ -1,0 +1,40 @@
+// The input side every model shares: token ids through embed_tokens (or feature vectors through
+// input_proj), plus sinusoidal or learned positions (embed_positions). ALiBi and "none" add no
+// position vectors (ALiBi lives in the attention scores).
+#pragma once
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_config.h"
+#include "engine/model/weight_reader.h"
+#include "engine/padded_batch.h"
+
+namespace attnserve {
+
+using TokenSequences = std::vector<std::vector<int64_t>>;
+
+class InputEmbedding {
+ public:
+  static absl::StatusOr<InputEmbedding> Load(WeightReader& weights, const ModelConfig& config);
+
+  // Token ids to a padded batch [B, T, dim]; sequence b's first token is at position starts[b]
+  // (empty: all 0). Ids outside the vocabulary and positions past max_positions are refused.
+  absl::StatusOr<PaddedBatch> EmbedTokens(const TokenSequences& sequences,
+                                          const std::vector<int64_t>& starts = {}) const;
+  // Feature vectors [B, T, input_dim] to [B, T, dim].
+  absl::StatusOr<PaddedBatch> EmbedFeatures(const PaddedBatch& features) const;
+
+  // The token embedding table [vocab, dim] (an LM head may be tied to it).
+  const Tensor& token_table() const { return tokens_; }
+
+ private:
+  absl::Status AddPositionsFrom(const std::vector<int64_t>& starts, PaddedBatch& x) const;
+
+  int64_t dim_ = 0;
+  Tensor tokens_;                     // embed_tokens.weight
+  Tensor input_weight_, input_bias_;  // input_proj
+  Tensor positions_;                  // learned or sinusoidal table; empty for alibi / none
+};
+
+}  // namespace attnserve
