@@ -73,8 +73,8 @@ absl::Status MultiHeadAttention::CheckInputs(const PaddedBatch& x,
 absl::Status MultiHeadAttention::CheckMemoryLengths(const PaddedBatch& x,
                                                     const std::vector<int64_t>& k_lengths) const {
   if (static_cast<int64_t>(k_lengths.size()) != x.batch()) {
-    return absl::InvalidArgumentError(absl::StrCat("attention memory has batch ",
-                                                   k_lengths.size(), ", input has ", x.batch()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention memory has batch ", k_lengths.size(), ", input has ", x.batch()));
   }
   for (int64_t b = 0; b < x.batch(); ++b) {
     const int64_t q_len = x.lengths[b], k_len = k_lengths[b];
@@ -84,8 +84,7 @@ absl::Status MultiHeadAttention::CheckMemoryLengths(const PaddedBatch& x,
     }
     if (config_.causal && k_len < q_len) {
       return absl::InvalidArgumentError(absl::StrCat("causal attention: sequence ", b, " has ",
-                                                     q_len, " queries but only ", k_len,
-                                                     " keys"));
+                                                     q_len, " queries but only ", k_len, " keys"));
     }
   }
   return absl::OkStatus();
@@ -153,8 +152,7 @@ absl::StatusOr<KeyValues> MultiHeadAttention::ProjectMemory(const PaddedBatch& m
   if (!kv.ok()) return kv.status();
   const int64_t qk_width = config_.num_heads * config_.head_dim_qk;
   return KeyValues{kv->Slice(2, 0, qk_width),
-                   kv->Slice(2, qk_width, config_.num_heads * config_.head_dim_v),
-                   memory.lengths};
+                   kv->Slice(2, qk_width, config_.num_heads * config_.head_dim_v), memory.lengths};
 }
 
 absl::StatusOr<Tensor> MultiHeadAttention::Attend(const PaddedBatch& x, const KeyValues& memory,
@@ -174,8 +172,8 @@ absl::StatusOr<Tensor> MultiHeadAttention::Attend(const PaddedBatch& x, const Ke
 
 LayerCache MultiHeadAttention::NewCache(int64_t capacity) const {
   if (config_.kind == AttentionKind::kLinear) {
-    return LayerCache(LinearAttentionState(config_.num_heads, config_.head_dim_qk,
-                                           config_.head_dim_v));
+    return LayerCache(
+        LinearAttentionState(config_.num_heads, config_.head_dim_qk, config_.head_dim_v));
   }
   return LayerCache(capacity, config_.num_heads * config_.head_dim_qk,
                     config_.num_heads * config_.head_dim_v);
@@ -196,9 +194,9 @@ absl::StatusOr<Tensor> MultiHeadAttention::ForwardCached(
   // Check every sequence before touching any cache, so an error leaves them all as they were.
   for (int64_t b = 0; b < x.batch(); ++b) {
     if (caches[b]->length() + x.lengths[b] > caches[b]->capacity()) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "sequence ", b, " would reach ", caches[b]->length() + x.lengths[b],
-          " tokens, beyond its cache of ", caches[b]->capacity()));
+      return absl::OutOfRangeError(
+          absl::StrCat("sequence ", b, " would reach ", caches[b]->length() + x.lengths[b],
+                       " tokens, beyond its cache of ", caches[b]->capacity()));
     }
   }
   const int64_t heads = config_.num_heads;

@@ -55,9 +55,8 @@ class MultiHeadAttention {
   absl::Status CheckMemoryLengths(const PaddedBatch& x,
                                   const std::vector<int64_t>& k_lengths) const;
   // Softmax, exclusive or linear attention of projected q over k, v: [B, Tq, H·dv].
-  Tensor AttendProjected(const Tensor& q, const std::vector<int64_t>& q_lengths,
-                         const Tensor& k, const Tensor& v,
-                         const std::vector<int64_t>& k_lengths) const;
+  Tensor AttendProjected(const Tensor& q, const std::vector<int64_t>& q_lengths, const Tensor& k,
+                         const Tensor& v, const std::vector<int64_t>& k_lengths) const;
   absl::StatusOr<Tensor> ProjectOutput(Tensor concatenated, const std::vector<int64_t>& lengths,
                                        Tensor* head_outputs) const;
 

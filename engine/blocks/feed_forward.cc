@@ -26,7 +26,8 @@ absl::StatusOr<FeedForward> FeedForward::Load(WeightReader& weights, const std::
 absl::Status FeedForward::Apply(const Tensor& x, Tensor& y, bool accumulate) const {
   auto hidden = LinearRows(x, fc1_weight_, fc1_bias_, {false, activation_});
   if (!hidden.ok()) return hidden.status();
-  if (!y.is_contiguous()) return absl::InvalidArgumentError("FeedForward output must be contiguous");
+  if (!y.is_contiguous())
+    return absl::InvalidArgumentError("FeedForward output must be contiguous");
   Tensor out = y.FlattenRows();
   return Linear(hidden->FlattenRows(), fc2_weight_, fc2_bias_, out, {accumulate});
 }

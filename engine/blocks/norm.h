@@ -14,8 +14,8 @@ class Norm {
  public:
   // Reads `<prefix>.weight` and `<prefix>.bias` (LayerNorm), `<prefix>.weight` (RMSNorm) or the
   // scalar `<prefix>.g` (ScaleNorm).
-  static absl::StatusOr<Norm> Load(WeightReader& weights, const std::string& prefix,
-                                   NormKind kind, int64_t dim, float eps);
+  static absl::StatusOr<Norm> Load(WeightReader& weights, const std::string& prefix, NormKind kind,
+                                   int64_t dim, float eps);
 
   // y = norm(x) row by row over [..., dim]; y may be x.
   absl::Status Apply(const Tensor& x, Tensor& y) const;

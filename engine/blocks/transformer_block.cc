@@ -40,7 +40,9 @@ absl::StatusOr<MultiHeadAttention> LoadAttention(WeightReader& weights, const st
 }
 
 // h += delta, over whole contiguous tensors.
-void AddInPlace(Tensor& h, const Tensor& delta) { vec::Axpy(1.0f, delta.data(), h.data(), h.size()); }
+void AddInPlace(Tensor& h, const Tensor& delta) {
+  vec::Axpy(1.0f, delta.data(), h.data(), h.size());
+}
 
 // One residual sublayer around `apply`, pre- or post-norm; h is updated in place.
 template <typename Apply>

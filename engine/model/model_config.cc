@@ -66,8 +66,8 @@ class FieldReader {
     if (choice == choices.end()) {
       std::vector<std::string> names;
       for (const auto& [name, unused] : choices) names.push_back(name);
-      return Fail(key, absl::StrCat("is \"", value, "\", expected one of ",
-                                    absl::StrJoin(names, ", "))),
+      return Fail(key,
+                  absl::StrCat("is \"", value, "\", expected one of ", absl::StrJoin(names, ", "))),
              choices.begin()->second;
     }
     return choice->second;
@@ -197,8 +197,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& text, const std:
 
   if (c.token_inputs() == (c.input_dim > 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": exactly one of vocab_size (token ids) and input_dim (feature "
-                           "vectors) must be positive"));
+        absl::StrCat(path,
+                     ": exactly one of vocab_size (token ids) and input_dim (feature "
+                     "vectors) must be positive"));
   }
   if (c.architecture == "causal_lm" && !c.token_inputs()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": causal_lm needs vocab_size"));

@@ -16,7 +16,7 @@ enum class PositionKind { kSinusoidal, kLearned, kAlibi, kNone };
 enum class Pooling { kMean, kFirst, kLast, kPma, kNone };
 
 struct TokenizerConfig {
-  std::string type;                          // "byte"
+  std::string type;                               // "byte"
   std::map<std::string, int64_t> special_tokens;  // text -> id (>= 256)
 };
 
@@ -41,7 +41,7 @@ struct ModelConfig {
   bool pre_norm = true;
   PositionKind positions = PositionKind::kSinusoidal;
   int64_t max_positions = 0;
-  bool tie_embeddings = false;  // causal_lm
+  bool tie_embeddings = false;       // causal_lm
   Pooling pooling = Pooling::kMean;  // encoder
   bool normalize = false;            // encoder
   TokenizerConfig tokenizer;

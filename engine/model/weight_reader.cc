@@ -6,15 +6,15 @@ namespace attnserve {
 
 absl::StatusOr<Tensor> WeightReader::Take(const std::string& name, const Shape& shape) {
   if (!file_.contains(name)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file_.path(), ": missing tensor '", name, "' of shape ", ShapeToString(shape)));
+    return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": missing tensor '", name,
+                                                   "' of shape ", ShapeToString(shape)));
   }
   auto tensor = file_.Float32(name);
   if (!tensor.ok()) return tensor.status();
   if (tensor->shape() != shape) {
-    return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor '", name,
-                                                   "' has shape ", tensor->ShapeString(),
-                                                   ", the config implies ", ShapeToString(shape)));
+    return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor '", name, "' has shape ",
+                                                   tensor->ShapeString(), ", the config implies ",
+                                                   ShapeToString(shape)));
   }
   taken_.insert(name);
   return tensor;

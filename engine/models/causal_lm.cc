@@ -85,12 +85,12 @@ absl::StatusOr<Tensor> CausalLM::Advance(std::span<DecoderState* const> states,
     if (tokens[b].empty()) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", b, " has no tokens to feed"));
     }
-    const int64_t capacity = states[b]->layers.empty() ? INT64_MAX
-                                                       : states[b]->layers[0].capacity();
+    const int64_t capacity =
+        states[b]->layers.empty() ? INT64_MAX : states[b]->layers[0].capacity();
     if (states[b]->position + static_cast<int64_t>(tokens[b].size()) > capacity) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "sequence ", b, " would reach ", states[b]->position + tokens[b].size(),
-          " tokens; its context holds ", capacity));
+      return absl::OutOfRangeError(absl::StrCat("sequence ", b, " would reach ",
+                                                states[b]->position + tokens[b].size(),
+                                                " tokens; its context holds ", capacity));
     }
     starts.push_back(states[b]->position);
   }

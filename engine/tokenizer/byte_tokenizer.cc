@@ -54,7 +54,11 @@ std::string SanitizeUtf8(const std::string& bytes) {
   size_t i = 0;
   while (i < bytes.size()) {
     const auto c = static_cast<unsigned char>(bytes[i]);
-    int length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    int length = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xE  ? 3
+                 : (c >> 3) == 0x1E ? 4
+                                    : 0;
     bool valid = length > 0 && i + length <= bytes.size();
     for (int k = 1; valid && k < length; ++k) {
       valid = (static_cast<unsigned char>(bytes[i + k]) & 0xC0) == 0x80;

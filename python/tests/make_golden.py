@@ -13,6 +13,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from attnserve import functional, norms  # noqa: E402
 from attnserve.attention import MultiHeadAttention, PointerAttention, SimpleSelfAttention  # noqa
+from attnserve.export import export  # noqa: E402
+from attnserve.models import CausalLM, Encoder  # noqa: E402
 from attnserve.safetensors import save  # noqa: E402
 
 LENGTH_POOL = [1, 2, 7, 16, 33, 64, 129, 200, 300]
@@ -157,12 +159,77 @@ def kernel_cases(out_dir, gen):
            "x_lengths": lengths, "positioned": expected}, start=start)
 
 
+def randomize(model, gen):
+    """Moves every parameter off its initial value (norm gains included), so a swapped or
+    ignored tensor changes the output."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.1)
+
+
+def model_grid():
+    """(name, class, settings): causal LMs over attention x norm x pre/post x positions; encoders
+    over attention x positions x pooling with the norms cycling; feature-input encoders."""
+    norms = ("layer_norm", "rms_norm", "scale_norm")
+    for attention, norm, position, positions in itertools.product(
+            ("softmax", "exclusive", "linear"), norms, ("pre", "post"),
+            ("sinusoidal", "learned", "alibi", "none")):
+        if attention == "linear" and positions == "alibi":
+            continue
+        yield (f"causal_lm_{attention}_{norm}_{position}_{positions}", CausalLM,
+               dict(vocab_size=300, attention=attention, norm=norm, norm_position=position,
+                    positions=positions, tie_embeddings=positions != "learned"))
+    for n, (attention, positions, pooling) in enumerate(itertools.product(
+            ("softmax", "exclusive", "linear"), ("sinusoidal", "learned", "alibi", "none"),
+            ("mean", "first", "last", "pma"))):
+        if attention == "linear" and positions == "alibi":
+            continue
+        norm, position = norms[n % 3], ("pre", "post")[n % 2]
+        yield (f"encoder_{attention}_{positions}_{pooling}_{norm}_{position}", Encoder,
+               dict(vocab_size=300, attention=attention, norm=norm, norm_position=position,
+                    positions=positions, pooling=pooling, normalize=n % 3 == 0))
+    for pooling in ("mean", "pma"):
+        yield (f"encoder_features_{pooling}", Encoder,
+               dict(input_dim=11, pooling=pooling, normalize=True, positions="none"))
+
+
+def model_cases(out_dir, gen):
+    """Each case is a model directory written by the exporter, plus NAME.expected.safetensors
+    with inputs and the reference outputs."""
+    for n, (name, cls, settings) in enumerate(model_grid()):
+        model = cls(model_dim=32, num_layers=2, num_heads=4 if n % 2 else 3,
+                    head_dim_qk=8, head_dim_v=8 if n % 3 else 6, ffn_dim=48,
+                    activation=("gelu", "relu", "gelu_tanh")[n % 3], max_positions=64,
+                    **settings)
+        randomize(model, gen)
+        model.eval()
+        directory = os.path.join(out_dir, "model_" + name)
+        export(model, directory)
+        lengths = torch.tensor([23, 5, 1][: 1 + n % 3], dtype=torch.int64)
+        if settings.get("input_dim"):
+            inputs = padded(gen, lengths, settings["input_dim"])
+        else:
+            inputs = torch.randint(0, 300, (len(lengths), int(lengths.max())), generator=gen)
+            inputs = inputs * (torch.arange(inputs.shape[1])[None, :] < lengths[:, None])
+        model = model.double()
+        tensors = {"inputs": inputs.double() if inputs.is_floating_point() else inputs,
+                   "lengths": lengths}
+        with torch.no_grad():
+            x = tensors["inputs"]
+            if cls is CausalLM:
+                tensors["logits"] = model(x, lengths)
+            else:
+                tensors["states"] = model(x, lengths)
+                tensors["embedding"] = model.embed(x, lengths)
+        write(out_dir, "model_" + name + ".expected", "model", tensors)
+
+
 def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(1234)
-    for make in (kernel_cases, attention_cases, simple_cases, pointer_cases):
+    for make in (kernel_cases, attention_cases, simple_cases, pointer_cases, model_cases):
         make(out_dir, gen)
     print(f"golden cases written to {out_dir}: {len(os.listdir(out_dir))}")
 

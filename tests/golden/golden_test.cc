@@ -17,6 +17,7 @@
 #include "engine/kernels/embedding.h"
 #include "engine/kernels/normalization.h"
 #include "engine/kernels/softmax.h"
+#include "engine/models/model.h"
 #include "engine/safetensors.h"
 #include "tests/tensor_compare.h"
 
@@ -195,6 +196,75 @@ void CheckEmbedding(const Case& c) {
   EXPECT_TRUE(AllClose(x, c.Float("positioned")));
 }
 
+TokenSequences SequencesOf(const Case& c) {
+  const std::vector<int64_t> ids = c.Ints("inputs"), lengths = c.Ints("lengths");
+  const int64_t time = lengths.empty() ? 0 : static_cast<int64_t>(ids.size() / lengths.size());
+  TokenSequences sequences;
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    sequences.emplace_back(ids.begin() + b * time, ids.begin() + b * time + lengths[b]);
+  }
+  return sequences;
+}
+
+// Decoding in steps (a prompt, then one token at a time, sequences joining and leaving the
+// batch) must give the logits of the full pass, within 1e-5.
+void CheckIncrementalDecoding(const CausalLM& lm, const TokenSequences& sequences,
+                              const Tensor& full_logits) {
+  std::vector<std::unique_ptr<DecoderState>> states;
+  std::vector<size_t> fed(sequences.size(), 0);
+  for (size_t b = 0; b < sequences.size(); ++b) states.push_back(lm.NewState(64));
+  for (bool first = true;; first = false) {
+    std::vector<DecoderState*> batch_states;
+    std::vector<size_t> members;
+    TokenSequences step;
+    for (size_t b = 0; b < sequences.size(); ++b) {
+      if (fed[b] == sequences[b].size()) continue;
+      const size_t count = first ? (sequences[b].size() + 1) / 2 : 1;
+      step.emplace_back(sequences[b].begin() + fed[b], sequences[b].begin() + fed[b] + count);
+      batch_states.push_back(states[b].get());
+      members.push_back(b);
+      fed[b] += count;
+    }
+    if (members.empty()) break;
+    auto logits = lm.Advance(batch_states, step);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    for (size_t i = 0; i < members.size(); ++i) {
+      const size_t b = members[i];
+      const Tensor expected = full_logits.Select(b).Slice(0, fed[b] - 1, 1);
+      EXPECT_TRUE(AllClose(logits->Slice(0, i, 1), expected, 1e-5f, 1e-5f))
+          << "sequence " << b << " after " << fed[b] << " tokens";
+    }
+  }
+}
+
+void CheckModel(const Case& c, const std::string& case_name) {
+  const std::string directory = GoldenDir() + "/" + case_name.substr(0, case_name.find('.'));
+  auto model = LoadModel(directory);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<int64_t> lengths = c.Ints("lengths");
+  ModelInputs inputs;
+  if ((*model)->config.token_inputs()) {
+    inputs.tokens = SequencesOf(c);
+  } else {
+    inputs.features = {c.Float("inputs"), lengths};
+  }
+  if ((*model)->causal_lm) {
+    const CausalLM& lm = *(*model)->causal_lm;
+    auto logits = lm.Logits(inputs.tokens);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    EXPECT_TRUE(AllClose(*logits, c.Float("logits")));
+    CheckIncrementalDecoding(lm, inputs.tokens, *logits);
+    return;
+  }
+  const Encoder& encoder = *(*model)->encoder;
+  auto states = encoder.States(inputs);
+  ASSERT_TRUE(states.ok()) << states.status();
+  EXPECT_TRUE(AllClose(states->values, c.Float("states")));
+  auto embedding = encoder.Embed(inputs);
+  ASSERT_TRUE(embedding.ok()) << embedding.status();
+  EXPECT_TRUE(AllClose(*embedding, c.Float("embedding")));
+}
+
 class GoldenTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenTest, MatchesReference) {
@@ -213,11 +283,18 @@ TEST_P(GoldenTest, MatchesReference) {
   if (variant == "sinusoidal") return CheckSinusoidal(c);
   if (variant == "alibi") return CheckAlibi(c);
   if (variant == "embedding") return CheckEmbedding(c);
+  if (variant == "model") return CheckModel(c, GetParam());
   FAIL() << "unknown golden variant " << variant;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GoldenTest, ::testing::ValuesIn(GoldenCases()),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& ch : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return name;
+                         });
 
 // An empty or missing golden directory must fail loudly, not pass with zero cases.
 TEST(GoldenSuite, HasCasesOfEveryVariant) {
