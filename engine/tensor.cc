@@ -89,6 +89,25 @@ Tensor Tensor::Select(int64_t index) const {
   return view;
 }
 
+Tensor Tensor::StackedView(const std::vector<const Tensor*>& parts) {
+  if (parts.empty()) return Tensor();
+  const Tensor& first = *parts[0];
+  int64_t rows = 0;
+  const float* next = first.data_;
+  for (const Tensor* part : parts) {
+    if (part->empty() || !part->is_contiguous() || part->data_ != next ||
+        part->storage_ != first.storage_ || part->rank() != first.rank() ||
+        !std::equal(part->shape_.begin() + 1, part->shape_.end(), first.shape_.begin() + 1)) {
+      return Tensor();
+    }
+    rows += part->shape_[0];
+    next = part->data_ + part->size();
+  }
+  Tensor view = first;
+  view.shape_[0] = rows;
+  return view;
+}
+
 Tensor Tensor::FlattenRows() const {
   for (int axis = 0; axis + 2 < rank(); ++axis) {
     if (strides_[axis] != shape_[axis + 1] * strides_[axis + 1]) return Clone().FlattenRows();

@@ -44,6 +44,10 @@ class Tensor {
   // [d0, ..., dn] as [d0·…·dn-1, dn]: a view when the leading axes nest evenly, else a copy.
   Tensor FlattenRows() const;
 
+  // The parts stacked along the first axis as one view, when they lie back to back in the
+  // same storage (an exporter can arrange that); empty otherwise.
+  static Tensor StackedView(const std::vector<const Tensor*>& parts);
+
   Tensor Clone() const;  // a contiguous copy
   void Fill(float value);
   std::string ShapeString() const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "engine/attention/exclusive.h"
@@ -13,25 +14,40 @@
 namespace attnserve {
 namespace {
 
-// The weights stacked by rows into one [Σ rows, cols] matrix; biases likewise, zero where a part
-// has none (empty when no part has one).
-void Stack(const std::vector<const Tensor*>& weights, const std::vector<const Tensor*>& biases,
-           Tensor& stacked_weight, Tensor& stacked_bias) {
-  int64_t rows = 0;
-  for (const Tensor* w : weights) rows += w->dim(0);
-  const int64_t cols = weights[0]->dim(1);
-  stacked_weight = Tensor({rows, cols});
-  const bool any_bias =
-      std::any_of(biases.begin(), biases.end(), [](const Tensor* b) { return !b->empty(); });
-  if (any_bias) stacked_bias = Tensor::Zeros({rows});
+// Weight matrices stacked by rows into one: a view when they lie back to back in one file
+// mapping (as the exporter writes them), else a copy. Biases likewise, zero where a part has none
+// (empty when no part has one).
+Tensor Stack(const std::vector<const Tensor*>& parts) {
+  if (Tensor view = Tensor::StackedView(parts); !view.empty()) return view;
+  Shape shape = parts[0]->shape();
+  shape[0] = 0;
+  for (const Tensor* part : parts) shape[0] += part->dim(0);
+  Tensor stacked = Tensor::Zeros(shape);
+  float* out = stacked.data();
+  for (const Tensor* part : parts) {
+    std::memcpy(out, part->data(), part->size() * sizeof(float));
+    out += part->size();
+  }
+  return stacked;
+}
+
+Tensor StackBiases(const std::vector<const Tensor*>& biases,
+                   const std::vector<const Tensor*>& weights) {
+  if (std::all_of(biases.begin(), biases.end(), [](const Tensor* b) { return b->empty(); })) {
+    return Tensor();
+  }
+  if (Tensor view = Tensor::StackedView(biases); !view.empty()) return view;
+  Tensor stacked = Tensor::Zeros(
+      {std::accumulate(weights.begin(), weights.end(), int64_t{0},
+                       [](int64_t rows, const Tensor* w) { return rows + w->dim(0); })});
   int64_t row = 0;
-  for (size_t i = 0; i < weights.size(); ++i) {
-    std::memcpy(stacked_weight.row(row), weights[i]->data(), weights[i]->size() * sizeof(float));
+  for (size_t i = 0; i < biases.size(); ++i) {
     if (!biases[i]->empty()) {
-      std::memcpy(stacked_bias.data() + row, biases[i]->data(), biases[i]->size() * sizeof(float));
+      std::memcpy(stacked.data() + row, biases[i]->data(), biases[i]->size() * sizeof(float));
     }
     row += weights[i]->dim(0);
   }
+  return stacked;
 }
 
 }  // namespace
@@ -44,13 +60,14 @@ absl::StatusOr<MultiHeadAttention> MultiHeadAttention::Create(const AttentionCon
   if (auto status = CheckAttentionWeights(config, weights); !status.ok()) return status;
   MultiHeadAttention layer(config, std::move(weights));
   const AttentionWeights& w = layer.weights_;
-  if (config.is_cross()) {
-    Stack({&w.k_weight, &w.v_weight}, {&w.k_bias, &w.v_bias}, layer.fused_weight_,
-          layer.fused_bias_);
-  } else {
-    Stack({&w.q_weight, &w.k_weight, &w.v_weight}, {&w.q_bias, &w.k_bias, &w.v_bias},
-          layer.fused_weight_, layer.fused_bias_);
-  }
+  const std::vector<const Tensor*> projections =
+      config.is_cross() ? std::vector<const Tensor*>{&w.k_weight, &w.v_weight}
+                        : std::vector<const Tensor*>{&w.q_weight, &w.k_weight, &w.v_weight};
+  const std::vector<const Tensor*> biases =
+      config.is_cross() ? std::vector<const Tensor*>{&w.k_bias, &w.v_bias}
+                        : std::vector<const Tensor*>{&w.q_bias, &w.k_bias, &w.v_bias};
+  layer.fused_weight_ = Stack(projections);
+  layer.fused_bias_ = StackBiases(biases, projections);
   if (config.alibi) layer.alibi_slopes_ = AlibiSlopes(static_cast<int>(config.num_heads));
   return layer;
 }

@@ -18,9 +18,9 @@ _NUMPY = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I64": np.int
 
 
 def save(tensors, path, metadata=None):
-    """Writes {name: tensor} to path; metadata is a {str: str} map."""
+    """Writes {name: tensor} to path, data in the dict's order; metadata is a {str: str} map."""
     header, blobs, offset = {}, [], 0
-    for name in sorted(tensors):
+    for name in tensors:
         t = tensors[name].detach().contiguous().cpu()
         blob = t.numpy().tobytes()
         header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape),

@@ -147,8 +147,9 @@ TEST_F(ModelLoaderTest, ContradictoryConfig) {
 
 TEST_F(ModelLoaderTest, ShapeThatDisagreesWithTheConfig) {
   EditConfig([](Json& c) { c["ffn_dim"] = 64; });
-  ExpectInvalid("model.safetensors",
-                {"tensor 'layers.0.ffn.fc1.weight' has shape [48, 32], the config implies [64, 32]"});
+  ExpectInvalid(
+      "model.safetensors",
+      {"tensor 'layers.0.ffn.fc1.weight' has shape [48, 32], the config implies [64, 32]"});
   SetUp();
   EditConfig([](Json& c) { c["num_layers"] = 3; });
   ExpectInvalid("model.safetensors", {"missing tensor 'layers.2."});

@@ -62,6 +62,20 @@ TEST(TensorTest, FlattenRowsIsAViewWhenLeadingAxesNest) {
   EXPECT_EQ(copied.row(2)[0], 24.0f);
 }
 
+TEST(TensorTest, StackedViewOnlyOverAdjacentParts) {
+  Tensor t = Iota({6, 4});
+  const Tensor a = t.Slice(0, 0, 2), b = t.Slice(0, 2, 3), c = t.Slice(0, 5, 1);
+  Tensor stacked = Tensor::StackedView({&a, &b, &c});
+  EXPECT_EQ(stacked.shape(), (Shape{6, 4}));
+  EXPECT_EQ(stacked.data(), t.data());
+  EXPECT_TRUE(Tensor::StackedView({&a, &c}).empty());  // a gap between them
+  EXPECT_TRUE(Tensor::StackedView({&b, &a}).empty());  // out of order
+  const Tensor other = Iota({2, 4});
+  EXPECT_TRUE(Tensor::StackedView({&other, &b}).empty());
+  const Tensor narrow = t.Slice(0, 2, 1).Slice(1, 0, 3);
+  EXPECT_TRUE(Tensor::StackedView({&a, &narrow}).empty());
+}
+
 TEST(TensorTest, FillOnStridedViewTouchesOnlyTheView) {
   Tensor t = Tensor::Zeros({2, 4});
   Tensor view = t.Slice(1, 1, 2);
