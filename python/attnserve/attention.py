@@ -53,12 +53,20 @@ class MultiHeadAttention(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, self.num_heads, width).transpose(1, 2)
 
-    def heads(self, x, lengths, memory=None, memory_lengths=None):
-        """The concatenated head outputs before out_proj: [B, Tq, H * dv]."""
+    def heads(self, x, lengths, memory=None, memory_lengths=None, cache=None):
+        """The concatenated head outputs before out_proj: [B, Tq, H * dv].
+
+        cache: a dict that self-attention extends with this call's keys and values, so that
+        decoding continues a sequence (every sequence of the batch at the same length)."""
         source, source_lengths = (x, lengths) if memory is None else (memory, memory_lengths)
         q = self._split(self.q_proj(x), self.head_dim_qk)
         k = self._split(self.k_proj(source), self.head_dim_qk)
         v = self._split(self.v_proj(source), self.head_dim_v)
+        if cache is not None:
+            if "k" in cache:
+                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+            cache["k"], cache["v"] = k, v
+            source_lengths = lengths + (k.shape[2] - x.shape[1])
         if self.kind == "linear":
             y = functional.linear_attention(q, k, v, lengths, source_lengths, self.feature_map,
                                             self.causal)
@@ -76,8 +84,8 @@ class MultiHeadAttention(nn.Module):
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
         return functional.zero_padding(y, lengths)
 
-    def forward(self, x, lengths, memory=None, memory_lengths=None):
-        out = self.out_proj(self.heads(x, lengths, memory, memory_lengths))
+    def forward(self, x, lengths, memory=None, memory_lengths=None, cache=None):
+        out = self.out_proj(self.heads(x, lengths, memory, memory_lengths, cache))
         return functional.zero_padding(out, lengths)
 
     def head_contributions(self, heads):

@@ -74,10 +74,12 @@ class TransformerBlock(nn.Module):
             out = norm(x + fn(x))
         return functional.zero_padding(out, lengths)
 
-    def forward(self, x, lengths, memory=None, memory_lengths=None):
+    def forward(self, x, lengths, memory=None, memory_lengths=None, cache=None):
+        """cache: a dict per block that causal self-attention extends (see
+        MultiHeadAttention.heads)."""
         if self.self_attn is not None:
             x = self._sublayer(x, lengths, self.self_attn_norm,
-                               lambda h: self.self_attn(h, lengths))
+                               lambda h: self.self_attn(h, lengths, cache=cache))
         if self.cross_attn is not None:
             x = self._sublayer(x, lengths, self.cross_attn_norm,
                                lambda h: self.cross_attn(h, lengths, memory, memory_lengths))

@@ -48,6 +48,23 @@ def export(model, directory, tokenizer=None):
         f.write("\n")
 
 
+def load(directory):
+    """The inverse of export(): the PyTorch model of a model directory."""
+    from .models import CausalLM, Encoder
+
+    with open(os.path.join(directory, "config.json")) as f:
+        config = json.load(f)
+    tensors, _ = safetensors.load(os.path.join(directory, "model.safetensors"))
+    settings = {k: v for k, v in config.items()
+                if k not in ("format_version", "architecture", "tokenizer")}
+    model = {"causal_lm": CausalLM, "encoder": Encoder}[config["architecture"]](**settings)
+    missing, unexpected = model.load_state_dict(tensors, strict=False)
+    tied = ["lm_head.weight"] if config.get("tie_embeddings") else []
+    if unexpected or set(missing) - set(tied):
+        raise ValueError(f"{directory}: missing {missing}, unexpected {unexpected}")
+    return model.eval()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", help="a torch.save()d attnserve model")

@@ -83,9 +83,9 @@ class Model(nn.Module):
             x = x + self.sinusoid[start : start + t].to(x.dtype)
         return functional.zero_padding(x, lengths)
 
-    def run_layers(self, x, lengths, **memory):
-        for layer in self.layers:
-            x = layer(x, lengths, **memory)
+    def run_layers(self, x, lengths, caches=None, **memory):
+        for i, layer in enumerate(self.layers):
+            x = layer(x, lengths, cache=None if caches is None else caches[i], **memory)
         if self.final_norm is not None:
             x = functional.zero_padding(self.final_norm(x), lengths)
         return x
@@ -107,10 +107,17 @@ class CausalLM(Model):
         if tie_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
 
-    def forward(self, ids, lengths):
-        """Next-token logits [B, T, vocab] at every position (zero on padding)."""
-        x = self.run_layers(self.embed_inputs(ids, lengths), lengths)
+    def forward(self, ids, lengths, caches=None):
+        """Next-token logits [B, T, vocab] at every position (zero on padding).
+
+        caches: one dict per layer (start with empty dicts) to decode incrementally: each call
+        continues the sequences from what the caches hold (equal lengths across the batch)."""
+        start = caches[0]["k"].shape[2] if caches and "k" in caches[0] else 0
+        x = self.run_layers(self.embed_inputs(ids, lengths, start), lengths, caches)
         return functional.zero_padding(self.lm_head(x), lengths)
+
+    def new_caches(self):
+        return [{} for _ in self.layers]
 
 
 class Encoder(Model):

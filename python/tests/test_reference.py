@@ -1,0 +1,67 @@
+"""Tests of the Python side itself: the reference's incremental decoding, the exporter round
+trip and the tokenizer. Run by ctest (python_reference_test) with /usr/bin/python3."""
+import os
+import sys
+import tempfile
+import unittest
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from attnserve.export import export, load, storage_order  # noqa: E402
+from attnserve.models import CausalLM, Encoder  # noqa: E402
+from attnserve.safetensors import load as load_tensors  # noqa: E402
+from attnserve.tokenizer import ByteTokenizer  # noqa: E402
+
+
+class ReferenceTest(unittest.TestCase):
+    def test_cached_decoding_matches_the_full_pass(self):
+        torch.manual_seed(0)
+        for attention in ("softmax", "exclusive", "linear"):
+            model = CausalLM(300, model_dim=32, num_layers=2, num_heads=4, attention=attention,
+                             positions="learned", max_positions=64).eval()
+            ids = torch.randint(0, 300, (1, 20))
+            with torch.no_grad():
+                full = model(ids, torch.tensor([20]))
+                caches = model.new_caches()
+                model(ids[:, :8], torch.tensor([8]), caches)
+                for t in range(8, 20):
+                    step = model(ids[:, t : t + 1], torch.tensor([1]), caches)[:, -1]
+                    torch.testing.assert_close(step, full[:, t], atol=1e-5, rtol=1e-5)
+
+    def test_export_then_load_round_trips(self):
+        torch.manual_seed(1)
+        for model, inputs in (
+                (CausalLM(300, model_dim=16, num_layers=1, num_heads=2, tie_embeddings=True),
+                 torch.randint(0, 300, (2, 5))),
+                (Encoder(input_dim=7, model_dim=16, num_layers=1, num_heads=2, pooling="pma",
+                         norm="scale_norm", positions="none"), torch.randn(2, 5, 7))):
+            with tempfile.TemporaryDirectory() as directory:
+                export(model.eval(), directory)
+                tensors, _ = load_tensors(os.path.join(directory, "model.safetensors"))
+                self.assertNotIn("lm_head.weight", tensors)  # tied: stored once
+                again = load(directory)
+                lengths = torch.tensor([5, 3])
+                with torch.no_grad():
+                    torch.testing.assert_close(again(inputs, lengths), model(inputs, lengths))
+
+    def test_qkv_projections_are_stored_back_to_back(self):
+        names = ["l.k_proj.bias", "l.k_proj.weight", "l.out_proj.weight", "l.q_proj.bias",
+                 "l.q_proj.weight", "l.v_proj.bias", "l.v_proj.weight"]
+        order = storage_order(names)
+        weights = [order.index(f"l.{p}_proj.weight") for p in "qkv"]
+        biases = [order.index(f"l.{p}_proj.bias") for p in "qkv"]
+        self.assertEqual(weights, list(range(weights[0], weights[0] + 3)))
+        self.assertEqual(biases, list(range(biases[0], biases[0] + 3)))
+
+    def test_tokenizer_round_trips_and_marks_special_tokens(self):
+        tokenizer = ByteTokenizer()
+        text = "naïve café — 東京"
+        ids = tokenizer.encode(text)
+        self.assertTrue(all(0 <= i < 256 for i in ids))
+        self.assertEqual(tokenizer.decode(ids + [256] + ids), text + "<|endoftext|>" + text)
+        self.assertEqual(tokenizer.decode([0xE6, 0x9D]), "\ufffd")  # a cut-off character
+
+
+if __name__ == "__main__":
+    unittest.main()
