@@ -7,7 +7,10 @@ JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 FORMAT_FILES = $(shell git ls-files '*.h' '*.cc')
 
-.PHONY: deps configure build test serve bench format format-check clean
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = safetensors_fuzz model_config_fuzz
+
+.PHONY: deps configure build test serve bench bench-model fuzz format format-check clean
 
 deps:
 	bash scripts/install-deps.sh
@@ -28,6 +31,21 @@ serve:
 
 bench: build
 	bash bench/run_kernel_bench.sh $(BUILD_DIR)
+
+bench-model: build
+	bash bench/run_model_bench.sh $(BUILD_DIR)
+
+# libFuzzer (clang) on the safetensors and config parsers, FUZZ_SECONDS per target, starting
+# from the committed corpus; new inputs collect in build-fuzz/corpus/.
+fuzz: deps
+	cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DATTNSERVE_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS)
+	for target in $(FUZZ_TARGETS); do \
+	  corpus=$${target%_fuzz}; mkdir -p build-fuzz/corpus/$$corpus && \
+	  build-fuzz/tests/fuzz/$$target build-fuzz/corpus/$$corpus tests/fuzz/corpus/$$corpus \
+	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 || exit 1; \
+	done
 
 format:
 	clang-format -i $(FORMAT_FILES)

@@ -79,7 +79,9 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
     return fail("header is not a JSON object");
   }
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  for (auto& [name, value] : header.items()) {
+  for (const auto& item : header.items()) {
+    const std::string& name = item.key();
+    const nlohmann::json& value = item.value();
     if (name == "__metadata__") {
       if (!value.is_object()) return fail("__metadata__ is not an object");
       for (auto& [key, text] : value.items()) {

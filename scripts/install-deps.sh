@@ -11,6 +11,8 @@ packages=(
   libdnnl-dev libabsl-dev nlohmann-json3-dev
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  # fuzzing the parsers (make fuzz): clang with libFuzzer
+  clang libclang-rt-14-dev
   # PyTorch reference (run with /usr/bin/python3); OpenBLAS so torch matmul is not the reference BLAS
   python3 python3-torch python3-numpy libopenblas0-openmp
 )
