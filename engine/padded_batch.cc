@@ -1,6 +1,7 @@
 #include "engine/padded_batch.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 
@@ -30,6 +31,23 @@ absl::Status CheckPaddedBatch(absl::string_view what, const PaddedBatch& batch,
     }
   }
   return absl::OkStatus();
+}
+
+PaddedBatch RepeatForBatch(const Tensor& rows, int64_t batch) {
+  const int64_t k = rows.dim(0);
+  Tensor repeated({batch, k, rows.dim(1)});
+  for (int64_t b = 0; b < batch; ++b) {
+    std::memcpy(repeated.Select(b).data(), rows.data(), rows.size() * sizeof(float));
+  }
+  return {repeated, std::vector<int64_t>(batch, k)};
+}
+
+Tensor LastRows(const PaddedBatch& x) {
+  Tensor last({x.batch(), x.width()});
+  for (int64_t b = 0; b < x.batch(); ++b) {
+    std::memcpy(last.row(b), x.values.Select(b).row(x.lengths[b] - 1), x.width() * sizeof(float));
+  }
+  return last;
 }
 
 void ZeroPadding(Tensor& values, const std::vector<int64_t>& lengths) {

@@ -26,6 +26,13 @@ struct PaddedBatch {
 absl::Status CheckPaddedBatch(absl::string_view what, const PaddedBatch& batch,
                               int64_t expected_width);
 
+// `rows` [k, width] repeated for every sequence of a batch: [batch, k, width], all of length k
+// (learned latents, inducing points, seeds, output queries).
+PaddedBatch RepeatForBatch(const Tensor& rows, int64_t batch);
+
+// The last row of every sequence: [batch, width] (sequences must not be empty).
+Tensor LastRows(const PaddedBatch& x);
+
 // Zeros rows t >= lengths[b] of a [batch, time, width] tensor.
 void ZeroPadding(Tensor& values, const std::vector<int64_t>& lengths);
 

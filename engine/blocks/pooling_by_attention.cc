@@ -1,7 +1,5 @@
 #include "engine/blocks/pooling_by_attention.h"
 
-#include <cstring>
-
 namespace attnserve {
 
 absl::StatusOr<PoolingByAttention> PoolingByAttention::Load(WeightReader& weights,
@@ -26,18 +24,14 @@ absl::StatusOr<PoolingByAttention> PoolingByAttention::Load(WeightReader& weight
 }
 
 absl::StatusOr<Tensor> PoolingByAttention::Forward(const PaddedBatch& z) const {
-  const int64_t batch = z.batch(), k = seeds_.dim(0), dim = seeds_.dim(1);
+  const int64_t batch = z.batch(), dim = seeds_.dim(1);
   if (auto status = CheckPaddedBatch("PMA input", z, dim); !status.ok()) return status;
   Tensor transformed(z.values.shape());
   if (auto status = rff_.Apply(z.values, transformed, false); !status.ok()) return status;
   ZeroPadding(transformed, z.lengths);
   auto memory = block_->ProjectMemory({transformed, z.lengths});
   if (!memory.ok()) return memory.status();
-  Tensor seeds({batch, k, dim});
-  for (int64_t b = 0; b < batch; ++b) {
-    std::memcpy(seeds.Select(b).data(), seeds_.data(), seeds_.size() * sizeof(float));
-  }
-  return block_->Forward({seeds, std::vector<int64_t>(batch, k)}, &*memory);
+  return block_->Forward(RepeatForBatch(seeds_, batch), &*memory);
 }
 
 }  // namespace attnserve

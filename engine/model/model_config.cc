@@ -126,8 +126,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& text, const std:
     read.Fail("format_version", absl::StrCat("is ", version, "; this engine reads version ",
                                              ModelConfig::kFormatVersion));
   }
-  c.architecture = read.Choice<std::string>(
-      "architecture", {{"causal_lm", "causal_lm"}, {"encoder", "encoder"}}, std::nullopt);
+  c.architecture = read.Choice<std::string>("architecture",
+                                            {{"causal_lm", "causal_lm"},
+                                             {"encoder", "encoder"},
+                                             {"next_word", "next_word"},
+                                             {"seq2seq", "seq2seq"},
+                                             {"perceiver_io", "perceiver_io"},
+                                             {"set_transformer", "set_transformer"}},
+                                            std::nullopt);
   c.vocab_size = read.Int("vocab_size", 0, kMaxVocab, 0);
   c.input_dim = read.Int("input_dim", 0, kMaxDim, 0);
   c.model_dim = read.Int("model_dim", 1, kMaxDim, std::nullopt);
@@ -164,9 +170,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& text, const std:
                                            {"none", PositionKind::kNone}},
                                           "sinusoidal");
   c.max_positions = read.Int("max_positions", 1, 1 << 24, std::nullopt);
-  if (c.architecture == "causal_lm") {
-    c.tie_embeddings = read.Bool("tie_embeddings", false);
-  } else {
+  const std::string& a = c.architecture;
+  if (a == "causal_lm" || a == "seq2seq") c.tie_embeddings = read.Bool("tie_embeddings", false);
+  if (a == "seq2seq") c.num_decoder_layers = read.Int("num_decoder_layers", 0, 1024, c.num_layers);
+  if (a == "encoder") {
     c.pooling = read.Choice<Pooling>("pooling",
                                      {{"mean", Pooling::kMean},
                                       {"first", Pooling::kFirst},
@@ -175,6 +182,21 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& text, const std:
                                       {"none", Pooling::kNone}},
                                      "mean");
     c.normalize = read.Bool("normalize", false);
+  }
+  if (a == "next_word") {
+    c.pooling =
+        read.Choice<Pooling>("pooling", {{"cls", Pooling::kCls}, {"pma", Pooling::kPma}}, "cls");
+  }
+  if (a == "perceiver_io") {
+    c.num_latents = read.Int("num_latents", 1, 1 << 16, std::nullopt);
+    c.num_outputs = read.Int("num_outputs", 1, 1 << 16, std::nullopt);
+  }
+  if (a == "perceiver_io" || a == "set_transformer") {
+    c.output_dim = read.Int("output_dim", 1, kMaxVocab, std::nullopt);
+  }
+  if (a == "set_transformer") {
+    c.num_inducing = read.Int("num_inducing", 0, 1 << 16, 0);
+    c.num_seeds = read.Int("num_seeds", 1, 1 << 16, std::nullopt);
   }
   if (const Json* tokenizer = read.Object("tokenizer")) {
     FieldReader fields(*tokenizer, path + " tokenizer");
@@ -201,8 +223,16 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& text, const std:
                      ": exactly one of vocab_size (token ids) and input_dim (feature "
                      "vectors) must be positive"));
   }
-  if (c.architecture == "causal_lm" && !c.token_inputs()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": causal_lm needs vocab_size"));
+  if ((a == "causal_lm" || a == "next_word" || a == "seq2seq") && !c.token_inputs()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", a, " needs vocab_size"));
+  }
+  if ((a == "perceiver_io" || a == "set_transformer") && c.positions == PositionKind::kAlibi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", a, " has no self-attention over its inputs for ALiBi"));
+  }
+  if (a == "set_transformer" && c.positions != PositionKind::kNone) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": a set has no order: set_transformer needs positions \"none\""));
   }
   if (c.token_inputs() && c.tokenizer.type.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": field tokenizer is missing"));

@@ -13,7 +13,7 @@ namespace attnserve {
 
 enum class NormKind { kLayerNorm, kRmsNorm, kScaleNorm };
 enum class PositionKind { kSinusoidal, kLearned, kAlibi, kNone };
-enum class Pooling { kMean, kFirst, kLast, kPma, kNone };
+enum class Pooling { kMean, kFirst, kLast, kPma, kNone, kCls };
 
 struct TokenizerConfig {
   std::string type;                               // "byte"
@@ -23,8 +23,9 @@ struct TokenizerConfig {
 struct ModelConfig {
   static constexpr int kFormatVersion = 1;
 
-  std::string architecture;  // causal_lm | encoder
-  int64_t vocab_size = 0;    // > 0: token ids in; else feature vectors of input_dim
+  // causal_lm | encoder | next_word | seq2seq | perceiver_io | set_transformer
+  std::string architecture;
+  int64_t vocab_size = 0;  // > 0: token ids in; else feature vectors of input_dim
   int64_t input_dim = 0;
   int64_t model_dim = 0;
   int64_t num_layers = 0;
@@ -41,9 +42,15 @@ struct ModelConfig {
   bool pre_norm = true;
   PositionKind positions = PositionKind::kSinusoidal;
   int64_t max_positions = 0;
-  bool tie_embeddings = false;       // causal_lm
-  Pooling pooling = Pooling::kMean;  // encoder
+  bool tie_embeddings = false;       // causal_lm, seq2seq
+  Pooling pooling = Pooling::kMean;  // encoder (mean|first|last|pma|none), next_word (cls|pma)
   bool normalize = false;            // encoder
+  int64_t num_decoder_layers = 0;    // seq2seq
+  int64_t num_latents = 0;           // perceiver_io
+  int64_t num_outputs = 0;           // perceiver_io: output queries
+  int64_t output_dim = 0;            // perceiver_io, set_transformer
+  int64_t num_inducing = 0;          // set_transformer: ISAB inducing points; 0 = SAB blocks
+  int64_t num_seeds = 0;             // set_transformer: PMA seeds
   TokenizerConfig tokenizer;
 
   bool token_inputs() const { return vocab_size > 0; }

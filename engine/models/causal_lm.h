@@ -7,9 +7,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/blocks/norm.h"
-#include "engine/blocks/transformer_block.h"
 #include "engine/models/input_embedding.h"
+#include "engine/models/layer_stack.h"
 
 namespace attnserve {
 
@@ -18,6 +17,12 @@ struct DecoderState {
   std::vector<LayerCache> layers;
   int64_t position = 0;
 };
+
+// Per layer, the caches of every sequence in a batch: the shape LayerStack::Forward takes.
+std::vector<std::vector<LayerCache*>> CachesByLayer(std::span<DecoderState* const> states,
+                                                    size_t layers);
+// Refuses feeding tokens[b] to states[b] when it would overflow the cache.
+absl::Status CheckRoomFor(std::span<DecoderState* const> states, const TokenSequences& tokens);
 
 class CausalLM {
  public:
@@ -39,12 +44,9 @@ class CausalLM {
   const ModelConfig& config() const { return config_; }
 
  private:
-  absl::StatusOr<Tensor> RunLayers(PaddedBatch x, std::span<DecoderState* const> states) const;
-
   ModelConfig config_;
   InputEmbedding embedding_;
-  std::vector<TransformerBlock> layers_;
-  std::optional<Norm> final_norm_;
+  std::optional<LayerStack> stack_;
   Tensor lm_head_;  // [vocab, dim]
 };
 

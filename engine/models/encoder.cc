@@ -16,16 +16,9 @@ absl::StatusOr<std::unique_ptr<Encoder>> Encoder::Load(const ModelConfig& config
   if (!embedding.ok()) return embedding.status();
   model->embedding_ = *std::move(embedding);
   const BlockConfig block = BlockConfigFor(config);
-  for (int64_t i = 0; i < config.num_layers; ++i) {
-    auto layer = TransformerBlock::Load(weights, absl::StrCat("layers.", i), block);
-    if (!layer.ok()) return layer.status();
-    model->layers_.push_back(*std::move(layer));
-  }
-  if (config.pre_norm) {
-    auto norm = Norm::Load(weights, "final_norm", config.norm, config.model_dim, config.norm_eps);
-    if (!norm.ok()) return norm.status();
-    model->final_norm_ = *std::move(norm);
-  }
+  auto stack = LayerStack::Load(weights, "", config, block, config.num_layers);
+  if (!stack.ok()) return stack.status();
+  model->stack_.emplace(*std::move(stack));
   if (config.pooling == Pooling::kPma) {
     auto pma = PoolingByAttention::Load(weights, "pool", block, 1);
     if (!pma.ok()) return pma.status();
@@ -34,20 +27,16 @@ absl::StatusOr<std::unique_ptr<Encoder>> Encoder::Load(const ModelConfig& config
   return model;
 }
 
+absl::StatusOr<PaddedBatch> EmbedInputs(const InputEmbedding& embedding, const ModelConfig& config,
+                                        const ModelInputs& inputs) {
+  return config.token_inputs() ? embedding.EmbedTokens(inputs.tokens)
+                               : embedding.EmbedFeatures(inputs.features);
+}
+
 absl::StatusOr<PaddedBatch> Encoder::States(const ModelInputs& inputs) const {
-  auto x = config_.token_inputs() ? embedding_.EmbedTokens(inputs.tokens)
-                                  : embedding_.EmbedFeatures(inputs.features);
+  auto x = EmbedInputs(embedding_, config_, inputs);
   if (!x.ok()) return x.status();
-  for (const TransformerBlock& layer : layers_) {
-    auto h = layer.Forward(*x);
-    if (!h.ok()) return h.status();
-    x->values = *std::move(h);
-  }
-  if (final_norm_) {
-    if (auto status = final_norm_->Apply(x->values, x->values); !status.ok()) return status;
-    ZeroPadding(x->values, x->lengths);
-  }
-  return x;
+  return stack_->Forward(*std::move(x));
 }
 
 absl::StatusOr<Tensor> Encoder::Embed(const ModelInputs& inputs,

@@ -8,10 +8,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/blocks/norm.h"
 #include "engine/blocks/pooling_by_attention.h"
-#include "engine/blocks/transformer_block.h"
 #include "engine/models/input_embedding.h"
+#include "engine/models/layer_stack.h"
 
 namespace attnserve {
 
@@ -20,6 +19,10 @@ struct ModelInputs {
   TokenSequences tokens;
   PaddedBatch features;
 };
+
+// Embeds whichever kind of input the model takes.
+absl::StatusOr<PaddedBatch> EmbedInputs(const InputEmbedding& embedding, const ModelConfig& config,
+                                        const ModelInputs& inputs);
 
 class Encoder {
  public:
@@ -38,8 +41,7 @@ class Encoder {
  private:
   ModelConfig config_;
   InputEmbedding embedding_;
-  std::vector<TransformerBlock> layers_;
-  std::optional<Norm> final_norm_;
+  std::optional<LayerStack> stack_;
   std::optional<PoolingByAttention> pma_;
 };
 

@@ -50,14 +50,17 @@ def export(model, directory, tokenizer=None):
 
 def load(directory):
     """The inverse of export(): the PyTorch model of a model directory."""
-    from .models import CausalLM, Encoder
+    from .models import CausalLM, Encoder, NextWordModel, PerceiverIO, Seq2Seq, SetTransformer
 
     with open(os.path.join(directory, "config.json")) as f:
         config = json.load(f)
     tensors, _ = safetensors.load(os.path.join(directory, "model.safetensors"))
     settings = {k: v for k, v in config.items()
                 if k not in ("format_version", "architecture", "tokenizer")}
-    model = {"causal_lm": CausalLM, "encoder": Encoder}[config["architecture"]](**settings)
+    architectures = {"causal_lm": CausalLM, "encoder": Encoder, "next_word": NextWordModel,
+                     "seq2seq": Seq2Seq, "perceiver_io": PerceiverIO,
+                     "set_transformer": SetTransformer}
+    model = architectures[config["architecture"]](**settings)
     missing, unexpected = model.load_state_dict(tensors, strict=False)
     tied = ["lm_head.weight"] if config.get("tie_embeddings") else []
     if unexpected or set(missing) - set(tied):

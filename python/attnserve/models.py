@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import functional
-from .blocks import PoolingByAttention, TransformerBlock, make_norm
+from .blocks import InducedSetAttention, PoolingByAttention, TransformerBlock, make_norm
 
 FORMAT_VERSION = 1
 POSITIONS = ("sinusoidal", "learned", "alibi", "none")
@@ -24,7 +24,8 @@ def _settings(architecture, **values):
         norm="layer_norm", norm_eps=1e-5, norm_position="pre", positions="sinusoidal",
         max_positions=512)
     unknown = set(values) - set(defaults) - {
-        "tie_embeddings", "pooling", "normalize", "num_seeds"}
+        "tie_embeddings", "pooling", "normalize", "num_seeds", "num_decoder_layers",
+        "num_latents", "num_outputs", "output_dim", "num_inducing"}
     assert not unknown, f"unknown settings {unknown}"
     s = dict(defaults, **values)
     s["head_dim_qk"] = s["head_dim_qk"] or s["model_dim"] // s["num_heads"]
@@ -85,7 +86,8 @@ class Model(nn.Module):
 
     def run_layers(self, x, lengths, caches=None, **memory):
         for i, layer in enumerate(self.layers):
-            x = layer(x, lengths, cache=None if caches is None else caches[i], **memory)
+            cache = {} if caches is None else {"cache": caches[i]}
+            x = layer(x, lengths, **cache, **memory)
         if self.final_norm is not None:
             x = functional.zero_padding(self.final_norm(x), lengths)
         return x
@@ -156,3 +158,152 @@ def pool(states, lengths, pooling, normalize, pma=None):
     else:
         raise ValueError(f"pooling {pooling} gives no single vector")
     return F.normalize(out, dim=-1) if normalize else out
+
+
+class NextWordModel(Model):
+    """BERT-style next-word model (../shared/seeds/004_*): bidirectional encoder blocks over the
+    context, pooled by an appended learned CLS token (cls_token, [D]) or by PMA with one seed
+    (pool.*), then lm_head over the vocabulary: next-token logits [B, vocab]."""
+
+    def __init__(self, vocab_size, pooling="cls", **settings):
+        assert pooling in ("cls", "pma"), pooling
+        super().__init__(_settings("next_word", vocab_size=vocab_size, pooling=pooling,
+                                   **settings))
+        s = self.settings
+        d = s["model_dim"]
+        self.layers = nn.ModuleList(TransformerBlock(d, **self.block_args())
+                                    for _ in range(s["num_layers"]))
+        self.final_norm = self.final_norm_or_none()
+        if pooling == "cls":
+            self.cls_token = nn.Parameter(torch.randn(d) * 0.02)
+        else:
+            self.pool = PoolingByAttention(d, 1, **self.block_args(alibi=False))
+        self.lm_head = nn.Linear(d, vocab_size, bias=s["bias"])
+
+    def forward(self, ids, lengths):
+        x = self.embed_inputs(ids, lengths)
+        if self.settings["pooling"] == "cls":
+            # The CLS token goes right after each sequence's last token, without a position.
+            x = torch.cat([x, torch.zeros_like(x[:, :1])], dim=1)
+            x[torch.arange(x.shape[0]), lengths] = self.cls_token.to(x.dtype)
+            lengths = lengths + 1
+            states = self.run_layers(x, lengths)
+            pooled = states[torch.arange(x.shape[0]), lengths - 1]
+        else:
+            pooled = self.pool(self.run_layers(x, lengths), lengths)[:, 0]
+        return self.lm_head(pooled)
+
+
+class Seq2Seq(Model):
+    """Encoder-decoder (Vaswani et al. 2017): the source is encoded once (encoder.layers.N,
+    encoder.final_norm); decoder blocks (decoder.layers.N: causal self-attention,
+    cross-attention to the encoded source, FFN; decoder.final_norm) predict the next target
+    token through lm_head (or the tied token embedding). Source and target share
+    embed_tokens and the positions."""
+
+    def __init__(self, vocab_size, num_decoder_layers=None, tie_embeddings=True, **settings):
+        super().__init__(_settings("seq2seq", vocab_size=vocab_size,
+                                   tie_embeddings=tie_embeddings, **settings))
+        s = self.settings
+        s["num_decoder_layers"] = num_decoder_layers or s["num_layers"]
+        d = s["model_dim"]
+        self.encoder = nn.Module()
+        self.encoder.layers = nn.ModuleList(TransformerBlock(d, **self.block_args())
+                                            for _ in range(s["num_layers"]))
+        self.encoder.final_norm = self.final_norm_or_none()
+        self.decoder = nn.Module()
+        self.decoder.layers = nn.ModuleList(
+            TransformerBlock(d, causal=True, cross_attention=True, **self.block_args())
+            for _ in range(s["num_decoder_layers"]))
+        self.decoder.final_norm = self.final_norm_or_none()
+        self.lm_head = nn.Linear(d, vocab_size, bias=False)
+        if tie_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+
+    @staticmethod
+    def _stack(stack, x, lengths, **memory):
+        for layer in stack.layers:
+            x = layer(x, lengths, **memory)
+        if stack.final_norm is not None:
+            x = functional.zero_padding(stack.final_norm(x), lengths)
+        return x
+
+    def encode(self, source, source_lengths):
+        return self._stack(self.encoder, self.embed_inputs(source, source_lengths),
+                           source_lengths)
+
+    def forward(self, source, source_lengths, target, target_lengths):
+        """Next-token logits [B, T_target, vocab] at every target position."""
+        memory = self.encode(source, source_lengths)
+        x = self._stack(self.decoder, self.embed_inputs(target, target_lengths), target_lengths,
+                        memory=memory, memory_lengths=source_lengths)
+        return functional.zero_padding(self.lm_head(x), target_lengths)
+
+
+class PerceiverIO(Model):
+    """Perceiver IO (Jaegle et al. 2022): a learned latent array (latents, [N, D]) reads the
+    inputs through a cross-attention block (encode.*), a stack of latent self-attention blocks
+    (layers.N) processes it, and learned output queries (output_queries, [M, D]) read it
+    through another cross-attention block (decode.*); output_proj maps to output_dim."""
+
+    def __init__(self, num_latents=16, num_outputs=1, output_dim=0, **settings):
+        super().__init__(_settings("perceiver_io", num_latents=num_latents,
+                                   num_outputs=num_outputs, output_dim=output_dim, **settings))
+        s = self.settings
+        d = s["model_dim"]
+        assert s["positions"] != "alibi", "Perceiver IO has no self-attention over the inputs"
+        s["output_dim"] = output_dim or s["vocab_size"]
+        self.latents = nn.Parameter(torch.randn(num_latents, d) * 0.1)
+        self.output_queries = nn.Parameter(torch.randn(num_outputs, d) * 0.1)
+        cross = self.block_args(alibi=False)
+        self.encode = TransformerBlock(d, self_attention=False, cross_attention=True, **cross)
+        self.layers = nn.ModuleList(TransformerBlock(d, **self.block_args(alibi=False))
+                                    for _ in range(s["num_layers"]))
+        self.decode = TransformerBlock(d, self_attention=False, cross_attention=True, **cross)
+        self.final_norm = self.final_norm_or_none()
+        self.output_proj = nn.Linear(d, s["output_dim"], bias=s["bias"])
+
+    def forward(self, inputs, lengths):
+        """[B, num_outputs, output_dim]."""
+        batch = lengths.shape[0]
+        x = self.embed_inputs(inputs, lengths)
+        latents = self.latents.expand(batch, -1, -1).to(x.dtype)
+        n = torch.full((batch,), latents.shape[1], dtype=torch.int64)
+        h = self.encode(latents, n, x, lengths)
+        for layer in self.layers:
+            h = layer(h, n)
+        queries = self.output_queries.expand(batch, -1, -1).to(x.dtype)
+        m = torch.full((batch,), queries.shape[1], dtype=torch.int64)
+        out = self.decode(queries, m, h, n)
+        if self.final_norm is not None:
+            out = self.final_norm(out)
+        return self.output_proj(out)
+
+
+class SetTransformer(Model):
+    """Set Transformer (Lee et al. 2019): an encoder of ISAB blocks (num_inducing > 0;
+    layers.N.inducing_points, .induce, .attend) or SAB blocks (num_inducing = 0; layers.N is
+    an encoder block), then PMA with num_seeds seeds (pool.*) and output_proj: a set embedding
+    [B, num_seeds, output_dim]. Permutation-invariant, so positions must be "none"."""
+
+    def __init__(self, num_inducing=0, num_seeds=1, output_dim=0, **settings):
+        settings.setdefault("positions", "none")
+        super().__init__(_settings("set_transformer", num_inducing=num_inducing,
+                                   num_seeds=num_seeds, output_dim=output_dim, **settings))
+        s = self.settings
+        assert s["positions"] == "none", "a set has no order"
+        d = s["model_dim"]
+        s["output_dim"] = output_dim or d
+        if num_inducing:
+            self.layers = nn.ModuleList(InducedSetAttention(d, num_inducing, **self.block_args())
+                                        for _ in range(s["num_layers"]))
+        else:
+            self.layers = nn.ModuleList(TransformerBlock(d, **self.block_args())
+                                        for _ in range(s["num_layers"]))
+        self.final_norm = self.final_norm_or_none()
+        self.pool = PoolingByAttention(d, num_seeds, **self.block_args())
+        self.output_proj = nn.Linear(d, s["output_dim"], bias=s["bias"])
+
+    def forward(self, inputs, lengths):
+        x = self.run_layers(self.embed_inputs(inputs, lengths), lengths)
+        return self.output_proj(self.pool(x, lengths))

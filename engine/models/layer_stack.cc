@@ -1,0 +1,43 @@
+#include "engine/models/layer_stack.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace attnserve {
+
+absl::StatusOr<LayerStack> LayerStack::Load(WeightReader& weights, const std::string& prefix,
+                                            const ModelConfig& config, const BlockConfig& block,
+                                            int64_t count) {
+  LayerStack stack;
+  for (int64_t i = 0; i < count; ++i) {
+    auto layer = TransformerBlock::Load(weights, absl::StrCat(prefix, "layers.", i), block);
+    if (!layer.ok()) return layer.status();
+    stack.layers_.push_back(*std::move(layer));
+  }
+  if (config.pre_norm) {
+    auto norm =
+        Norm::Load(weights, prefix + "final_norm", config.norm, config.model_dim, config.norm_eps);
+    if (!norm.ok()) return norm.status();
+    stack.final_norm_ = *std::move(norm);
+  }
+  return stack;
+}
+
+absl::StatusOr<PaddedBatch> LayerStack::Forward(
+    PaddedBatch x, std::span<const KeyValues> memories,
+    std::span<const std::vector<LayerCache*>> caches) const {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const KeyValues* memory = memories.empty() ? nullptr : &memories[i];
+    std::span<LayerCache* const> layer_caches;
+    if (!caches.empty()) layer_caches = caches[i];
+    auto h = layers_[i].Forward(x, memory, layer_caches);
+    if (!h.ok()) return h.status();
+    x.values = *std::move(h);
+  }
+  if (final_norm_) {
+    if (auto status = final_norm_->Apply(x.values, x.values); !status.ok()) return status;
+    ZeroPadding(x.values, x.lengths);
+  }
+  return x;
+}
+
+}  // namespace attnserve
