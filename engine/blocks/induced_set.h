@@ -14,9 +14,8 @@ namespace attnserve {
 
 class InducedSetAttention {
  public:
-  static absl::StatusOr<InducedSetAttention> Load(WeightReader& weights,
-                                                  const std::string& prefix, BlockConfig block,
-                                                  int64_t num_inducing);
+  static absl::StatusOr<InducedSetAttention> Load(WeightReader& weights, const std::string& prefix,
+                                                  BlockConfig block, int64_t num_inducing);
 
   // x: [B, T, dim] -> [B, T, dim].
   absl::StatusOr<Tensor> Forward(const PaddedBatch& x) const;

@@ -25,15 +25,28 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory) {
   auto model = std::make_unique<Model>();
   model->directory = directory;
   model->config = *config;
-  if (config->architecture == "causal_lm") {
-    auto lm = CausalLM::Load(*config, weights);
-    if (!lm.ok()) return lm.status();
-    model->causal_lm = *std::move(lm);
+  auto load = [&](auto& slot, auto loader) -> absl::Status {
+    auto loaded = loader(*config, weights);
+    if (!loaded.ok()) return loaded.status();
+    slot = *std::move(loaded);
+    return absl::OkStatus();
+  };
+  const std::string& architecture = config->architecture;
+  absl::Status status;
+  if (architecture == "causal_lm") {
+    status = load(model->causal_lm, CausalLM::Load);
+  } else if (architecture == "encoder") {
+    status = load(model->encoder, Encoder::Load);
+  } else if (architecture == "next_word") {
+    status = load(model->next_word, NextWordModel::Load);
+  } else if (architecture == "seq2seq") {
+    status = load(model->seq2seq, Seq2Seq::Load);
+  } else if (architecture == "perceiver_io") {
+    status = load(model->perceiver_io, PerceiverIO::Load);
   } else {
-    auto encoder = Encoder::Load(*config, weights);
-    if (!encoder.ok()) return encoder.status();
-    model->encoder = *std::move(encoder);
+    status = load(model->set_transformer, SetTransformer::Load);
   }
+  if (!status.ok()) return status;
   if (auto status = weights.CheckAllTaken(); !status.ok()) return status;
   if (config->token_inputs()) model->tokenizer.emplace(config->tokenizer.special_tokens);
   return model;

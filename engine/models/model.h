@@ -7,6 +7,10 @@
 #include "absl/status/statusor.h"
 #include "engine/models/causal_lm.h"
 #include "engine/models/encoder.h"
+#include "engine/models/next_word.h"
+#include "engine/models/perceiver_io.h"
+#include "engine/models/seq2seq.h"
+#include "engine/models/set_transformer.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 
 namespace attnserve {
@@ -17,6 +21,10 @@ struct Model {
   ModelConfig config;
   std::unique_ptr<CausalLM> causal_lm;
   std::unique_ptr<Encoder> encoder;
+  std::unique_ptr<NextWordModel> next_word;
+  std::unique_ptr<Seq2Seq> seq2seq;
+  std::unique_ptr<PerceiverIO> perceiver_io;
+  std::unique_ptr<SetTransformer> set_transformer;
   std::optional<ByteTokenizer> tokenizer;  // models with token inputs
 };
 

@@ -243,8 +243,9 @@ class Seq2Seq(Model):
 class PerceiverIO(Model):
     """Perceiver IO (Jaegle et al. 2022): a learned latent array (latents, [N, D]) reads the
     inputs through a cross-attention block (encode.*), a stack of latent self-attention blocks
-    (layers.N) processes it, and learned output queries (output_queries, [M, D]) read it
-    through another cross-attention block (decode.*); output_proj maps to output_dim."""
+    (layers.N, then final_norm when pre-norm) processes it, and learned output queries
+    (output_queries, [M, D]) read it through another cross-attention block (decode.*);
+    output_proj maps to output_dim."""
 
     def __init__(self, num_latents=16, num_outputs=1, output_dim=0, **settings):
         super().__init__(_settings("perceiver_io", num_latents=num_latents,
@@ -269,15 +270,10 @@ class PerceiverIO(Model):
         x = self.embed_inputs(inputs, lengths)
         latents = self.latents.expand(batch, -1, -1).to(x.dtype)
         n = torch.full((batch,), latents.shape[1], dtype=torch.int64)
-        h = self.encode(latents, n, x, lengths)
-        for layer in self.layers:
-            h = layer(h, n)
+        h = self.run_layers(self.encode(latents, n, x, lengths), n)  # final_norm: pre-norm only
         queries = self.output_queries.expand(batch, -1, -1).to(x.dtype)
         m = torch.full((batch,), queries.shape[1], dtype=torch.int64)
-        out = self.decode(queries, m, h, n)
-        if self.final_norm is not None:
-            out = self.final_norm(out)
-        return self.output_proj(out)
+        return self.output_proj(self.decode(queries, m, h, n))
 
 
 class SetTransformer(Model):

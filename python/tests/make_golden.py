@@ -14,7 +14,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from attnserve import functional, norms  # noqa: E402
 from attnserve.attention import MultiHeadAttention, PointerAttention, SimpleSelfAttention  # noqa
 from attnserve.export import export  # noqa: E402
-from attnserve.models import CausalLM, Encoder  # noqa: E402
+from attnserve.models import (CausalLM, Encoder, NextWordModel, PerceiverIO,  # noqa: E402
+                              Seq2Seq, SetTransformer)
 from attnserve.safetensors import save  # noqa: E402
 
 LENGTH_POOL = [1, 2, 7, 16, 33, 64, 129, 200, 300]
@@ -191,6 +192,31 @@ def model_grid():
     for pooling in ("mean", "pma"):
         yield (f"encoder_features_{pooling}", Encoder,
                dict(input_dim=11, pooling=pooling, normalize=True, positions="none"))
+    attentions = ("softmax", "exclusive", "linear")
+    for n, (attention, pooling) in enumerate(itertools.product(attentions, ("cls", "pma"))):
+        positions = ("learned", "sinusoidal", "none")[n % 3] if attention == "linear" else \
+            ("alibi", "learned", "sinusoidal")[n % 3]
+        yield (f"next_word_{attention}_{pooling}_{positions}", NextWordModel,
+               dict(vocab_size=300, attention=attention, pooling=pooling, positions=positions,
+                    norm=norms[n % 3], norm_position=("pre", "post")[n % 2]))
+    for n, attention in enumerate(attentions * 2):
+        positions = ("sinusoidal", "learned", "none")[n % 3]
+        yield (f"seq2seq_{attention}_{positions}_{n}", Seq2Seq,
+               dict(vocab_size=300, attention=attention, positions=positions,
+                    num_decoder_layers=1 + n % 2, tie_embeddings=n % 2 == 0,
+                    norm=norms[n % 3], norm_position=("pre", "post")[n // 3]))
+    for n, attention in enumerate(attentions * 2):
+        inputs = dict(vocab_size=300, positions="learned") if n < 3 else \
+            dict(input_dim=9, positions="none", output_dim=5)
+        yield (f"perceiver_io_{attention}_{'tokens' if n < 3 else 'features'}", PerceiverIO,
+               dict(attention=attention, num_latents=6, num_outputs=1 + n % 3,
+                    norm=norms[n % 3], norm_position=("pre", "post")[n % 2], **inputs))
+    for n, (attention, inducing) in enumerate(itertools.product(attentions, (0, 4))):
+        inputs = dict(input_dim=9) if n % 2 == 0 else dict(vocab_size=300)
+        yield (f"set_transformer_{attention}_{'isab' if inducing else 'sab'}", SetTransformer,
+               dict(attention=attention, num_inducing=inducing, num_seeds=1 + n % 2,
+                    output_dim=7, norm=norms[n % 3], norm_position=("pre", "post")[n % 2],
+                    **inputs))
 
 
 def model_cases(out_dir, gen):
@@ -218,9 +244,17 @@ def model_cases(out_dir, gen):
             x = tensors["inputs"]
             if cls is CausalLM:
                 tensors["logits"] = model(x, lengths)
-            else:
+            elif cls is Encoder:
                 tensors["states"] = model(x, lengths)
                 tensors["embedding"] = model.embed(x, lengths)
+            elif cls is Seq2Seq:
+                target_lengths = torch.tensor([9, 1, 4][: len(lengths)], dtype=torch.int64)
+                targets = torch.randint(0, 300, (len(lengths), 9), generator=gen)
+                targets = targets * (torch.arange(9)[None, :] < target_lengths[:, None])
+                tensors.update(targets=targets, target_lengths=target_lengths,
+                               logits=model(x, lengths, targets, target_lengths))
+            else:
+                tensors["output"] = model(x, lengths)
         write(out_dir, "model_" + name + ".expected", "model", tensors)
 
 

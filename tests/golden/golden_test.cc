@@ -196,8 +196,9 @@ void CheckEmbedding(const Case& c) {
   EXPECT_TRUE(AllClose(x, c.Float("positioned")));
 }
 
-TokenSequences SequencesOf(const Case& c) {
-  const std::vector<int64_t> ids = c.Ints("inputs"), lengths = c.Ints("lengths");
+TokenSequences SequencesOf(const Case& c, const std::string& ids_name = "inputs",
+                           const std::string& lengths_name = "lengths") {
+  const std::vector<int64_t> ids = c.Ints(ids_name), lengths = c.Ints(lengths_name);
   const int64_t time = lengths.empty() ? 0 : static_cast<int64_t>(ids.size() / lengths.size());
   TokenSequences sequences;
   for (size_t b = 0; b < lengths.size(); ++b) {
@@ -237,6 +238,41 @@ void CheckIncrementalDecoding(const CausalLM& lm, const TokenSequences& sequence
   }
 }
 
+// Decoding each target token by token, all sequences in one batch after a first step of
+// different lengths, gives the full pass's logits within 1e-5.
+void CheckSeq2SeqDecoding(const Seq2Seq& model, const TokenSequences& sources,
+                          const TokenSequences& targets, const Tensor& full_logits) {
+  std::vector<std::unique_ptr<Seq2SeqState>> states;
+  for (const auto& source : sources) {
+    auto state = model.Start(source, 64);
+    ASSERT_TRUE(state.ok()) << state.status();
+    states.push_back(*std::move(state));
+  }
+  std::vector<size_t> fed(targets.size(), 0);
+  for (bool first = true;; first = false) {
+    std::vector<Seq2SeqState*> batch;
+    std::vector<size_t> members;
+    TokenSequences step;
+    for (size_t b = 0; b < targets.size(); ++b) {
+      if (fed[b] == targets[b].size()) continue;
+      const size_t count = first ? (targets[b].size() + 1) / 2 : 1;
+      step.emplace_back(targets[b].begin() + fed[b], targets[b].begin() + fed[b] + count);
+      batch.push_back(states[b].get());
+      members.push_back(b);
+      fed[b] += count;
+    }
+    if (members.empty()) break;
+    auto logits = model.Advance(batch, step);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    for (size_t i = 0; i < members.size(); ++i) {
+      const size_t b = members[i];
+      EXPECT_TRUE(AllClose(logits->Slice(0, i, 1), full_logits.Select(b).Slice(0, fed[b] - 1, 1),
+                           1e-5f, 1e-5f))
+          << "sequence " << b << " after " << fed[b] << " target tokens";
+    }
+  }
+}
+
 void CheckModel(const Case& c, const std::string& case_name) {
   const std::string directory = GoldenDir() + "/" + case_name.substr(0, case_name.find('.'));
   auto model = LoadModel(directory);
@@ -247,6 +283,28 @@ void CheckModel(const Case& c, const std::string& case_name) {
     inputs.tokens = SequencesOf(c);
   } else {
     inputs.features = {c.Float("inputs"), lengths};
+  }
+  const Model& m = **model;
+  if (m.next_word) {
+    auto logits = m.next_word->Logits(inputs.tokens);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    EXPECT_TRUE(AllClose(*logits, c.Float("output")));
+    return;
+  }
+  if (m.perceiver_io || m.set_transformer) {
+    auto output =
+        m.perceiver_io ? m.perceiver_io->Forward(inputs) : m.set_transformer->Forward(inputs);
+    ASSERT_TRUE(output.ok()) << output.status();
+    EXPECT_TRUE(AllClose(*output, c.Float("output")));
+    return;
+  }
+  if (m.seq2seq) {
+    const TokenSequences targets = SequencesOf(c, "targets", "target_lengths");
+    auto logits = m.seq2seq->Logits(inputs.tokens, targets);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    EXPECT_TRUE(AllClose(*logits, c.Float("logits")));
+    CheckSeq2SeqDecoding(*m.seq2seq, inputs.tokens, targets, *logits);
+    return;
   }
   if ((*model)->causal_lm) {
     const CausalLM& lm = *(*model)->causal_lm;

@@ -1,0 +1,35 @@
+// BERT-style next-word model (../shared/seeds/004_*): bidirectional encoder blocks over the
+// context, pooled by a learned CLS token appended after the last token (cls_token) or by PMA
+// (pool.*), then lm_head over the vocabulary.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "engine/blocks/pooling_by_attention.h"
+#include "engine/models/input_embedding.h"
+#include "engine/models/layer_stack.h"
+
+namespace attnserve {
+
+class NextWordModel {
+ public:
+  static absl::StatusOr<std::unique_ptr<NextWordModel>> Load(const ModelConfig& config,
+                                                             WeightReader& weights);
+
+  // Next-token logits after each context: [B, vocab].
+  absl::StatusOr<Tensor> Logits(const TokenSequences& contexts) const;
+
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  ModelConfig config_;
+  InputEmbedding embedding_;
+  std::optional<LayerStack> stack_;
+  Tensor cls_token_;  // [dim], CLS pooling
+  std::optional<PoolingByAttention> pma_;
+  Tensor lm_head_weight_, lm_head_bias_;
+};
+
+}  // namespace attnserve

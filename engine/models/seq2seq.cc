@@ -1,0 +1,148 @@
+#include "engine/models/seq2seq.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "engine/matmul.h"
+
+namespace attnserve {
+namespace {
+
+// The sequences' keys and values (batches of 1) stacked into one padded batch.
+KeyValues StackSources(std::span<Seq2SeqState* const> states, size_t layer) {
+  const int64_t batch = static_cast<int64_t>(states.size());
+  int64_t longest = 0;
+  for (const Seq2SeqState* state : states) {
+    longest = std::max(longest, state->source[layer].lengths[0]);
+  }
+  const KeyValues& first = states[0]->source[layer];
+  KeyValues stacked{Tensor::Zeros({batch, longest, first.keys.dim(2)}),
+                    Tensor::Zeros({batch, longest, first.values.dim(2)}),
+                    {}};
+  for (int64_t b = 0; b < batch; ++b) {
+    const KeyValues& own = states[b]->source[layer];
+    const int64_t length = own.lengths[0];
+    for (int64_t t = 0; t < length; ++t) {
+      std::memcpy(stacked.keys.Select(b).row(t), own.keys.Select(0).row(t),
+                  own.keys.dim(2) * sizeof(float));
+      std::memcpy(stacked.values.Select(b).row(t), own.values.Select(0).row(t),
+                  own.values.dim(2) * sizeof(float));
+    }
+    stacked.lengths.push_back(length);
+  }
+  return stacked;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Seq2Seq>> Seq2Seq::Load(const ModelConfig& config,
+                                                       WeightReader& weights) {
+  auto model = std::unique_ptr<Seq2Seq>(new Seq2Seq());
+  model->config_ = config;
+  auto embedding = InputEmbedding::Load(weights, config);
+  if (!embedding.ok()) return embedding.status();
+  model->embedding_ = *std::move(embedding);
+  const BlockConfig block = BlockConfigFor(config);
+  auto encoder = LayerStack::Load(weights, "encoder.", config, block, config.num_layers);
+  if (!encoder.ok()) return encoder.status();
+  model->encoder_.emplace(*std::move(encoder));
+  BlockConfig decoder_block = block;
+  decoder_block.causal = true;
+  decoder_block.cross_attention = true;
+  auto decoder =
+      LayerStack::Load(weights, "decoder.", config, decoder_block, config.num_decoder_layers);
+  if (!decoder.ok()) return decoder.status();
+  model->decoder_.emplace(*std::move(decoder));
+  if (config.tie_embeddings) {
+    model->lm_head_ = model->embedding_.token_table();
+  } else {
+    auto head = weights.Take("lm_head.weight", {config.vocab_size, config.model_dim});
+    if (!head.ok()) return head.status();
+    model->lm_head_ = *std::move(head);
+  }
+  return model;
+}
+
+absl::StatusOr<PaddedBatch> Seq2Seq::Encode(const TokenSequences& sources) const {
+  for (size_t b = 0; b < sources.size(); ++b) {
+    if (sources[b].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("source ", b, " is empty"));
+    }
+  }
+  auto x = embedding_.EmbedTokens(sources);
+  if (!x.ok()) return x.status();
+  return encoder_->Forward(*std::move(x));
+}
+
+absl::StatusOr<std::vector<KeyValues>> Seq2Seq::ProjectSources(const PaddedBatch& memory) const {
+  std::vector<KeyValues> projected;
+  for (const TransformerBlock& layer : decoder_->layers()) {
+    auto kv = layer.ProjectMemory(memory);
+    if (!kv.ok()) return kv.status();
+    projected.push_back(*std::move(kv));
+  }
+  return projected;
+}
+
+absl::StatusOr<Tensor> Seq2Seq::Logits(const TokenSequences& sources,
+                                       const TokenSequences& targets) const {
+  if (sources.size() != targets.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(sources.size(), " sources for ", targets.size(), " targets"));
+  }
+  auto memory = Encode(sources);
+  if (!memory.ok()) return memory.status();
+  auto projected = ProjectSources(*memory);
+  if (!projected.ok()) return projected.status();
+  auto x = embedding_.EmbedTokens(targets);
+  if (!x.ok()) return x.status();
+  auto h = decoder_->Forward(*std::move(x), *projected);
+  if (!h.ok()) return h.status();
+  auto logits = LinearRows(h->values, lm_head_, Tensor());
+  if (!logits.ok()) return logits.status();
+  ZeroPadding(*logits, h->lengths);
+  return logits;
+}
+
+absl::StatusOr<std::unique_ptr<Seq2SeqState>> Seq2Seq::Start(const std::vector<int64_t>& source,
+                                                             int64_t capacity) const {
+  auto memory = Encode({source});
+  if (!memory.ok()) return memory.status();
+  auto projected = ProjectSources(*memory);
+  if (!projected.ok()) return projected.status();
+  if (config_.positions == PositionKind::kSinusoidal ||
+      config_.positions == PositionKind::kLearned) {
+    capacity = std::min(capacity, config_.max_positions);
+  }
+  auto state = std::make_unique<Seq2SeqState>();
+  state->source = *std::move(projected);
+  for (const TransformerBlock& layer : decoder_->layers()) {
+    state->decoder.layers.push_back(layer.NewCache(capacity));
+  }
+  return state;
+}
+
+absl::StatusOr<Tensor> Seq2Seq::Advance(std::span<Seq2SeqState* const> states,
+                                        const TokenSequences& tokens) const {
+  if (states.empty()) return absl::InvalidArgumentError("no sequences to advance");
+  std::vector<DecoderState*> decoders;
+  std::vector<int64_t> starts;
+  for (Seq2SeqState* state : states) {
+    decoders.push_back(&state->decoder);
+    starts.push_back(state->decoder.position);
+  }
+  if (auto status = CheckRoomFor(decoders, tokens); !status.ok()) return status;
+  auto x = embedding_.EmbedTokens(tokens, starts);
+  if (!x.ok()) return x.status();
+  std::vector<KeyValues> sources;
+  for (size_t i = 0; i < decoder_->layers().size(); ++i) {
+    sources.push_back(StackSources(states, i));
+  }
+  auto h = decoder_->Forward(*std::move(x), sources,
+                             CachesByLayer(decoders, decoder_->layers().size()));
+  if (!h.ok()) return h.status();
+  for (size_t b = 0; b < states.size(); ++b) states[b]->decoder.position += h->lengths[b];
+  return LinearRows(LastRows(*h), lm_head_, Tensor());
+}
+
+}  // namespace attnserve

@@ -1,0 +1,52 @@
+// Encoder-decoder (Vaswani et al. 2017): the source is encoded once (encoder.layers.N,
+// encoder.final_norm); decoder blocks (decoder.layers.N: causal self-attention, cross-attention
+// to the encoded source, FFN; decoder.final_norm) predict the next target token through lm_head
+// (or the tied token embedding). Source and target share embed_tokens and the positions.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "absl/status/statusor.h"
+#include "engine/models/causal_lm.h"
+
+namespace attnserve {
+
+// One sequence's decoding state: self-attention caches, and the cross-attention keys and values
+// of its encoded source, projected once per decoder layer.
+struct Seq2SeqState {
+  DecoderState decoder;
+  std::vector<KeyValues> source;  // per decoder layer, batch of 1
+};
+
+class Seq2Seq {
+ public:
+  static absl::StatusOr<std::unique_ptr<Seq2Seq>> Load(const ModelConfig& config,
+                                                       WeightReader& weights);
+
+  // Logits [B, T_target, vocab] at every target position, in one pass.
+  absl::StatusOr<Tensor> Logits(const TokenSequences& sources,
+                                const TokenSequences& targets) const;
+
+  // Encodes the source once; the state then decodes with room for `capacity` target tokens.
+  absl::StatusOr<std::unique_ptr<Seq2SeqState>> Start(const std::vector<int64_t>& source,
+                                                      int64_t capacity) const;
+  // Feeds tokens[b] to states[b] (all in one batch); returns [B, vocab] after each last token.
+  absl::StatusOr<Tensor> Advance(std::span<Seq2SeqState* const> states,
+                                 const TokenSequences& tokens) const;
+
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  absl::StatusOr<PaddedBatch> Encode(const TokenSequences& sources) const;
+  // Per decoder layer, the cross-attention keys and values of an encoded batch.
+  absl::StatusOr<std::vector<KeyValues>> ProjectSources(const PaddedBatch& memory) const;
+
+  ModelConfig config_;
+  InputEmbedding embedding_;
+  std::optional<LayerStack> encoder_, decoder_;
+  Tensor lm_head_;
+};
+
+}  // namespace attnserve

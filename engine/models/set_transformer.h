@@ -1,0 +1,35 @@
+// Set Transformer (Lee et al. 2019): an encoder of ISAB blocks (num_inducing > 0) or SAB blocks
+// (num_inducing = 0; SAB is an encoder block) under layers.N, final_norm when pre-norm, PMA with
+// num_seeds seeds (pool.*), and output_proj: a permutation-invariant set embedding.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/blocks/induced_set.h"
+#include "engine/models/encoder.h"
+
+namespace attnserve {
+
+class SetTransformer {
+ public:
+  static absl::StatusOr<std::unique_ptr<SetTransformer>> Load(const ModelConfig& config,
+                                                              WeightReader& weights);
+
+  // [B, num_seeds, output_dim].
+  absl::StatusOr<Tensor> Forward(const ModelInputs& inputs) const;
+
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  ModelConfig config_;
+  InputEmbedding embedding_;
+  std::vector<InducedSetAttention> induced_;  // ISAB layers, or empty
+  std::optional<LayerStack> stack_;           // SAB layers (none when ISAB) and final_norm
+  std::optional<PoolingByAttention> pma_;
+  Tensor output_weight_, output_bias_;
+};
+
+}  // namespace attnserve
