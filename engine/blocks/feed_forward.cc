@@ -7,29 +7,22 @@ absl::StatusOr<FeedForward> FeedForward::Load(WeightReader& weights, const std::
                                               bool bias, Activation activation) {
   FeedForward ffn;
   ffn.activation_ = activation;
-  for (auto [name, tensor, shape] :
-       {std::tuple{".fc1.weight", &ffn.fc1_weight_, Shape{hidden, dim}},
-        std::tuple{".fc2.weight", &ffn.fc2_weight_, Shape{out_dim, hidden}}}) {
-    auto loaded = weights.Take(prefix + name, shape);
-    if (!loaded.ok()) return loaded.status();
-    *tensor = *std::move(loaded);
-  }
-  for (auto [name, tensor, size] : {std::tuple{".fc1.bias", &ffn.fc1_bias_, hidden},
-                                    std::tuple{".fc2.bias", &ffn.fc2_bias_, out_dim}}) {
-    auto loaded = weights.TakeIf(bias, prefix + name, {size});
-    if (!loaded.ok()) return loaded.status();
-    *tensor = *std::move(loaded);
-  }
+  auto fc1 = weights.TakeLinear(prefix + ".fc1", hidden, dim, bias);
+  if (!fc1.ok()) return fc1.status();
+  ffn.fc1_ = *std::move(fc1);
+  auto fc2 = weights.TakeLinear(prefix + ".fc2", out_dim, hidden, bias);
+  if (!fc2.ok()) return fc2.status();
+  ffn.fc2_ = *std::move(fc2);
   return ffn;
 }
 
 absl::Status FeedForward::Apply(const Tensor& x, Tensor& y, bool accumulate) const {
-  auto hidden = LinearRows(x, fc1_weight_, fc1_bias_, {false, activation_});
+  auto hidden = LinearRows(x, fc1_.weight, fc1_.bias, {false, activation_});
   if (!hidden.ok()) return hidden.status();
   if (!y.is_contiguous())
     return absl::InvalidArgumentError("FeedForward output must be contiguous");
   Tensor out = y.FlattenRows();
-  return Linear(hidden->FlattenRows(), fc2_weight_, fc2_bias_, out, {accumulate});
+  return Linear(hidden->FlattenRows(), fc2_.weight, fc2_.bias, out, {accumulate});
 }
 
 }  // namespace attnserve

@@ -22,7 +22,7 @@ class FeedForward {
   absl::Status Apply(const Tensor& x, Tensor& y, bool accumulate) const;
 
  private:
-  Tensor fc1_weight_, fc1_bias_, fc2_weight_, fc2_bias_;
+  LinearWeights fc1_, fc2_;
   Activation activation_ = Activation::kGeluErf;
 };
 

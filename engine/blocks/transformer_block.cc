@@ -13,23 +13,19 @@ absl::StatusOr<MultiHeadAttention> LoadAttention(WeightReader& weights, const st
   AttentionWeights w;
   const struct {
     const char* name;
-    Tensor* tensor;
-    Shape shape;
-    bool present;
-  } tensors[] = {
-      {".q_proj.weight", &w.q_weight, {qk, config.model_dim}, true},
-      {".q_proj.bias", &w.q_bias, {qk}, bias},
-      {".k_proj.weight", &w.k_weight, {qk, config.key_input_dim()}, true},
-      {".k_proj.bias", &w.k_bias, {qk}, bias},
-      {".v_proj.weight", &w.v_weight, {v, config.key_input_dim()}, true},
-      {".v_proj.bias", &w.v_bias, {v}, bias},
-      {".out_proj.weight", &w.out_weight, {config.out_dim(), v}, true},
-      {".out_proj.bias", &w.out_bias, {config.out_dim()}, bias},
+    int64_t out, in;
+    Tensor *weight, *bias;
+  } projections[] = {
+      {".q_proj", qk, config.model_dim, &w.q_weight, &w.q_bias},
+      {".k_proj", qk, config.key_input_dim(), &w.k_weight, &w.k_bias},
+      {".v_proj", v, config.key_input_dim(), &w.v_weight, &w.v_bias},
+      {".out_proj", config.out_dim(), v, &w.out_weight, &w.out_bias},
   };
-  for (const auto& t : tensors) {
-    auto loaded = weights.TakeIf(t.present, prefix + t.name, t.shape);
-    if (!loaded.ok()) return loaded.status();
-    *t.tensor = *std::move(loaded);
+  for (const auto& p : projections) {
+    auto linear = weights.TakeLinear(prefix + p.name, p.out, p.in, bias);
+    if (!linear.ok()) return linear.status();
+    *p.weight = std::move(linear->weight);
+    *p.bias = std::move(linear->bias);
   }
   auto layer = MultiHeadAttention::Create(config, std::move(w));
   if (!layer.ok()) {

@@ -31,6 +31,18 @@ absl::StatusOr<Tensor> WeightReader::TakeIf(bool present, const std::string& nam
   return Tensor();  // an unexpected tensor of this name is caught by CheckAllTaken
 }
 
+absl::StatusOr<LinearWeights> WeightReader::TakeLinear(const std::string& prefix, int64_t out,
+                                                       int64_t in, bool bias) {
+  LinearWeights linear;
+  auto weight = Take(prefix + ".weight", {out, in});
+  if (!weight.ok()) return weight.status();
+  linear.weight = *std::move(weight);
+  auto bias_tensor = TakeIf(bias, prefix + ".bias", {out});
+  if (!bias_tensor.ok()) return bias_tensor.status();
+  linear.bias = *std::move(bias_tensor);
+  return linear;
+}
+
 absl::Status WeightReader::CheckAllTaken() const {
   for (const std::string& name : file_.names()) {
     if (!taken_.count(name)) {

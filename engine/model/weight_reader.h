@@ -11,6 +11,11 @@
 
 namespace attnserve {
 
+// An nn.Linear: weight [out, in], bias [out] (empty without bias).
+struct LinearWeights {
+  Tensor weight, bias;
+};
+
 class WeightReader {
  public:
   explicit WeightReader(SafetensorsFile file) : file_(std::move(file)) {}
@@ -21,6 +26,10 @@ class WeightReader {
   absl::StatusOr<Tensor> TakeOptional(const std::string& name, const Shape& shape);
   // Present exactly when `present`: biases follow the config's `bias` setting.
   absl::StatusOr<Tensor> TakeIf(bool present, const std::string& name, const Shape& shape);
+
+  // `<prefix>.weight` [out, in] and, when `bias`, `<prefix>.bias` [out].
+  absl::StatusOr<LinearWeights> TakeLinear(const std::string& prefix, int64_t out, int64_t in,
+                                           bool bias);
 
   // An error naming the first tensor in the file that no Take* asked for.
   absl::Status CheckAllTaken() const;

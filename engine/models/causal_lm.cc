@@ -19,13 +19,9 @@ absl::StatusOr<std::unique_ptr<CausalLM>> CausalLM::Load(const ModelConfig& conf
   auto stack = LayerStack::Load(weights, "", config, block, config.num_layers);
   if (!stack.ok()) return stack.status();
   model->stack_.emplace(*std::move(stack));
-  if (config.tie_embeddings) {
-    model->lm_head_ = model->embedding_.token_table();
-  } else {
-    auto head = weights.Take("lm_head.weight", {config.vocab_size, config.model_dim});
-    if (!head.ok()) return head.status();
-    model->lm_head_ = *std::move(head);
-  }
+  auto head = LoadLmHead(weights, config, model->embedding_);
+  if (!head.ok()) return head.status();
+  model->lm_head_ = *std::move(head);
   return model;
 }
 
@@ -70,10 +66,7 @@ absl::StatusOr<Tensor> CausalLM::Logits(const TokenSequences& sequences) const {
 }
 
 std::unique_ptr<DecoderState> CausalLM::NewState(int64_t capacity) const {
-  if (config_.positions == PositionKind::kSinusoidal ||
-      config_.positions == PositionKind::kLearned) {
-    capacity = std::min(capacity, config_.max_positions);
-  }
+  capacity = std::min(capacity, config_.max_positions);  // the model's maximum context
   auto state = std::make_unique<DecoderState>();
   for (const TransformerBlock& layer : stack_->layers()) {
     state->layers.push_back(layer.NewCache(capacity));

@@ -32,8 +32,8 @@ class CausalLM {
   // Logits [B, T, vocab] at every position of every sequence, in one pass (zero on padding).
   absl::StatusOr<Tensor> Logits(const TokenSequences& sequences) const;
 
-  // A fresh state with room for `capacity` tokens (at most max_positions when positions are
-  // embedded): caches are allocated here, once.
+  // A fresh state with room for `capacity` tokens (at most max_positions, the model's
+  // maximum context): caches are allocated here, once.
   std::unique_ptr<DecoderState> NewState(int64_t capacity) const;
   // Feeds tokens[b] (a prompt, or the next token) to states[b], all sequences in one batch.
   // Returns the logits after each sequence's last fed token, [B, vocab]. On error no state

@@ -45,6 +45,9 @@ absl::StatusOr<Tensor> Encoder::Embed(const ModelInputs& inputs,
   if (mode == Pooling::kNone) {
     return absl::InvalidArgumentError("pooling none gives per-token states, not one vector");
   }
+  if (mode == Pooling::kCls) {
+    return absl::InvalidArgumentError("CLS pooling belongs to next_word models");
+  }
   if (mode == Pooling::kPma && !pma_) {
     return absl::InvalidArgumentError("PMA pooling needs a model trained with it");
   }

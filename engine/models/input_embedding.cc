@@ -17,12 +17,10 @@ absl::StatusOr<InputEmbedding> InputEmbedding::Load(WeightReader& weights,
     if (!table.ok()) return table.status();
     embedding.tokens_ = *std::move(table);
   } else {
-    auto weight = weights.Take("input_proj.weight", {config.model_dim, config.input_dim});
-    if (!weight.ok()) return weight.status();
-    embedding.input_weight_ = *std::move(weight);
-    auto bias = weights.TakeIf(config.bias, "input_proj.bias", {config.model_dim});
-    if (!bias.ok()) return bias.status();
-    embedding.input_bias_ = *std::move(bias);
+    auto input_proj =
+        weights.TakeLinear("input_proj", config.model_dim, config.input_dim, config.bias);
+    if (!input_proj.ok()) return input_proj.status();
+    embedding.input_proj_ = *std::move(input_proj);
   }
   if (config.positions == PositionKind::kLearned) {
     auto table = weights.Take("embed_positions", {config.max_positions, config.model_dim});
@@ -66,16 +64,29 @@ absl::StatusOr<PaddedBatch> InputEmbedding::EmbedTokens(const TokenSequences& se
 }
 
 absl::StatusOr<PaddedBatch> InputEmbedding::EmbedFeatures(const PaddedBatch& features) const {
-  if (input_weight_.empty()) return absl::InvalidArgumentError("this model takes token ids");
-  if (auto status = CheckPaddedBatch("features", features, input_weight_.dim(1)); !status.ok()) {
+  if (input_proj_.weight.empty()) {
+    return absl::InvalidArgumentError("this model takes token ids");
+  }
+  if (auto status = CheckPaddedBatch("features", features, input_proj_.weight.dim(1));
+      !status.ok()) {
     return status;
   }
-  auto projected = LinearRows(features.values, input_weight_, input_bias_);
+  auto projected = LinearRows(features.values, input_proj_.weight, input_proj_.bias);
   if (!projected.ok()) return projected.status();
   PaddedBatch x{*std::move(projected), features.lengths};
   ZeroPadding(x.values, x.lengths);
   if (auto status = AddPositionsFrom({}, x); !status.ok()) return status;
   return x;
+}
+
+}  // namespace attnserve
+
+namespace attnserve {
+
+absl::StatusOr<Tensor> LoadLmHead(WeightReader& weights, const ModelConfig& config,
+                                  const InputEmbedding& embedding) {
+  if (config.tie_embeddings) return embedding.token_table();
+  return weights.Take("lm_head.weight", {config.vocab_size, config.model_dim});
 }
 
 }  // namespace attnserve

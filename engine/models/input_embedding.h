@@ -32,9 +32,13 @@ class InputEmbedding {
   absl::Status AddPositionsFrom(const std::vector<int64_t>& starts, PaddedBatch& x) const;
 
   int64_t dim_ = 0;
-  Tensor tokens_;                     // embed_tokens.weight
-  Tensor input_weight_, input_bias_;  // input_proj
-  Tensor positions_;                  // learned or sinusoidal table; empty for alibi / none
+  Tensor tokens_;  // embed_tokens.weight
+  LinearWeights input_proj_;
+  Tensor positions_;  // learned or sinusoidal table; empty for alibi / none
 };
+
+// The LM head [vocab, dim]: lm_head.weight, or the token embedding when tie_embeddings.
+absl::StatusOr<Tensor> LoadLmHead(WeightReader& weights, const ModelConfig& config,
+                                  const InputEmbedding& embedding);
 
 }  // namespace attnserve

@@ -29,12 +29,9 @@ absl::StatusOr<std::unique_ptr<NextWordModel>> NextWordModel::Load(const ModelCo
     if (!pma.ok()) return pma.status();
     model->pma_.emplace(*std::move(pma));
   }
-  auto head = weights.Take("lm_head.weight", {config.vocab_size, config.model_dim});
+  auto head = weights.TakeLinear("lm_head", config.vocab_size, config.model_dim, config.bias);
   if (!head.ok()) return head.status();
-  model->lm_head_weight_ = *std::move(head);
-  auto bias = weights.TakeIf(config.bias, "lm_head.bias", {config.vocab_size});
-  if (!bias.ok()) return bias.status();
-  model->lm_head_bias_ = *std::move(bias);
+  model->lm_head_ = *std::move(head);
   return model;
 }
 
@@ -68,7 +65,7 @@ absl::StatusOr<Tensor> NextWordModel::Logits(const TokenSequences& contexts) con
     if (!states.ok()) return states.status();
     pooled = LastRows(*states);
   }
-  return LinearRows(pooled, lm_head_weight_, lm_head_bias_);
+  return LinearRows(pooled, lm_head_.weight, lm_head_.bias);
 }
 
 }  // namespace attnserve

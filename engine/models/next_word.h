@@ -29,7 +29,7 @@ class NextWordModel {
   std::optional<LayerStack> stack_;
   Tensor cls_token_;  // [dim], CLS pooling
   std::optional<PoolingByAttention> pma_;
-  Tensor lm_head_weight_, lm_head_bias_;
+  LinearWeights lm_head_;
 };
 
 }  // namespace attnserve

@@ -12,9 +12,9 @@ absl::StatusOr<std::unique_ptr<PerceiverIO>> PerceiverIO::Load(const ModelConfig
   auto embedding = InputEmbedding::Load(weights, config);
   if (!embedding.ok()) return embedding.status();
   model->embedding_ = *std::move(embedding);
-  for (auto [name, tensor, rows] : {std::tuple{"latents", &model->latents_, config.num_latents},
-                                    std::tuple{"output_queries", &model->output_queries_,
-                                               config.num_outputs}}) {
+  for (auto [name, tensor, rows] :
+       {std::tuple{"latents", &model->latents_, config.num_latents},
+        std::tuple{"output_queries", &model->output_queries_, config.num_outputs}}) {
     auto loaded = weights.Take(name, {rows, dim});
     if (!loaded.ok()) return loaded.status();
     *tensor = *std::move(loaded);
@@ -30,12 +30,10 @@ absl::StatusOr<std::unique_ptr<PerceiverIO>> PerceiverIO::Load(const ModelConfig
   auto stack = LayerStack::Load(weights, "", config, BlockConfigFor(config), config.num_layers);
   if (!stack.ok()) return stack.status();
   model->stack_.emplace(*std::move(stack));
-  auto weight = weights.Take("output_proj.weight", {config.output_dim, dim});
-  if (!weight.ok()) return weight.status();
-  model->output_weight_ = *std::move(weight);
-  auto bias = weights.TakeIf(config.bias, "output_proj.bias", {config.output_dim});
-  if (!bias.ok()) return bias.status();
-  model->output_bias_ = *std::move(bias);
+  auto output_proj =
+      weights.TakeLinear("output_proj", config.output_dim, config.model_dim, config.bias);
+  if (!output_proj.ok()) return output_proj.status();
+  model->output_proj_ = *std::move(output_proj);
   return model;
 }
 
@@ -53,7 +51,7 @@ absl::StatusOr<Tensor> PerceiverIO::Forward(const ModelInputs& inputs) const {
   if (!latent_memory.ok()) return latent_memory.status();
   auto decoded = decode_->Forward(RepeatForBatch(output_queries_, x->batch()), &*latent_memory);
   if (!decoded.ok()) return decoded.status();
-  return LinearRows(*decoded, output_weight_, output_bias_);
+  return LinearRows(*decoded, output_proj_.weight, output_proj_.bias);
 }
 
 }  // namespace attnserve

@@ -28,7 +28,7 @@ class PerceiverIO {
   Tensor latents_, output_queries_;
   std::optional<TransformerBlock> encode_, decode_;
   std::optional<LayerStack> stack_;
-  Tensor output_weight_, output_bias_;
+  LinearWeights output_proj_;
 };
 
 }  // namespace attnserve

@@ -53,13 +53,9 @@ absl::StatusOr<std::unique_ptr<Seq2Seq>> Seq2Seq::Load(const ModelConfig& config
       LayerStack::Load(weights, "decoder.", config, decoder_block, config.num_decoder_layers);
   if (!decoder.ok()) return decoder.status();
   model->decoder_.emplace(*std::move(decoder));
-  if (config.tie_embeddings) {
-    model->lm_head_ = model->embedding_.token_table();
-  } else {
-    auto head = weights.Take("lm_head.weight", {config.vocab_size, config.model_dim});
-    if (!head.ok()) return head.status();
-    model->lm_head_ = *std::move(head);
-  }
+  auto head = LoadLmHead(weights, config, model->embedding_);
+  if (!head.ok()) return head.status();
+  model->lm_head_ = *std::move(head);
   return model;
 }
 
@@ -110,10 +106,7 @@ absl::StatusOr<std::unique_ptr<Seq2SeqState>> Seq2Seq::Start(const std::vector<i
   if (!memory.ok()) return memory.status();
   auto projected = ProjectSources(*memory);
   if (!projected.ok()) return projected.status();
-  if (config_.positions == PositionKind::kSinusoidal ||
-      config_.positions == PositionKind::kLearned) {
-    capacity = std::min(capacity, config_.max_positions);
-  }
+  capacity = std::min(capacity, config_.max_positions);  // the model's maximum context
   auto state = std::make_unique<Seq2SeqState>();
   state->source = *std::move(projected);
   for (const TransformerBlock& layer : decoder_->layers()) {
@@ -138,8 +131,8 @@ absl::StatusOr<Tensor> Seq2Seq::Advance(std::span<Seq2SeqState* const> states,
   for (size_t i = 0; i < decoder_->layers().size(); ++i) {
     sources.push_back(StackSources(states, i));
   }
-  auto h = decoder_->Forward(*std::move(x), sources,
-                             CachesByLayer(decoders, decoder_->layers().size()));
+  auto h =
+      decoder_->Forward(*std::move(x), sources, CachesByLayer(decoders, decoder_->layers().size()));
   if (!h.ok()) return h.status();
   for (size_t b = 0; b < states.size(); ++b) states[b]->decoder.position += h->lengths[b];
   return LinearRows(LastRows(*h), lm_head_, Tensor());

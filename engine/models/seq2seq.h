@@ -26,8 +26,7 @@ class Seq2Seq {
                                                        WeightReader& weights);
 
   // Logits [B, T_target, vocab] at every target position, in one pass.
-  absl::StatusOr<Tensor> Logits(const TokenSequences& sources,
-                                const TokenSequences& targets) const;
+  absl::StatusOr<Tensor> Logits(const TokenSequences& sources, const TokenSequences& targets) const;
 
   // Encodes the source once; the state then decodes with room for `capacity` target tokens.
   absl::StatusOr<std::unique_ptr<Seq2SeqState>> Start(const std::vector<int64_t>& source,

@@ -29,12 +29,10 @@ absl::StatusOr<std::unique_ptr<SetTransformer>> SetTransformer::Load(const Model
   auto pma = PoolingByAttention::Load(weights, "pool", block, config.num_seeds);
   if (!pma.ok()) return pma.status();
   model->pma_.emplace(*std::move(pma));
-  auto weight = weights.Take("output_proj.weight", {config.output_dim, config.model_dim});
-  if (!weight.ok()) return weight.status();
-  model->output_weight_ = *std::move(weight);
-  auto bias = weights.TakeIf(config.bias, "output_proj.bias", {config.output_dim});
-  if (!bias.ok()) return bias.status();
-  model->output_bias_ = *std::move(bias);
+  auto output_proj =
+      weights.TakeLinear("output_proj", config.output_dim, config.model_dim, config.bias);
+  if (!output_proj.ok()) return output_proj.status();
+  model->output_proj_ = *std::move(output_proj);
   return model;
 }
 
@@ -53,7 +51,7 @@ absl::StatusOr<Tensor> SetTransformer::Forward(const ModelInputs& inputs) const 
   if (!states.ok()) return states.status();
   auto pooled = pma_->Forward(*states);
   if (!pooled.ok()) return pooled.status();
-  return LinearRows(*pooled, output_weight_, output_bias_);
+  return LinearRows(*pooled, output_proj_.weight, output_proj_.bias);
 }
 
 }  // namespace attnserve

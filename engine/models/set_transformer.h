@@ -29,7 +29,7 @@ class SetTransformer {
   std::vector<InducedSetAttention> induced_;  // ISAB layers, or empty
   std::optional<LayerStack> stack_;           // SAB layers (none when ISAB) and final_norm
   std::optional<PoolingByAttention> pma_;
-  Tensor output_weight_, output_bias_;
+  LinearWeights output_proj_;
 };
 
 }  // namespace attnserve
