@@ -1,9 +1,10 @@
 """Trains the bundled demo model (models/demo): a small byte-level causal language model with
 exclusive self-attention, on the English fortune-cookie files of Debian's `fortunes` package.
 
-Usage: /usr/bin/python3 python/train_demo.py [--minutes 20] [--out models/demo]
-Needs: apt-get install fortunes. Writes the model directory and TRAINING.md (held-out loss
-against a unigram byte model) into --out.
+Usage: /usr/bin/python3 python/train_demo.py [--minutes 25] [--out models/demo]
+        [--report docs/demo-model.md]
+Needs: apt-get install fortunes. Writes the model directory to --out and the report (held-out
+loss against a unigram byte model) to --report.
 """
 import argparse
 import glob
@@ -77,9 +78,10 @@ def unigram_loss(train, held_out, vocab):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--minutes", type=float, default=20.0)
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "models",
-                                                      "demo"))
+    root = os.path.join(os.path.dirname(__file__), "..")
+    parser.add_argument("--minutes", type=float, default=25.0)
+    parser.add_argument("--out", default=os.path.join(root, "models", "demo"))
+    parser.add_argument("--report", default=os.path.join(root, "docs", "demo-model.md"))
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -123,7 +125,7 @@ def main():
     unigram = unigram_loss(train, held_out, tokenizer.vocab_size)
     model.eval()
     export(model, args.out, tokenizer)
-    with open(os.path.join(args.out, "TRAINING.md"), "w") as f:
+    with open(args.report, "w") as f:
         f.write(f"""# Demo model
 
 A byte-level causal language model with exclusive self-attention (XSA), trained by

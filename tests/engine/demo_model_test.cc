@@ -10,7 +10,7 @@ namespace attnserve {
 namespace {
 
 constexpr char kDemo[] = ATTNSERVE_SOURCE_DIR "/models/demo";
-// models/demo/TRAINING.md: the unigram byte model's held-out loss is about 3.3 nats per byte.
+// docs/demo-model.md: the unigram byte model's held-out loss is about 3.3 nats per byte.
 constexpr double kUnigramNats = 3.3;
 
 double MeanNextByteLoss(const CausalLM& lm, const std::vector<int64_t>& ids) {
