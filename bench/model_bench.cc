@@ -78,6 +78,11 @@ int Run(const std::string& directory, int runs) {
       if (!lm.Advance(pointers, prompts).ok()) std::abort();
     });
     std::printf(", \"prefill_b%ld_t%ld_ms\": %.2f", batch, length, ms);
+    // After the first prefill every weight page has been read and its state is freed: the
+    // resident set is the model plus the engine's working memory.
+    if (batch == 1 && length == 128) {
+      std::printf(", \"rss_after_prefill_mb\": %.1f", ResidentMegabytes());
+    }
   }
   for (int64_t context : {128, 512, 2048}) {
     if (context + runs + 2 > lm.config().max_positions) continue;

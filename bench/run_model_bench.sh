@@ -32,9 +32,10 @@ fi
 import json, sys
 engine, torch = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 bound = 1.2 * engine["weights_mb"] + 50
-print(f"weights {engine['weights_mb']:.0f} MB; resident after load "
-      f"{engine['rss_after_load_mb']:.0f} MB (bound 1.2 x weights + 50 = {bound:.0f} MB); "
-      f"after the benchmark {engine['rss_end_mb']:.0f} MB\n")
+print(f"weights {engine['weights_mb']:.0f} MB; resident memory: after load "
+      f"{engine['rss_after_load_mb']:.0f} MB (mapped, not yet read), after a 128-token prefill "
+      f"{engine['rss_after_prefill_mb']:.0f} MB (bound 1.2 x weights + 50 = {bound:.0f} MB), "
+      f"at the end with a 2048-token cache {engine['rss_end_mb']:.0f} MB\n")
 print("| case | attnserve ms | PyTorch ms | speed-up |")
 print("|---|---|---|---|")
 for key in torch:
