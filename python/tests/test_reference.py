@@ -1,6 +1,7 @@
 """Tests of the Python side itself: the reference's incremental decoding, the exporter round
 trip and the tokenizer. Run by ctest (python_reference_test) with /usr/bin/python3."""
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -44,6 +45,18 @@ class ReferenceTest(unittest.TestCase):
                 lengths = torch.tensor([5, 3])
                 with torch.no_grad():
                     torch.testing.assert_close(again(inputs, lengths), model(inputs, lengths))
+
+    def test_command_line_exports_a_saved_model(self):
+        model = CausalLM(260, model_dim=16, num_layers=1, num_heads=2)
+        with tempfile.TemporaryDirectory() as directory:
+            checkpoint = os.path.join(directory, "model.pt")
+            torch.save(model, checkpoint)
+            out = os.path.join(directory, "exported")
+            subprocess.run([sys.executable, "-m", "attnserve.export", checkpoint, out],
+                           cwd=os.path.join(os.path.dirname(__file__), ".."), check=True,
+                           capture_output=True)
+            self.assertEqual(set(os.listdir(out)), {"config.json", "model.safetensors"})
+            self.assertEqual(load(out).settings["vocab_size"], 260)
 
     def test_qkv_projections_are_stored_back_to_back(self):
         names = ["l.k_proj.bias", "l.k_proj.weight", "l.out_proj.weight", "l.q_proj.bias",

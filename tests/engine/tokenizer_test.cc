@@ -1,0 +1,49 @@
+#include "engine/tokenizer/byte_tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+
+namespace attnserve {
+namespace {
+
+const ByteTokenizer kTokenizer({{"<|endoftext|>", 256}, {"<pad>", 257}});
+
+TEST(ByteTokenizerTest, EncodesUtf8BytesAndRoundTrips) {
+  const std::string text = "naïve café — 東京";
+  const std::vector<int64_t> ids = kTokenizer.Encode(text);
+  EXPECT_EQ(ids.size(), text.size());
+  EXPECT_EQ(ids[2], 0xC3);  // first byte of ï
+  auto decoded = kTokenizer.Decode(ids);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(*decoded, text);
+}
+
+TEST(ByteTokenizerTest, SpecialTokensDecodeToTheirText) {
+  auto decoded = kTokenizer.Decode({'h', 'i', 256, 'x', 257});
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(*decoded, "hi<|endoftext|>x<pad>");
+  EXPECT_EQ(kTokenizer.SpecialId("<pad>"), 257);
+  EXPECT_EQ(kTokenizer.SpecialId("<nope>"), -1);
+  EXPECT_EQ(*kTokenizer.TokenText(256), "<|endoftext|>");
+  EXPECT_EQ(*kTokenizer.TokenText('A'), "A");
+}
+
+TEST(ByteTokenizerTest, InvalidUtf8BecomesReplacementCharacters) {
+  // A character cut in half, a lone continuation byte, an overlong '/' and a surrogate.
+  auto decoded = kTokenizer.Decode({0xE6, 0x9D, 'a', 0x80, 0xC0, 0xAF, 0xED, 0xA0, 0x80});
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_TRUE(absl::StartsWith(*decoded, "\xEF\xBF\xBD\xEF\xBF\xBD" "a\xEF\xBF\xBD")) << *decoded;
+  EXPECT_EQ(SanitizeUtf8("ok \xF0\x9F\x98\x80"), "ok \xF0\x9F\x98\x80");  // a valid emoji stays
+}
+
+TEST(ByteTokenizerTest, UnknownIdsAreErrorsThatNameThem) {
+  auto decoded = kTokenizer.Decode({'a', 300});
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_TRUE(absl::StrContains(decoded.status().message(), "token id 300 at position 1"));
+  EXPECT_FALSE(kTokenizer.Decode({-1}).ok());
+  EXPECT_FALSE(kTokenizer.TokenText(258).ok());
+}
+
+}  // namespace
+}  // namespace attnserve
