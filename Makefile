@@ -5,7 +5,7 @@ WERROR ?= OFF
 JOBS ?= $(shell nproc)
 # Golden tests and benchmarks need Debian's torch, which lives in the system interpreter.
 PYTHON ?= /usr/bin/python3
-FORMAT_FILES = $(shell git ls-files '*.h' '*.cc')
+FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard '*.h' '*.cc')
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = safetensors_fuzz model_config_fuzz

@@ -1,8 +1,7 @@
-#include "engine/tokenizer/byte_tokenizer.h"
-
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "engine/tokenizer/byte_tokenizer.h"
 
 namespace attnserve {
 namespace {
@@ -33,7 +32,10 @@ TEST(ByteTokenizerTest, InvalidUtf8BecomesReplacementCharacters) {
   // A character cut in half, a lone continuation byte, an overlong '/' and a surrogate.
   auto decoded = kTokenizer.Decode({0xE6, 0x9D, 'a', 0x80, 0xC0, 0xAF, 0xED, 0xA0, 0x80});
   ASSERT_TRUE(decoded.ok());
-  EXPECT_TRUE(absl::StartsWith(*decoded, "\xEF\xBF\xBD\xEF\xBF\xBD" "a\xEF\xBF\xBD")) << *decoded;
+  EXPECT_TRUE(absl::StartsWith(*decoded,
+                               "\xEF\xBF\xBD\xEF\xBF\xBD"
+                               "a\xEF\xBF\xBD"))
+      << *decoded;
   EXPECT_EQ(SanitizeUtf8("ok \xF0\x9F\x98\x80"), "ok \xF0\x9F\x98\x80");  // a valid emoji stays
 }
 
