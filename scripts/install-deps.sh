@@ -9,6 +9,10 @@ packages=(
   build-essential cmake pkg-config clang-format
   # engine
   libdnnl-dev libabsl-dev nlohmann-json3-dev
+  # server: gRPC, Protobuf, the embedded HTTP server for /metrics
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libcivetweb-dev
+  # end-to-end tests: real clients in Python, health and reflection protos, a real Prometheus
+  python3-grpcio python3-grpc-tools grpc-proto prometheus
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # fuzzing the parsers (make fuzz): clang with libFuzzer

@@ -1,0 +1,121 @@
+// attnserve: serves the models of a model repository over gRPC, with Prometheus metrics.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <omp.h>
+#include <signal.h>
+
+#include <chrono>
+#include <csignal>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "server/cpu_quota.h"
+#include "server/inference_service.h"
+#include "server/metrics/http_exposer.h"
+
+ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on");
+ABSL_FLAG(int, port, 50051, "gRPC port");
+ABSL_FLAG(int, metrics_port, 9090, "HTTP port for /metrics (0: no metrics endpoint)");
+ABSL_FLAG(std::string, model_repository, "models",
+          "Directory with one subdirectory per model (config.json + model.safetensors)");
+ABSL_FLAG(int, threads, 0, "Compute threads per engine call (0: the container's CPU quota)");
+ABSL_FLAG(int, max_batch_size, 32, "Most requests (or decoding sequences) in one engine batch");
+ABSL_FLAG(int, max_queue_delay_ms, 2, "Longest wait for a batch to fill before running it");
+ABSL_FLAG(int, max_queue_size, 256, "Requests queued per model before UNAVAILABLE");
+ABSL_FLAG(int, drain_timeout_s, 30, "On SIGTERM, how long in-flight requests may take");
+ABSL_FLAG(int, max_message_bytes, 16 << 20, "Largest request or response message");
+
+namespace attnserve::server {
+namespace {
+
+constexpr char kServiceName[] = "attnserve.v1.Inference";
+
+int Serve() {
+  // SIGTERM and SIGINT are taken by sigwait below, in this thread only.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const int threads =
+      absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads) : AvailableCpus();
+  metrics::Registry registry;
+  ServerMetrics metrics(registry);
+  AddProcessMetrics(registry);
+
+  WorkerOptions options;
+  options.max_batch_size = std::max(1, absl::GetFlag(FLAGS_max_batch_size));
+  options.max_queue_delay =
+      absl::Milliseconds(std::max(0, absl::GetFlag(FLAGS_max_queue_delay_ms)));
+  options.max_queue_size = std::max(1, absl::GetFlag(FLAGS_max_queue_size));
+  options.compute_threads = threads;
+  auto repository = ModelRepository::Load(absl::GetFlag(FLAGS_model_repository), options, metrics);
+  if (repository->workers().empty()) {
+    std::cerr << "attnserve: no model loaded from " << absl::GetFlag(FLAGS_model_repository)
+              << "\n";
+    return 1;
+  }
+
+  std::unique_ptr<metrics::HttpExposer> exposer;
+  if (absl::GetFlag(FLAGS_metrics_port) > 0) {
+    auto started = metrics::HttpExposer::Start(
+        absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_metrics_port)), registry);
+    if (!started.ok()) {
+      std::cerr << "attnserve: " << started.status().message() << "\n";
+      return 1;
+    }
+    exposer = *std::move(started);
+  }
+
+  InferenceService service(*repository, metrics);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string address =
+      absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
+  int bound_port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
+  builder.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    std::cerr << "attnserve: cannot listen on " << address << "\n";
+    return 1;
+  }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(true);
+  health->SetServingStatus(kServiceName, true);
+  std::cerr << "attnserve: serving " << repository->workers().size() << " model(s) on " << address
+            << " with " << threads << " compute thread(s)"
+            << (exposer ? absl::StrCat("; metrics on :", absl::GetFlag(FLAGS_metrics_port))
+                        : std::string())
+            << "\n";
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::cerr << "attnserve: " << (signal_number == SIGTERM ? "SIGTERM" : "SIGINT") << ": draining\n";
+  health->SetServingStatus(false);
+  health->SetServingStatus(kServiceName, false);
+  // Refuses new calls, lets in-flight ones finish (the schedulers keep running), then cancels
+  // whatever is left at the deadline.
+  server->Shutdown(std::chrono::system_clock::now() +
+                   std::chrono::seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
+  repository->DrainAll();
+  std::cerr << "attnserve: drained, exiting\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace attnserve::server
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("attnserve --model_repository=DIR [--port=50051] [flags]");
+  absl::ParseCommandLine(argc, argv);
+  return attnserve::server::Serve();
+}

@@ -1,0 +1,36 @@
+// The models a server answers for: every subdirectory of --model_repository, loaded at start.
+// A directory that fails to load is recorded with its error and the others still serve. Names
+// from requests are only ever looked up here, never joined into a filesystem path.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/model_worker.h"
+
+namespace attnserve::server {
+
+class ModelRepository {
+ public:
+  static std::unique_ptr<ModelRepository> Load(const std::string& root,
+                                               const WorkerOptions& options,
+                                               ServerMetrics& metrics);
+
+  ModelWorker* Find(const std::string& name) const;
+  std::vector<const ModelWorker*> workers() const;
+  const std::map<std::string, std::string>& failures() const { return failures_; }
+
+  // Stops every model's scheduler once its accepted work is done.
+  void DrainAll();
+
+ private:
+  std::map<std::string, std::unique_ptr<ModelWorker>> workers_;
+  std::map<std::string, std::string> failures_;
+};
+
+// The RPCs a model's architecture answers.
+std::vector<std::string> SupportedMethods(const Model& model);
+
+}  // namespace attnserve::server

@@ -1,0 +1,433 @@
+#include "server/model_worker.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace attnserve::server {
+namespace {
+
+const char* MethodName(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kNextToken:
+      return "NextToken";
+    case TaskKind::kScore:
+      return "Score";
+    case TaskKind::kEmbed:
+      return "Embed";
+    case TaskKind::kGenerate:
+      return "Generate";
+  }
+  return "";
+}
+
+// log Σ exp(x), stably.
+float LogSumExp(const float* x, int64_t n) {
+  const float max = *std::max_element(x, x + n);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i] - max));
+  return max + static_cast<float>(std::log(sum));
+}
+
+// Draws a token from logits with temperature, top-k and top-p; greedy at temperature 0.
+int64_t Sample(const float* logits, int64_t vocab, const GenerateOptions& options,
+               std::mt19937_64& rng) {
+  if (options.temperature <= 0.0f) return std::max_element(logits, logits + vocab) - logits;
+  std::vector<int64_t> ids(vocab);
+  std::iota(ids.begin(), ids.end(), 0);
+  int64_t keep = options.top_k > 0 ? std::min(options.top_k, vocab) : vocab;
+  std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(),
+                    [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  ids.resize(keep);
+  std::vector<double> weights(keep);
+  const double top = logits[ids[0]] / options.temperature;
+  double total = 0.0;
+  for (int64_t i = 0; i < keep; ++i) {
+    weights[i] = std::exp(logits[ids[i]] / options.temperature - top);
+    total += weights[i];
+  }
+  if (options.top_p > 0.0f && options.top_p < 1.0f) {
+    double cumulative = 0.0;
+    int64_t cut = 0;
+    while (cut < keep && cumulative < options.top_p * total) cumulative += weights[cut++];
+    weights.resize(std::max<int64_t>(cut, 1));
+  }
+  std::discrete_distribution<int64_t> draw(weights.begin(), weights.end());
+  return ids[draw(rng)];
+}
+
+}  // namespace
+
+ModelWorker::ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerOptions options,
+                         ServerMetrics& metrics)
+    : name_(std::move(name)),
+      model_(std::move(model)),
+      options_(options),
+      metrics_(metrics),
+      end_of_text_(model_->tokenizer ? model_->tokenizer->SpecialId("<|endoftext|>") : -1),
+      thread_([this] { Run(); }) {}
+
+ModelWorker::~ModelWorker() { Drain(); }
+
+absl::Status ModelWorker::Submit(std::shared_ptr<Task> task) {
+  absl::MutexLock lock(&mutex_);
+  if (draining_) return absl::UnavailableError("the server is shutting down");
+  if (static_cast<int64_t>(queue_.size()) >= options_.max_queue_size) {
+    return absl::UnavailableError(absl::StrCat("model ", name_, " has ", queue_.size(),
+                                               " requests queued, its limit; retry later"));
+  }
+  queue_.push_back(std::move(task));
+  return absl::OkStatus();
+}
+
+void ModelWorker::Drain() {
+  {
+    absl::MutexLock lock(&mutex_);
+    draining_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+std::vector<std::shared_ptr<Task>> ModelWorker::TakeWork() {
+  absl::MutexLock lock(&mutex_);
+  const bool decoding = !generations_.empty();
+  auto has_work = [&]() ABSL_SHARED_LOCKS_REQUIRED(mutex_) {
+    return !queue_.empty() || decoding || draining_;
+  };
+  mutex_.Await(absl::Condition(&has_work));
+  // Nothing decoding: give a lone request a moment's company, so concurrent ones share a batch.
+  if (!decoding && !queue_.empty()) {
+    auto full = [&]() ABSL_SHARED_LOCKS_REQUIRED(mutex_) {
+      return static_cast<int64_t>(queue_.size()) >= options_.max_batch_size || draining_;
+    };
+    mutex_.AwaitWithDeadline(absl::Condition(&full),
+                             queue_.front()->enqueued + options_.max_queue_delay);
+  }
+  std::vector<std::shared_ptr<Task>> taken;
+  int64_t generation_slots = options_.max_batch_size - static_cast<int64_t>(generations_.size());
+  for (auto it = queue_.begin();
+       it != queue_.end() && static_cast<int64_t>(taken.size()) < options_.max_batch_size;) {
+    if ((*it)->kind == TaskKind::kGenerate) {
+      if (generation_slots <= 0) {
+        ++it;
+        continue;
+      }
+      --generation_slots;
+    }
+    taken.push_back(std::move(*it));
+    it = queue_.erase(it);
+  }
+  return taken;
+}
+
+void ModelWorker::Run() {
+  omp_set_num_threads(options_.compute_threads);
+  while (true) {
+    std::vector<std::shared_ptr<Task>> work = TakeWork();
+    {
+      absl::MutexLock lock(&mutex_);
+      if (draining_ && work.empty() && queue_.empty() && generations_.empty()) return;
+    }
+    std::vector<std::shared_ptr<Task>> next_token, score, generate;
+    const absl::Time now = absl::Now();
+    for (auto& task : work) {
+      if (task->cancelled.load()) {
+        task->Finish(absl::CancelledError("the caller cancelled the request"));
+        continue;
+      }
+      if (task->expired(now)) {
+        task->Finish(absl::DeadlineExceededError(
+            "the deadline passed while the request was queued; it was not run"));
+        continue;
+      }
+      metrics_.queue_time.Add({{"model", name_}, {"method", MethodName(task->kind)}})
+          .Observe(absl::ToDoubleSeconds(now - task->enqueued));
+      switch (task->kind) {
+        case TaskKind::kNextToken:
+          next_token.push_back(std::move(task));
+          break;
+        case TaskKind::kScore:
+          score.push_back(std::move(task));
+          break;
+        case TaskKind::kEmbed:
+          RunEmbed(task);
+          break;
+        case TaskKind::kGenerate:
+          generate.push_back(std::move(task));
+          break;
+      }
+    }
+    if (!next_token.empty()) RunNextToken(next_token);
+    if (!score.empty()) RunScore(score);
+    if (!generate.empty()) StartGenerations(generate);
+    StepGenerations();
+  }
+}
+
+void ModelWorker::RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks) {
+  // Every sequence of every task, in order, through one engine batch.
+  TokenSequences sequences;
+  int64_t prompt_tokens = 0;
+  for (const auto& task : tasks) {
+    for (const auto& ids : task->sequences) {
+      sequences.push_back(ids);
+      prompt_tokens += ids.size();
+    }
+  }
+  absl::StatusOr<Tensor> logits;
+  if (model_->causal_lm) {
+    std::vector<std::unique_ptr<DecoderState>> states;
+    std::vector<DecoderState*> pointers;
+    for (const auto& ids : sequences) {
+      states.push_back(model_->causal_lm->NewState(static_cast<int64_t>(ids.size())));
+      pointers.push_back(states.back().get());
+    }
+    logits = model_->causal_lm->Advance(pointers, sequences);
+  } else {
+    logits = model_->next_word->Logits(sequences);
+  }
+  metrics_.batch_size.Add({{"model", name_}, {"method", "NextToken"}})
+      .Observe(static_cast<double>(sequences.size()));
+  metrics_.tokens.Add({{"model", name_}, {"kind", "prompt"}}).Increment(prompt_tokens);
+  if (!logits.ok()) {
+    for (const auto& task : tasks) task->Finish(logits.status());
+    return;
+  }
+  const int64_t vocab = logits->dim(1);
+  const ByteTokenizer& tokenizer = *model_->tokenizer;
+  int64_t row = 0;
+  std::vector<float> scaled(vocab);
+  std::vector<int64_t> order(vocab);
+  for (const auto& task : tasks) {
+    v1::NextTokenResponse response;
+    response.set_model(name_);
+    for (const auto& ids : task->sequences) {
+      const float* raw = logits->row(row++);
+      for (int64_t v = 0; v < vocab; ++v) scaled[v] = raw[v] / task->temperature;
+      const float lse = LogSumExp(scaled.data(), vocab);
+      v1::NextTokenResult* result = response.add_results();
+      result->set_input_tokens(static_cast<int64_t>(ids.size()));
+      std::iota(order.begin(), order.end(), 0);
+      const int64_t k = std::min(task->top_k, vocab);
+      std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                        [&](int64_t a, int64_t b) { return scaled[a] > scaled[b]; });
+      for (int64_t i = 0; i < k; ++i) {
+        v1::TokenProbability* top = result->add_top();
+        const float log_p = scaled[order[i]] - lse;
+        top->set_id(order[i]);
+        top->set_text(DisplayText(tokenizer, order[i]));
+        top->set_probability(std::exp(log_p));
+        top->set_log_probability(log_p);
+      }
+      if (task->full_distribution) {
+        std::string packed(vocab * sizeof(float), '\0');
+        for (int64_t v = 0; v < vocab; ++v) {
+          const float p = std::exp(scaled[v] - lse);
+          std::memcpy(packed.data() + v * sizeof(float), &p, sizeof(float));
+        }
+        result->set_distribution(std::move(packed));
+      }
+    }
+    {
+      absl::MutexLock lock(&task->mutex);
+      task->next_token = std::move(response);
+    }
+    task->Finish(absl::OkStatus());
+  }
+}
+
+void ModelWorker::RunScore(const std::vector<std::shared_ptr<Task>>& tasks) {
+  TokenSequences sequences;
+  for (const auto& task : tasks) sequences.push_back(task->sequences[0]);
+  auto logits = model_->causal_lm->Logits(sequences);
+  metrics_.batch_size.Add({{"model", name_}, {"method", "Score"}})
+      .Observe(static_cast<double>(sequences.size()));
+  if (!logits.ok()) {
+    for (const auto& task : tasks) task->Finish(logits.status());
+    return;
+  }
+  const int64_t vocab = logits->dim(2);
+  for (size_t b = 0; b < tasks.size(); ++b) {
+    const std::vector<int64_t>& ids = sequences[b];
+    metrics_.tokens.Add({{"model", name_}, {"kind", "prompt"}}).Increment(ids.size());
+    v1::ScoreResponse response;
+    response.set_model(name_);
+    double total = 0.0;
+    for (size_t t = 1; t < ids.size(); ++t) {
+      const float* row = logits->Select(b).row(t - 1);
+      const float log_p = row[ids[t]] - LogSumExp(row, vocab);
+      v1::TokenScore* score = response.add_tokens();
+      score->set_id(ids[t]);
+      score->set_text(DisplayText(*model_->tokenizer, ids[t]));
+      score->set_log_probability(log_p);
+      total += log_p;
+    }
+    response.set_total_log_probability(total);
+    {
+      absl::MutexLock lock(&tasks[b]->mutex);
+      tasks[b]->score = std::move(response);
+    }
+    tasks[b]->Finish(absl::OkStatus());
+  }
+}
+
+void ModelWorker::RunEmbed(const std::shared_ptr<Task>& task) {
+  const ModelInputs& inputs = task->embed_inputs;
+  const int64_t batch = model_->config.token_inputs() ? static_cast<int64_t>(inputs.tokens.size())
+                                                      : inputs.features.batch();
+  metrics_.batch_size.Add({{"model", name_}, {"method", "Embed"}})
+      .Observe(static_cast<double>(batch));
+  v1::EmbedResponse response;
+  response.set_model(name_);
+  // Each output: a [batch, rows, width] tensor and each sequence's row count.
+  absl::StatusOr<Tensor> output;
+  std::vector<int64_t> rows(batch, 1);
+  if (model_->encoder && task->pooling == Pooling::kNone) {
+    auto states = model_->encoder->States(inputs);
+    if (states.ok()) {
+      rows = states->lengths;
+      output = states->values;
+    } else {
+      output = states.status();
+    }
+  } else if (model_->encoder) {
+    auto pooled = model_->encoder->Embed(inputs, task->pooling);
+    if (pooled.ok()) {
+      output = pooled->Reshape({batch, 1, pooled->dim(1)});
+    } else {
+      output = pooled.status();
+    }
+  } else {
+    output = model_->perceiver_io ? model_->perceiver_io->Forward(inputs)
+                                  : model_->set_transformer->Forward(inputs);
+    if (output.ok()) rows.assign(batch, output->dim(1));
+  }
+  if (!output.ok()) {
+    task->Finish(output.status());
+    return;
+  }
+  const int64_t width = output->dim(2);
+  for (int64_t b = 0; b < batch; ++b) {
+    v1::Embedding* embedding = response.add_embeddings();
+    embedding->set_rows(rows[b]);
+    embedding->set_width(width);
+    for (int64_t r = 0; r < rows[b]; ++r) {
+      const float* row = output->Select(b).row(r);
+      double norm = 0.0;
+      for (int64_t i = 0; i < width; ++i) norm += double(row[i]) * row[i];
+      const float scale = task->normalize ? 1.0f / std::max(std::sqrt(norm), 1e-12) : 1.0f;
+      for (int64_t i = 0; i < width; ++i) embedding->add_values(row[i] * scale);
+    }
+  }
+  {
+    absl::MutexLock lock(&task->mutex);
+    task->embed = std::move(response);
+  }
+  task->Finish(absl::OkStatus());
+}
+
+void ModelWorker::StartGenerations(const std::vector<std::shared_ptr<Task>>& tasks) {
+  std::vector<Generation> started;
+  std::vector<DecoderState*> states;
+  TokenSequences prompts;
+  for (const auto& task : tasks) {
+    const std::vector<int64_t>& prompt = task->sequences[0];
+    Generation generation{task,
+                          model_->causal_lm->NewState(static_cast<int64_t>(prompt.size()) +
+                                                      task->generate.max_tokens),
+                          std::mt19937_64(task->generate.seed), Utf8Stream(*model_->tokenizer)};
+    generation.prompt_tokens = static_cast<int64_t>(prompt.size());
+    states.push_back(generation.state.get());
+    prompts.push_back(prompt);
+    metrics_.tokens.Add({{"model", name_}, {"kind", "prompt"}}).Increment(prompt.size());
+    started.push_back(std::move(generation));
+  }
+  auto logits = model_->causal_lm->Advance(states, prompts);
+  metrics_.batch_size.Add({{"model", name_}, {"method", "Generate"}})
+      .Observe(static_cast<double>(states.size()));
+  if (!logits.ok()) {
+    for (const auto& task : tasks) task->Finish(logits.status());
+    return;
+  }
+  for (size_t i = 0; i < started.size(); ++i) {
+    metrics_.first_token.Add({{"model", name_}})
+        .Observe(absl::ToDoubleSeconds(absl::Now() - started[i].task->enqueued));
+    if (Emit(started[i], logits->row(i))) generations_.push_back(std::move(started[i]));
+  }
+}
+
+void ModelWorker::StepGenerations() {
+  const absl::Time now = absl::Now();
+  std::erase_if(generations_, [&](Generation& g) {
+    if (g.task->cancelled.load()) {
+      g.task->Finish(absl::CancelledError("the caller cancelled the request"));
+      return true;
+    }
+    if (g.task->expired(now)) {
+      g.task->Finish(absl::DeadlineExceededError("the deadline passed during generation"));
+      return true;
+    }
+    return false;
+  });
+  metrics_.active_sequences.Add({{"model", name_}}).Set(static_cast<double>(generations_.size()));
+  if (generations_.empty()) return;
+  std::vector<DecoderState*> states;
+  TokenSequences next;
+  for (Generation& g : generations_) {
+    states.push_back(g.state.get());
+    next.push_back({g.next_token});
+  }
+  auto logits = model_->causal_lm->Advance(states, next);
+  metrics_.batch_size.Add({{"model", name_}, {"method", "Generate"}})
+      .Observe(static_cast<double>(states.size()));
+  if (!logits.ok()) {
+    for (Generation& g : generations_) g.task->Finish(logits.status());
+    generations_.clear();
+    return;
+  }
+  std::vector<Generation> running;
+  for (size_t i = 0; i < generations_.size(); ++i) {
+    if (Emit(generations_[i], logits->row(i))) running.push_back(std::move(generations_[i]));
+  }
+  generations_ = std::move(running);
+  metrics_.active_sequences.Add({{"model", name_}}).Set(static_cast<double>(generations_.size()));
+}
+
+bool ModelWorker::Emit(Generation& g, const float* logits) {
+  const int64_t vocab = model_->config.vocab_size;
+  const int64_t id = Sample(logits, vocab, g.task->generate, g.rng);
+  auto finish = [&](v1::FinishReason reason) {
+    v1::GenerateResponse event;
+    event.mutable_finish()->set_reason(reason);
+    event.mutable_finish()->set_prompt_tokens(g.prompt_tokens);
+    event.mutable_finish()->set_generated_tokens(g.generated);
+    g.task->Emit(std::move(event));
+    g.task->Finish(absl::OkStatus());
+    return false;
+  };
+  if (id == end_of_text_) return finish(v1::FINISH_REASON_END_OF_TEXT);
+  ++g.generated;
+  metrics_.tokens.Add({{"model", name_}, {"kind", "generated"}}).Increment();
+  v1::GenerateResponse event;
+  event.mutable_token()->set_id(id);
+  event.mutable_token()->set_text(g.text.Push(id));
+  event.mutable_token()->set_log_probability(logits[id] - LogSumExp(logits, vocab));
+  g.task->Emit(std::move(event));
+  if (g.generated >= g.task->generate.max_tokens) {
+    return finish(g.task->generate.context_limited ? v1::FINISH_REASON_CONTEXT_FULL
+                                                   : v1::FINISH_REASON_MAX_TOKENS);
+  }
+  for (const std::string& stop : g.task->generate.stop) {
+    if (absl::EndsWith(g.text.bytes(), stop)) return finish(v1::FINISH_REASON_STOP_SEQUENCE);
+  }
+  g.next_token = id;
+  return true;
+}
+
+}  // namespace attnserve::server

@@ -1,0 +1,80 @@
+// One model's scheduler: a thread that owns the model and runs an engine loop over a bounded
+// queue. Each iteration it takes what is waiting (up to max_batch_size, waiting at most
+// max_queue_delay for more), drops requests whose deadline passed or whose caller went away,
+// runs NextToken and Score requests as one engine batch each, starts new generations with a
+// batched prefill, and advances every running generation by one token in one batched decode
+// step: continuous batching, sequences join and leave between steps.
+#pragma once
+
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/models/model.h"
+#include "server/server_metrics.h"
+#include "server/task.h"
+#include "server/token_text.h"
+
+namespace attnserve::server {
+
+struct WorkerOptions {
+  int64_t max_batch_size = 32;
+  absl::Duration max_queue_delay = absl::Milliseconds(2);
+  int64_t max_queue_size = 256;
+  int compute_threads = 1;  // OpenMP threads of this model's engine calls
+};
+
+class ModelWorker {
+ public:
+  ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerOptions options,
+              ServerMetrics& metrics);
+  ~ModelWorker();  // drains, then joins the thread
+
+  // Queues a validated task; UNAVAILABLE (retryable) when the queue is full or draining.
+  absl::Status Submit(std::shared_ptr<Task> task);
+  // Stops accepting work and returns once everything accepted has finished.
+  void Drain();
+
+  const std::string& name() const { return name_; }
+  const Model& model() const { return *model_; }
+  int64_t max_context() const { return model_->config.max_positions; }
+
+ private:
+  struct Generation {
+    std::shared_ptr<Task> task;
+    std::unique_ptr<DecoderState> state;
+    std::mt19937_64 rng;
+    Utf8Stream text;
+    int64_t prompt_tokens = 0, generated = 0, next_token = -1;
+  };
+
+  void Run();
+  std::vector<std::shared_ptr<Task>> TakeWork();
+  void RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks);
+  void RunScore(const std::vector<std::shared_ptr<Task>>& tasks);
+  void RunEmbed(const std::shared_ptr<Task>& task);
+  void StartGenerations(const std::vector<std::shared_ptr<Task>>& tasks);
+  void StepGenerations();
+  // Samples from one row of logits, emits the token or finishes; false when finished.
+  bool Emit(Generation& generation, const float* logits);
+
+  const std::string name_;
+  const std::unique_ptr<Model> model_;
+  const WorkerOptions options_;
+  ServerMetrics& metrics_;
+  const int64_t end_of_text_;
+
+  absl::Mutex mutex_;
+  std::deque<std::shared_ptr<Task>> queue_ ABSL_GUARDED_BY(mutex_);
+  bool draining_ ABSL_GUARDED_BY(mutex_) = false;
+  bool idle_ ABSL_GUARDED_BY(mutex_) = true;  // no generation running and nothing in hand
+  std::vector<Generation> generations_;       // scheduler thread only
+  std::thread thread_;
+};
+
+}  // namespace attnserve::server

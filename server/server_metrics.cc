@@ -1,0 +1,57 @@
+#include "server/server_metrics.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+namespace attnserve::server {
+
+using metrics::ExponentialBuckets;
+
+ServerMetrics::ServerMetrics(metrics::Registry& registry)
+    : requests(registry.AddCounter("attnserve_requests_total",
+                                   "RPCs answered, by model, method and status code.")),
+      latency(registry.AddHistogram("attnserve_request_duration_seconds",
+                                    "Time from receiving an RPC to its last response.",
+                                    ExponentialBuckets(0.0005, 2.0, 18))),
+      queue_time(registry.AddHistogram("attnserve_queue_duration_seconds",
+                                       "Time a request waited before the engine started it.",
+                                       ExponentialBuckets(0.0001, 2.0, 18))),
+      batch_size(registry.AddHistogram("attnserve_batch_size", "Sequences per engine call.",
+                                       ExponentialBuckets(1.0, 2.0, 10))),
+      tokens(registry.AddCounter("attnserve_tokens_total",
+                                 "Tokens processed: prompt (read) or generated.")),
+      in_flight(
+          registry.AddGauge("attnserve_in_flight_requests", "RPCs received and not yet answered.")),
+      first_token(registry.AddHistogram("attnserve_time_to_first_token_seconds",
+                                        "Time from a Generate request to its first token.",
+                                        ExponentialBuckets(0.001, 2.0, 16))),
+      active_sequences(registry.AddGauge("attnserve_active_sequences",
+                                         "Sequences in the running decode batch.")) {}
+
+void AddProcessMetrics(metrics::Registry& registry) {
+  auto& cpu = registry
+                  .AddCounter("process_cpu_seconds_total",
+                              "Total user and system CPU time spent in seconds.")
+                  .Add({});
+  auto& memory =
+      registry.AddGauge("process_resident_memory_bytes", "Resident memory size in bytes.").Add({});
+  registry.OnCollect([&cpu, &memory] {
+    std::ifstream stat("/proc/self/stat");
+    std::string field;
+    // Fields 14 and 15 (utime, stime) in clock ticks; the command name has no spaces here.
+    double ticks = 0;
+    for (int i = 1; i <= 15 && stat >> field; ++i) {
+      if (i >= 14) ticks += std::stod(field);
+    }
+    const double seconds = ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+    cpu.Increment(seconds - cpu.Value());
+    std::ifstream statm("/proc/self/statm");
+    long pages_total = 0, pages_resident = 0;
+    statm >> pages_total >> pages_resident;
+    memory.Set(static_cast<double>(pages_resident) * static_cast<double>(sysconf(_SC_PAGESIZE)));
+  });
+}
+
+}  // namespace attnserve::server

@@ -1,0 +1,94 @@
+"""Starts the real attnserve binary on loopback for end-to-end tests and gives stubs for it.
+
+Environment (set by ctest): ATTNSERVE_BINARY, ATTNSERVE_STUBS (generated Python stubs),
+ATTNSERVE_MODELS (the model repository).
+"""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.environ["ATTNSERVE_STUBS"])
+
+import grpc  # noqa: E402
+from attnserve.v1 import inference_pb2 as pb  # noqa: E402,F401
+from attnserve.v1 import inference_pb2_grpc as pb_grpc  # noqa: E402
+from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402,F401
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, *flags, models=None):
+        self.port, self.metrics_port = free_port(), free_port()
+        self.log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                                     f"attnserve-{self.port}.log"), "w+")
+        self.process = subprocess.Popen(
+            [os.environ["ATTNSERVE_BINARY"], "--host=127.0.0.1", f"--port={self.port}",
+             f"--metrics_port={self.metrics_port}", "--threads=1",
+             f"--model_repository={models or os.environ['ATTNSERVE_MODELS']}", *flags],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        self.stub = pb_grpc.InferenceStub(self.channel)
+        self.health = health_pb2_grpc.HealthStub(self.channel)
+        self.wait_until_serving()
+
+    def wait_until_serving(self, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited {self.process.returncode}: {self.output()}")
+            try:
+                response = self.health.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                if response.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("server did not become healthy: " + self.output())
+
+    def metrics(self):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                    timeout=5) as response:
+            return response.read().decode()
+
+    def metric_value(self, name, **labels):
+        """Sum of the samples of `name` whose labels include `labels`."""
+        total = 0.0
+        for line in self.metrics().splitlines():
+            if line.startswith("#") or not line.startswith(name):
+                continue
+            series, value = line.rsplit(" ", 1)
+            if series.split("{")[0] != name:
+                continue
+            if all(f'{k}="{v}"' in series for k, v in labels.items()):
+                total += float(value)
+        return total
+
+    def output(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def terminate(self, timeout=30):
+        """SIGTERM, then the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=timeout)
+        finally:
+            self.channel.close()
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.channel.close()
+        self.log.close()

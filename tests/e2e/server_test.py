@@ -1,0 +1,305 @@
+"""End-to-end tests: the real server binary on loopback, called from Python (python3-grpcio)."""
+import concurrent.futures
+import math
+import os
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+import grpc
+
+from server_harness import Server, health_pb2, pb
+
+MODEL = "demo"
+
+
+class ServerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("--max_queue_delay_ms=5")
+        cls.stub = cls.server.stub
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def next_token(self, *texts, **options):
+        request = pb.NextTokenRequest(model=MODEL, sequences=[pb.Sequence(text=t) for t in texts],
+                                      **options)
+        return self.stub.NextToken(request, timeout=30)
+
+    def generate(self, text, **options):
+        tokens, finish = [], None
+        for event in self.stub.Generate(
+                pb.GenerateRequest(model=MODEL, prompt=pb.Sequence(text=text), **options),
+                timeout=60):
+            if event.HasField("token"):
+                tokens.append(event.token)
+            else:
+                finish = event.finish
+        return tokens, finish
+
+    def test_list_and_get_model(self):
+        models = self.stub.ListModels(pb.ListModelsRequest()).models
+        self.assertEqual([m.name for m in models], [MODEL])
+        info = self.stub.GetModel(pb.GetModelRequest(model=MODEL))
+        self.assertEqual(info.architecture, "causal_lm")
+        self.assertEqual(info.vocab_size, 257)
+        self.assertEqual(info.tokenizer.special_tokens["<|endoftext|>"], 256)
+        self.assertEqual(set(info.methods), {"NextToken", "Generate", "Score"})
+
+    def test_health_overall_and_per_service(self):
+        for service in ("", "attnserve.v1.Inference"):
+            response = self.server.health.Check(health_pb2.HealthCheckRequest(service=service))
+            self.assertEqual(response.status, health_pb2.HealthCheckResponse.SERVING)
+
+    def test_next_token_distribution(self):
+        result = self.next_token("The cat sat on the", top_k=257, full_distribution=True)
+        top = result.results[0].top
+        self.assertEqual(len(top), 257)
+        self.assertAlmostEqual(sum(t.probability for t in top), 1.0, places=4)
+        self.assertTrue(all(a.probability >= b.probability for a, b in zip(top, top[1:])))
+        for t in top[:5]:
+            self.assertAlmostEqual(math.log(t.probability), t.log_probability, places=4)
+        packed = result.results[0].distribution
+        probabilities = struct.unpack(f"<{len(packed) // 4}f", packed)
+        self.assertEqual(len(probabilities), 257)
+        self.assertAlmostEqual(probabilities[top[0].id], top[0].probability, places=6)
+        self.assertEqual(result.results[0].input_tokens, len("The cat sat on the"))
+
+    def test_text_and_token_ids_agree(self):
+        by_text = self.next_token("Hello")
+        ids = list("Hello".encode())
+        by_ids = self.stub.NextToken(pb.NextTokenRequest(
+            model=MODEL, sequences=[pb.Sequence(tokens=pb.TokenIds(ids=ids))]))
+        self.assertEqual([t.id for t in by_text.results[0].top],
+                         [t.id for t in by_ids.results[0].top])
+
+    def test_batched_results_equal_unbatched(self):
+        texts = ["A", "Once upon a time", "To be or not to be, that is"]
+        together = self.next_token(*texts, top_k=5)
+        for text, result in zip(texts, together.results):
+            alone = self.next_token(text, top_k=5).results[0]
+            self.assertEqual([t.id for t in result.top], [t.id for t in alone.top])
+            for a, b in zip(result.top, alone.top):
+                self.assertAlmostEqual(a.log_probability, b.log_probability, places=4)
+
+    def test_concurrent_requests_share_batches(self):
+        before = self.server.metric_value("attnserve_batch_size_count", method="NextToken")
+        before_sum = self.server.metric_value("attnserve_batch_size_sum", method="NextToken")
+        texts = [f"Request number {i} says" for i in range(32)]
+        with concurrent.futures.ThreadPoolExecutor(32) as pool:
+            results = list(pool.map(lambda t: self.next_token(t, top_k=3), texts))
+        calls = self.server.metric_value("attnserve_batch_size_count", method="NextToken") - before
+        sequences = self.server.metric_value("attnserve_batch_size_sum", method="NextToken") \
+            - before_sum
+        self.assertEqual(sequences, 32)
+        self.assertLess(calls, 32, "concurrent requests never shared an engine batch")
+        for text, result in zip(texts, results):
+            alone = self.next_token(text, top_k=3).results[0]
+            self.assertEqual([t.id for t in result.results[0].top], [t.id for t in alone.top])
+
+    def test_generate_greedy_is_deterministic_and_streams_log_probabilities(self):
+        first, finish = self.generate("The best thing about", max_tokens=20)
+        second, _ = self.generate("The best thing about", max_tokens=20)
+        self.assertEqual([t.id for t in first], [t.id for t in second])
+        self.assertEqual(finish.reason, pb.FINISH_REASON_MAX_TOKENS)
+        self.assertEqual(finish.generated_tokens, 20)
+        self.assertEqual(finish.prompt_tokens, len("The best thing about"))
+        self.assertTrue(all(t.log_probability <= 0 for t in first))
+        # Greedy: each streamed token is the top NextToken choice after the text so far.
+        text = "The best thing about"
+        step = self.next_token(text, top_k=1).results[0].top[0]
+        self.assertEqual(step.id, first[0].id)
+
+    def test_generate_sampling_with_a_seed_is_reproducible(self):
+        options = dict(max_tokens=30, temperature=1.0, top_k=40, top_p=0.9, seed=7)
+        a, _ = self.generate("Life is", **options)
+        b, _ = self.generate("Life is", **options)
+        self.assertEqual([t.id for t in a], [t.id for t in b])
+        c, _ = self.generate("Life is", **dict(options, seed=8))
+        self.assertNotEqual([t.id for t in a], [t.id for t in c])
+
+    def test_generate_stops_at_a_stop_sequence(self):
+        tokens, _ = self.generate("The", max_tokens=200)
+        text = "".join(t.text for t in tokens)
+        stop = text[5:7]
+        tokens, finish = self.generate("The", max_tokens=200, stop=[stop])
+        self.assertEqual(finish.reason, pb.FINISH_REASON_STOP_SEQUENCE)
+        self.assertTrue("".join(t.text for t in tokens).endswith(stop))
+
+    def test_generate_near_the_end_of_the_context(self):
+        info = self.stub.GetModel(pb.GetModelRequest(model=MODEL))
+        prompt = "x" * (info.max_context - 3)
+        tokens, finish = self.generate(prompt, max_tokens=50)
+        self.assertEqual(finish.reason, pb.FINISH_REASON_CONTEXT_FULL)
+        self.assertLessEqual(len(tokens), 3)
+
+    def test_score_is_consistent_with_next_token(self):
+        text = "Hello there"
+        score = self.stub.Score(pb.ScoreRequest(model=MODEL, sequence=pb.Sequence(text=text)))
+        self.assertEqual(len(score.tokens), len(text) - 1)
+        self.assertAlmostEqual(score.total_log_probability,
+                               sum(t.log_probability for t in score.tokens), places=3)
+        full = self.next_token(text[:5], top_k=257).results[0].top
+        expected = next(t.log_probability for t in full if t.id == ord(text[5]))
+        self.assertAlmostEqual(score.tokens[4].log_probability, expected, places=4)
+
+    def test_malformed_requests_get_clear_errors_and_the_server_keeps_serving(self):
+        invalid = grpc.StatusCode.INVALID_ARGUMENT
+        seq = pb.Sequence(text="hi")
+        cases = [
+            ("NextToken", pb.NextTokenRequest(model="nope", sequences=[seq]),
+             grpc.StatusCode.NOT_FOUND, "nope"),
+            ("NextToken", pb.NextTokenRequest(sequences=[seq]), invalid, "model"),
+            ("NextToken", pb.NextTokenRequest(model=MODEL), invalid, "sequences"),
+            ("NextToken", pb.NextTokenRequest(model=MODEL, sequences=[pb.Sequence()]), invalid,
+             "sequences[0] has neither"),
+            ("NextToken", pb.NextTokenRequest(model=MODEL, sequences=[pb.Sequence(text="")]),
+             invalid, "sequences[0] is empty"),
+            ("NextToken", pb.NextTokenRequest(model=MODEL, sequences=[
+                pb.Sequence(tokens=pb.TokenIds(ids=[5, 300]))]), invalid, "ids[1] = 300"),
+            ("NextToken", pb.NextTokenRequest(model=MODEL, sequences=[
+                pb.Sequence(tokens=pb.TokenIds(ids=[-1]))]), invalid, "ids[0] = -1"),
+            ("NextToken", pb.NextTokenRequest(model=MODEL, sequences=[
+                pb.Sequence(text="x" * 5000)]), invalid, "at most 1024"),
+            ("NextToken", pb.NextTokenRequest(model=MODEL, sequences=[seq] * 300), invalid,
+             "at most 256"),
+            ("NextToken", pb.NextTokenRequest(model=MODEL, sequences=[seq], top_k=258), invalid,
+             "top_k"),
+            ("NextToken", pb.NextTokenRequest(model=MODEL, sequences=[seq], top_k=-1), invalid,
+             "top_k"),
+            ("NextToken", pb.NextTokenRequest(model=MODEL, sequences=[seq], temperature=-1),
+             invalid, "temperature"),
+            ("NextToken", pb.NextTokenRequest(model=MODEL, sequences=[seq],
+                                              temperature=float("nan")), invalid, "temperature"),
+            ("Embed", pb.EmbedRequest(model=MODEL, sequences=[seq]), invalid,
+             "does not answer Embed"),
+            ("Score", pb.ScoreRequest(model=MODEL), invalid, "sequence is missing"),
+            ("Score", pb.ScoreRequest(model="", sequence=seq), invalid, "model is empty"),
+            ("Generate", pb.GenerateRequest(model=MODEL), invalid, "prompt is missing"),
+            ("Generate", pb.GenerateRequest(model=MODEL, prompt=seq, max_tokens=-5), invalid,
+             "max_tokens"),
+            ("Generate", pb.GenerateRequest(model=MODEL, prompt=seq, top_p=1.5), invalid,
+             "top_p"),
+            ("Generate", pb.GenerateRequest(model=MODEL, prompt=seq, top_p=float("inf")),
+             invalid, "top_p"),
+            ("Generate", pb.GenerateRequest(model=MODEL, prompt=seq, top_k=1000), invalid,
+             "top_k"),
+            ("Generate", pb.GenerateRequest(model=MODEL, prompt=seq, stop=[""]), invalid,
+             "stop[0]"),
+            ("Generate", pb.GenerateRequest(model=MODEL, prompt=seq, stop=["a"] * 17), invalid,
+             "stop"),
+            ("Generate", pb.GenerateRequest(model=MODEL, prompt=pb.Sequence(text="y" * 1024)),
+             invalid, "leaves no room"),
+            ("GetModel", pb.GetModelRequest(model="../../etc/passwd"),
+             grpc.StatusCode.NOT_FOUND, "no model named"),
+        ]
+        for method, request, code, fragment in cases:
+            with self.subTest(method=method, fragment=fragment):
+                call = getattr(self.stub, method)
+                with self.assertRaises(grpc.RpcError) as raised:
+                    result = call(request, timeout=10)
+                    if method == "Generate":
+                        list(result)
+                self.assertEqual(raised.exception.code(), code, raised.exception.details())
+                self.assertIn(fragment, raised.exception.details())
+        self.assertEqual(len(self.next_token("still serving").results), 1)
+        # Unknown model names do not become metric labels.
+        self.assertNotIn('model="nope"', self.server.metrics())
+
+    def test_expired_deadline_is_not_run(self):
+        with self.assertRaises(grpc.RpcError) as raised:
+            self.stub.NextToken(pb.NextTokenRequest(model=MODEL, sequences=[
+                pb.Sequence(text="z" * 1000)] * 64), timeout=0.001)
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+
+    def test_cancelled_stream_frees_its_sequence(self):
+        # Greedy from "The" runs for hundreds of tokens before any end of text.
+        stream = self.stub.Generate(pb.GenerateRequest(
+            model=MODEL, prompt=pb.Sequence(text="The"), max_tokens=1000))
+        next(stream)
+        self.assertGreaterEqual(self.server.metric_value("attnserve_active_sequences"), 1)
+        stream.cancel()
+        deadline = time.time() + 5
+        while time.time() < deadline and self.server.metric_value("attnserve_active_sequences"):
+            time.sleep(0.05)
+        self.assertEqual(self.server.metric_value("attnserve_active_sequences"), 0)
+
+    def test_metrics_pass_promtool(self):
+        self.next_token("metrics please")
+        text = self.server.metrics()
+        for name in ("attnserve_requests_total", "attnserve_request_duration_seconds_bucket",
+                     "attnserve_queue_duration_seconds_bucket", "attnserve_batch_size_bucket",
+                     "attnserve_tokens_total", "attnserve_in_flight_requests",
+                     "process_cpu_seconds_total", "process_resident_memory_bytes"):
+            self.assertIn(name, text)
+        check = subprocess.run(["promtool", "check", "metrics"], input=text.encode(),
+                               capture_output=True)
+        self.assertEqual(check.returncode, 0, check.stdout.decode() + check.stderr.decode())
+
+
+class LifecycleTest(unittest.TestCase):
+    def test_sigterm_drains_in_flight_requests_and_exits_zero(self):
+        server = Server()
+        try:
+            results, errors = [], []
+
+            def call(i):
+                try:
+                    tokens = []
+                    for event in server.stub.Generate(pb.GenerateRequest(
+                            model=MODEL, prompt=pb.Sequence(text=f"Story {i}:"), max_tokens=40),
+                            timeout=60):
+                        if event.HasField("finish"):
+                            results.append(event.finish)
+                        tokens.append(event)
+                except grpc.RpcError as e:
+                    errors.append(e.code())
+
+            threads = [threading.Thread(target=call, args=(i,)) for i in range(6)]
+            for t in threads:
+                t.start()
+            deadline = time.time() + 10
+            while server.metric_value("attnserve_active_sequences") < 1 and time.time() < deadline:
+                time.sleep(0.01)
+            code = server.terminate()
+            for t in threads:
+                t.join()
+            self.assertEqual(code, 0, server.output())
+            # Every call the server accepted ran to its end (all its tokens, or the model's
+            # end of text); a call that arrived after the drain began was refused, never cut.
+            self.assertEqual(len(results) + len(errors), 6)
+            for finish in results:
+                self.assertTrue(
+                    finish.reason == pb.FINISH_REASON_MAX_TOKENS and finish.generated_tokens == 40
+                    or finish.reason == pb.FINISH_REASON_END_OF_TEXT, finish)
+            self.assertTrue(all(e == grpc.StatusCode.UNAVAILABLE for e in errors), errors)
+            self.assertGreaterEqual(len(results), 1)
+        finally:
+            server.stop()
+
+    def test_a_broken_model_directory_does_not_stop_the_others(self):
+        with tempfile.TemporaryDirectory() as repository:
+            os.symlink(os.path.abspath(os.environ["ATTNSERVE_MODELS"] + "/demo"),
+                       os.path.join(repository, "good"))
+            broken = os.path.join(repository, "broken")
+            os.makedirs(broken)
+            with open(os.path.join(broken, "config.json"), "w") as f:
+                f.write('{"format_version": 1, "architecture": "causal_lm"}')
+            server = Server(models=repository)
+            try:
+                listing = server.stub.ListModels(pb.ListModelsRequest())
+                self.assertEqual([m.name for m in listing.models], ["good"])
+                self.assertEqual(listing.failed[0].name, "broken")
+                self.assertIn("config.json", listing.failed[0].error)
+                self.assertIn("broken", server.output())
+            finally:
+                server.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
