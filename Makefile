@@ -25,9 +25,9 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
-serve:
-	@echo "make serve: the gRPC server arrives with issue 4 (not built yet)." >&2
-	@exit 1
+# The bundled demo model on :50051 (gRPC) and :9090 (/metrics); SERVE_FLAGS adds flags.
+serve: build
+	./$(BUILD_DIR)/server/attnserve --model_repository=models $(SERVE_FLAGS)
 
 bench: build
 	bash bench/run_kernel_bench.sh $(BUILD_DIR)

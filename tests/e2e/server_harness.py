@@ -17,6 +17,7 @@ import grpc  # noqa: E402
 from attnserve.v1 import inference_pb2 as pb  # noqa: E402,F401
 from attnserve.v1 import inference_pb2_grpc as pb_grpc  # noqa: E402
 from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402,F401
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc  # noqa: E402,F401
 
 
 def free_port():

@@ -1,5 +1,6 @@
 """End-to-end tests: the real server binary on loopback, called from Python (python3-grpcio)."""
 import concurrent.futures
+import json
 import math
 import os
 import struct
@@ -8,10 +9,11 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 
 import grpc
 
-from server_harness import Server, health_pb2, pb
+from server_harness import Server, free_port, health_pb2, pb, reflection_pb2, reflection_pb2_grpc
 
 MODEL = "demo"
 
@@ -55,6 +57,46 @@ class ServerTest(unittest.TestCase):
         for service in ("", "attnserve.v1.Inference"):
             response = self.server.health.Check(health_pb2.HealthCheckRequest(service=service))
             self.assertEqual(response.status, health_pb2.HealthCheckResponse.SERVING)
+
+    def test_reflection_lists_the_services(self):
+        stub = reflection_pb2_grpc.ServerReflectionStub(self.server.channel)
+        responses = stub.ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+        services = {s.name for s in next(responses).list_services_response.service}
+        self.assertIn("attnserve.v1.Inference", services)
+        self.assertIn("grpc.health.v1.Health", services)
+
+    def test_a_real_prometheus_scrapes_the_server(self):
+        self.next_token("for prometheus")
+        with tempfile.TemporaryDirectory() as directory:
+            config = os.path.join(directory, "prometheus.yml")
+            with open(config, "w") as f:
+                f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n"
+                        "  - job_name: attnserve\n    static_configs:\n"
+                        f"      - targets: ['127.0.0.1:{self.server.metrics_port}']\n")
+            web = free_port()
+            prometheus = subprocess.Popen(
+                ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={directory}/data",
+                 f"--web.listen-address=127.0.0.1:{web}"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                query = (f"http://127.0.0.1:{web}/api/v1/query?query="
+                         "attnserve_requests_total%7Bmethod%3D%22NextToken%22%2Ccode%3D%22OK%22%7D")
+                found = None
+                deadline = time.time() + 60
+                while time.time() < deadline and not found:
+                    time.sleep(1)
+                    try:
+                        with urllib.request.urlopen(query, timeout=2) as response:
+                            found = json.load(response)["data"]["result"]
+                    except (OSError, ValueError, KeyError):
+                        pass
+                self.assertTrue(found, "Prometheus never scraped a NextToken request count")
+                self.assertEqual(found[0]["metric"]["model"], MODEL)
+                self.assertGreaterEqual(float(found[0]["value"][1]), 1)
+            finally:
+                prometheus.terminate()
+                prometheus.wait()
 
     def test_next_token_distribution(self):
         result = self.next_token("The cat sat on the", top_k=257, full_distribution=True)
