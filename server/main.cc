@@ -7,7 +7,9 @@
 
 #include <chrono>
 #include <csignal>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -28,11 +30,49 @@ ABSL_FLAG(int, max_queue_delay_ms, 2, "Longest wait for a batch to fill before r
 ABSL_FLAG(int, max_queue_size, 256, "Requests queued per model before UNAVAILABLE");
 ABSL_FLAG(int, drain_timeout_s, 30, "On SIGTERM, how long in-flight requests may take");
 ABSL_FLAG(int, max_message_bytes, 16 << 20, "Largest request or response message");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve TLS (with --tls_key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: require and verify client certificates (mutual TLS)");
 
 namespace attnserve::server {
 namespace {
 
 constexpr char kServiceName[] = "attnserve.v1.Inference";
+
+absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("--", flag, ": cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Insecure without --tls_cert; TLS with it; mutual TLS with --tls_client_ca as well.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert), key = absl::GetFlag(FLAGS_tls_key);
+  const std::string client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  if (cert.empty() && key.empty() && client_ca.empty()) return grpc::InsecureServerCredentials();
+  if (cert.empty() || key.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
+  }
+  grpc::SslServerCredentialsOptions options;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  auto cert_pem = ReadFile("tls_cert", cert);
+  if (!cert_pem.ok()) return cert_pem.status();
+  auto key_pem = ReadFile("tls_key", key);
+  if (!key_pem.ok()) return key_pem.status();
+  pair.cert_chain = *cert_pem;
+  pair.private_key = *key_pem;
+  options.pem_key_cert_pairs.push_back(pair);
+  if (!client_ca.empty()) {
+    auto ca_pem = ReadFile("tls_client_ca", client_ca);
+    if (!ca_pem.ok()) return ca_pem.status();
+    options.pem_root_certs = *ca_pem;
+    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(options);
+}
 
 int Serve() {
   // SIGTERM and SIGINT are taken by sigwait below, in this thread only.
@@ -72,6 +112,11 @@ int Serve() {
     exposer = *std::move(started);
   }
 
+  auto credentials = Credentials();
+  if (!credentials.ok()) {
+    std::cerr << "attnserve: " << credentials.status().message() << "\n";
+    return 1;
+  }
   InferenceService service(*repository, metrics);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -79,7 +124,7 @@ int Serve() {
   const std::string address =
       absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
   int bound_port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(address, *credentials, &bound_port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_bytes));

@@ -27,7 +27,7 @@ def free_port():
 
 
 class Server:
-    def __init__(self, *flags, models=None):
+    def __init__(self, *flags, models=None, credentials=None, health_credentials=None):
         self.port, self.metrics_port = free_port(), free_port()
         self.log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"),
                                      f"attnserve-{self.port}.log"), "w+")
@@ -36,7 +36,10 @@ class Server:
              f"--metrics_port={self.metrics_port}", "--threads=1",
              f"--model_repository={models or os.environ['ATTNSERVE_MODELS']}", *flags],
             stdout=self.log, stderr=subprocess.STDOUT)
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        target = f"127.0.0.1:{self.port}"
+        options = [("grpc.ssl_target_name_override", "localhost")]
+        self.channel = grpc.secure_channel(target, credentials, options) if credentials \
+            else grpc.insecure_channel(target)
         self.stub = pb_grpc.InferenceStub(self.channel)
         self.health = health_pb2_grpc.HealthStub(self.channel)
         self.wait_until_serving()

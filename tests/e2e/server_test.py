@@ -343,5 +343,133 @@ class LifecycleTest(unittest.TestCase):
                 server.stop()
 
 
+def make_certificates(directory):
+    """A CA, a server certificate for localhost and a client certificate, with openssl."""
+    def run(*args):
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
+
+    for name in ("ca", "other_ca"):
+        run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+            f"/CN={name}", "-keyout", f"{name}.key", "-out", f"{name}.pem")
+    for name, ca in (("server", "ca"), ("client", "ca"), ("stranger", "other_ca")):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout",
+            f"{name}.key", "-out", f"{name}.csr")
+        with open(os.path.join(directory, f"{name}.ext"), "w") as f:
+            f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
+            "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem")
+
+    def read(name):
+        with open(os.path.join(directory, name), "rb") as f:
+            return f.read()
+    return read
+
+
+class TlsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.directory = tempfile.TemporaryDirectory()
+        cls.read = staticmethod(make_certificates(cls.directory.name))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.directory.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.directory.name, name)
+
+    def call(self, server):
+        return server.stub.NextToken(pb.NextTokenRequest(
+            model=MODEL, sequences=[pb.Sequence(text="secure")]), timeout=10)
+
+    def test_tls(self):
+        credentials = grpc.ssl_channel_credentials(root_certificates=self.read("ca.pem"))
+        server = Server(f"--tls_cert={self.path('server.pem')}",
+                        f"--tls_key={self.path('server.key')}", credentials=credentials)
+        try:
+            self.assertEqual(len(self.call(server).results), 1)
+            # A client that trusts another CA is refused.
+            wrong = grpc.secure_channel(
+                f"127.0.0.1:{server.port}",
+                grpc.ssl_channel_credentials(root_certificates=self.read("other_ca.pem")),
+                [("grpc.ssl_target_name_override", "localhost")])
+            with self.assertRaises(grpc.RpcError) as raised:
+                pb_stub(wrong).ListModels(pb.ListModelsRequest(), timeout=5)
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAVAILABLE)
+            # Plaintext is refused too.
+            plain = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+            with self.assertRaises(grpc.RpcError):
+                pb_stub(plain).ListModels(pb.ListModelsRequest(), timeout=5)
+        finally:
+            server.stop()
+
+    def test_mutual_tls_requires_a_client_certificate_from_the_ca(self):
+        def credentials(client=None):
+            kwargs = dict(root_certificates=self.read("ca.pem"))
+            if client:
+                kwargs.update(private_key=self.read(f"{client}.key"),
+                              certificate_chain=self.read(f"{client}.pem"))
+            return grpc.ssl_channel_credentials(**kwargs)
+
+        server = Server(f"--tls_cert={self.path('server.pem')}",
+                        f"--tls_key={self.path('server.key')}",
+                        f"--tls_client_ca={self.path('ca.pem')}",
+                        credentials=credentials("client"))
+        try:
+            self.assertEqual(len(self.call(server).results), 1)
+            for client in (None, "stranger"):
+                with self.subTest(client=client):
+                    channel = grpc.secure_channel(f"127.0.0.1:{server.port}", credentials(client),
+                                                  [("grpc.ssl_target_name_override", "localhost")])
+                    with self.assertRaises(grpc.RpcError) as raised:
+                        pb_stub(channel).ListModels(pb.ListModelsRequest(), timeout=5)
+                    self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        finally:
+            server.stop()
+
+    def test_bad_tls_flags_stop_the_server_with_a_message(self):
+        process = subprocess.run(
+            [os.environ["ATTNSERVE_BINARY"], f"--model_repository={os.environ['ATTNSERVE_MODELS']}",
+             "--port=0", "--metrics_port=0", f"--tls_cert={self.path('server.pem')}"],
+            capture_output=True, timeout=60)
+        self.assertNotEqual(process.returncode, 0)
+        self.assertIn(b"--tls_cert and --tls_key go together", process.stderr)
+
+
+class OverloadTest(unittest.TestCase):
+    def test_a_full_queue_answers_unavailable_at_once(self):
+        server = Server("--max_batch_size=1", "--max_queue_size=2", "--max_queue_delay_ms=0")
+        try:
+            long_prompt = pb.Sequence(text="w" * 1000)
+
+            def call(_):
+                start = time.time()
+                try:
+                    server.stub.NextToken(pb.NextTokenRequest(model=MODEL,
+                                                              sequences=[long_prompt] * 8),
+                                          timeout=60)
+                    return "OK", time.time() - start
+                except grpc.RpcError as e:
+                    return e.code(), time.time() - start
+
+            with concurrent.futures.ThreadPoolExecutor(24) as pool:
+                outcomes = list(pool.map(call, range(24)))
+            refused = [t for code, t in outcomes if code == grpc.StatusCode.UNAVAILABLE]
+            served = [t for code, t in outcomes if code == "OK"]
+            self.assertEqual(len(refused) + len(served), 24, outcomes)
+            self.assertGreater(len(refused), 0)
+            self.assertGreater(len(served), 0)
+            # Refusals do not wait behind the work they would have queued for.
+            self.assertLess(sorted(refused)[len(refused) // 2], min(served + [1.0]), outcomes)
+            self.assertEqual(len(server.stub.ListModels(pb.ListModelsRequest()).models), 1)
+        finally:
+            server.stop()
+
+
+def pb_stub(channel):
+    from attnserve.v1 import inference_pb2_grpc
+    return inference_pb2_grpc.InferenceStub(channel)
+
+
 if __name__ == "__main__":
     unittest.main()
