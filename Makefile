@@ -10,7 +10,7 @@ FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard '*.h' '
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = safetensors_fuzz model_config_fuzz
 
-.PHONY: deps configure build test serve bench bench-model fuzz format format-check clean
+.PHONY: deps configure build test serve bench bench-model bench-server fuzz format format-check clean
 
 deps:
 	bash scripts/install-deps.sh
@@ -34,6 +34,9 @@ bench: build
 
 bench-model: build
 	bash bench/run_model_bench.sh $(BUILD_DIR)
+
+bench-server: build
+	$(PYTHON) bench/server_bench.py $(BUILD_DIR)
 
 # libFuzzer (clang) on the safetensors and config parsers, FUZZ_SECONDS per target, starting
 # from the committed corpus; new inputs collect in build-fuzz/corpus/.

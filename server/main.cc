@@ -26,7 +26,8 @@ ABSL_FLAG(std::string, model_repository, "models",
           "Directory with one subdirectory per model (config.json + model.safetensors)");
 ABSL_FLAG(int, threads, 0, "Compute threads per engine call (0: the container's CPU quota)");
 ABSL_FLAG(int, max_batch_size, 32, "Most requests (or decoding sequences) in one engine batch");
-ABSL_FLAG(int, max_queue_delay_ms, 2, "Longest wait for a batch to fill before running it");
+// 0, as Triton's default: requests that arrive while the engine is busy batch up anyway.
+ABSL_FLAG(int, max_queue_delay_ms, 0, "Longest wait for a batch to fill before running it");
 ABSL_FLAG(int, max_queue_size, 256, "Requests queued per model before UNAVAILABLE");
 ABSL_FLAG(int, drain_timeout_s, 30, "On SIGTERM, how long in-flight requests may take");
 ABSL_FLAG(int, max_message_bytes, 16 << 20, "Largest request or response message");

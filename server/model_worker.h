@@ -24,7 +24,7 @@ namespace attnserve::server {
 
 struct WorkerOptions {
   int64_t max_batch_size = 32;
-  absl::Duration max_queue_delay = absl::Milliseconds(2);
+  absl::Duration max_queue_delay = absl::ZeroDuration();
   int64_t max_queue_size = 256;
   int compute_threads = 1;  // OpenMP threads of this model's engine calls
 };
