@@ -184,56 +184,40 @@ grpc::Status InferenceService::GetModel(grpc::ServerContext*, const v1::GetModel
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::NextToken(grpc::ServerContext* context,
-                                         const v1::NextTokenRequest* request,
-                                         v1::NextTokenResponse* response) {
-  RpcScope scope(metrics_, ModelLabel(request->model()), "NextToken");
-  auto worker = Route(request->model(), "NextToken");
+template <typename Request, typename Response>
+grpc::Status InferenceService::Unary(grpc::ServerContext* context, const char* method,
+                                     TaskKind kind, const Request& request, Response* response,
+                                     Validator<Request> validate, Response Task::*result) const {
+  RpcScope scope(metrics_, ModelLabel(request.model()), method);
+  auto worker = Route(request.model(), method);
   if (!worker.ok()) return scope.Finish(worker.status());
-  auto task = std::make_shared<Task>(TaskKind::kNextToken);
-  if (auto status = ValidateNextToken(*request, **worker, *task); !status.ok()) {
+  auto task = std::make_shared<Task>(kind);
+  if (auto status = validate(request, **worker, *task); !status.ok()) {
     return scope.Finish(status);
   }
   absl::Status status = Run(context, **worker, task);
   if (status.ok()) {
     absl::MutexLock lock(&task->mutex);
-    *response = std::move(task->next_token);
+    *response = std::move((*task).*result);
   }
   return scope.Finish(status);
+}
+
+grpc::Status InferenceService::NextToken(grpc::ServerContext* context,
+                                         const v1::NextTokenRequest* request,
+                                         v1::NextTokenResponse* response) {
+  return Unary(context, "NextToken", TaskKind::kNextToken, *request, response, ValidateNextToken,
+               &Task::next_token);
 }
 
 grpc::Status InferenceService::Score(grpc::ServerContext* context, const v1::ScoreRequest* request,
                                      v1::ScoreResponse* response) {
-  RpcScope scope(metrics_, ModelLabel(request->model()), "Score");
-  auto worker = Route(request->model(), "Score");
-  if (!worker.ok()) return scope.Finish(worker.status());
-  auto task = std::make_shared<Task>(TaskKind::kScore);
-  if (auto status = ValidateScore(*request, **worker, *task); !status.ok()) {
-    return scope.Finish(status);
-  }
-  absl::Status status = Run(context, **worker, task);
-  if (status.ok()) {
-    absl::MutexLock lock(&task->mutex);
-    *response = std::move(task->score);
-  }
-  return scope.Finish(status);
+  return Unary(context, "Score", TaskKind::kScore, *request, response, ValidateScore, &Task::score);
 }
 
 grpc::Status InferenceService::Embed(grpc::ServerContext* context, const v1::EmbedRequest* request,
                                      v1::EmbedResponse* response) {
-  RpcScope scope(metrics_, ModelLabel(request->model()), "Embed");
-  auto worker = Route(request->model(), "Embed");
-  if (!worker.ok()) return scope.Finish(worker.status());
-  auto task = std::make_shared<Task>(TaskKind::kEmbed);
-  if (auto status = ValidateEmbed(*request, **worker, *task); !status.ok()) {
-    return scope.Finish(status);
-  }
-  absl::Status status = Run(context, **worker, task);
-  if (status.ok()) {
-    absl::MutexLock lock(&task->mutex);
-    *response = std::move(task->embed);
-  }
-  return scope.Finish(status);
+  return Unary(context, "Embed", TaskKind::kEmbed, *request, response, ValidateEmbed, &Task::embed);
 }
 
 grpc::Status InferenceService::Generate(grpc::ServerContext* context,

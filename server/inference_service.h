@@ -29,6 +29,14 @@ class InferenceService final : public v1::Inference::Service {
                      v1::ScoreResponse* response) override;
 
  private:
+  template <typename Request>
+  using Validator = absl::Status (*)(const Request&, const ModelWorker&, Task&);
+  // The shape of every unary inference RPC: route, validate, queue, wait, answer, count.
+  template <typename Request, typename Response>
+  grpc::Status Unary(grpc::ServerContext* context, const char* method, TaskKind kind,
+                     const Request& request, Response* response, Validator<Request> validate,
+                     Response Task::*result) const;
+
   std::string ModelLabel(const std::string& model) const;
   // The worker for `model` if it exists and answers `method`.
   absl::StatusOr<ModelWorker*> Route(const std::string& model, const std::string& method) const;
