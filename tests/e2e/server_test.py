@@ -436,6 +436,26 @@ class TlsTest(unittest.TestCase):
         self.assertIn(b"--tls_cert and --tls_key go together", process.stderr)
 
 
+class MessageLimitTest(unittest.TestCase):
+    def test_messages_past_the_limit_are_refused_and_the_server_keeps_serving(self):
+        server = Server("--max_message_bytes=65536")
+        try:
+            huge = pb.NextTokenRequest(model=MODEL, sequences=[pb.Sequence(text="q" * 100000)])
+            with self.assertRaises(grpc.RpcError) as raised:
+                server.stub.NextToken(huge, timeout=10)
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            # A response past the limit (200 full distributions: 200 KB) fails the same way.
+            wide = pb.NextTokenRequest(model=MODEL, sequences=[pb.Sequence(text="ab")] * 200,
+                                       full_distribution=True)
+            with self.assertRaises(grpc.RpcError) as raised:
+                server.stub.NextToken(wide, timeout=30)
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertEqual(len(server.stub.NextToken(pb.NextTokenRequest(
+                model=MODEL, sequences=[pb.Sequence(text="ok")])).results), 1)
+        finally:
+            server.stop()
+
+
 class OverloadTest(unittest.TestCase):
     def test_a_full_queue_answers_unavailable_at_once(self):
         server = Server("--max_batch_size=1", "--max_queue_size=2", "--max_queue_delay_ms=0")
