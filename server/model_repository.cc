@@ -52,7 +52,7 @@ void ModelRepository::DrainAll() {
 }
 
 std::vector<std::string> SupportedMethods(const Model& model) {
-  if (model.causal_lm) return {"NextToken", "Generate", "Score"};
+  if (model.causal_lm || model.seq2seq) return {"NextToken", "Generate", "Score"};
   if (model.next_word) return {"NextToken"};
   if (model.encoder || model.perceiver_io || model.set_transformer) return {"Embed"};
   return {};

@@ -172,16 +172,32 @@ void ModelWorker::Run() {
 
 void ModelWorker::RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks) {
   // Every sequence of every task, in order, through one engine batch.
-  TokenSequences sequences;
+  TokenSequences sequences, sources;
   int64_t prompt_tokens = 0;
   for (const auto& task : tasks) {
     for (const auto& ids : task->sequences) {
       sequences.push_back(ids);
       prompt_tokens += ids.size();
     }
+    sources.insert(sources.end(), task->sources.begin(), task->sources.end());
   }
   absl::StatusOr<Tensor> logits;
-  if (model_->causal_lm) {
+  if (model_->seq2seq) {
+    std::vector<std::unique_ptr<Seq2SeqState>> states;
+    std::vector<Seq2SeqState*> pointers;
+    absl::Status started;
+    for (size_t i = 0; i < sequences.size() && started.ok(); ++i) {
+      auto state = model_->seq2seq->Start(sources[i], static_cast<int64_t>(sequences[i].size()));
+      if (state.ok()) {
+        states.push_back(*std::move(state));
+        pointers.push_back(states.back().get());
+      } else {
+        started = state.status();
+      }
+    }
+    logits = started.ok() ? model_->seq2seq->Advance(pointers, sequences)
+                          : absl::StatusOr<Tensor>(started);
+  } else if (model_->causal_lm) {
     std::vector<std::unique_ptr<DecoderState>> states;
     std::vector<DecoderState*> pointers;
     for (const auto& ids : sequences) {
@@ -245,7 +261,12 @@ void ModelWorker::RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks) 
 void ModelWorker::RunScore(const std::vector<std::shared_ptr<Task>>& tasks) {
   TokenSequences sequences;
   for (const auto& task : tasks) sequences.push_back(task->sequences[0]);
-  auto logits = model_->causal_lm->Logits(sequences);
+  TokenSequences sources;
+  for (const auto& task : tasks) {
+    sources.insert(sources.end(), task->sources.begin(), task->sources.end());
+  }
+  auto logits = model_->seq2seq ? model_->seq2seq->Logits(sources, sequences)
+                                : model_->causal_lm->Logits(sequences);
   metrics_.batch_size.Add({{"model", name_}, {"method", "Score"}})
       .Observe(static_cast<double>(sequences.size()));
   if (!logits.ok()) {
@@ -334,25 +355,33 @@ void ModelWorker::RunEmbed(const std::shared_ptr<Task>& task) {
 
 void ModelWorker::StartGenerations(const std::vector<std::shared_ptr<Task>>& tasks) {
   std::vector<Generation> started;
-  std::vector<DecoderState*> states;
   TokenSequences prompts;
   for (const auto& task : tasks) {
     const std::vector<int64_t>& prompt = task->sequences[0];
-    Generation generation{task,
-                          model_->causal_lm->NewState(static_cast<int64_t>(prompt.size()) +
-                                                      task->generate.max_tokens),
-                          std::mt19937_64(task->generate.seed), Utf8Stream(*model_->tokenizer)};
+    const int64_t capacity = static_cast<int64_t>(prompt.size()) + task->generate.max_tokens;
+    Generation generation{task, nullptr, nullptr, std::mt19937_64(task->generate.seed),
+                          Utf8Stream(*model_->tokenizer)};
+    if (model_->seq2seq) {
+      auto state = model_->seq2seq->Start(task->sources[0], capacity);
+      if (!state.ok()) {
+        task->Finish(state.status());
+        continue;
+      }
+      generation.seq2seq = *std::move(state);
+    } else {
+      generation.state = model_->causal_lm->NewState(capacity);
+    }
     generation.prompt_tokens = static_cast<int64_t>(prompt.size());
-    states.push_back(generation.state.get());
     prompts.push_back(prompt);
     metrics_.tokens.Add({{"model", name_}, {"kind", "prompt"}}).Increment(prompt.size());
     started.push_back(std::move(generation));
   }
-  auto logits = model_->causal_lm->Advance(states, prompts);
-  metrics_.batch_size.Add({{"model", name_}, {"method", "Generate"}})
-      .Observe(static_cast<double>(states.size()));
+  if (started.empty()) return;
+  std::vector<Generation*> pointers;
+  for (Generation& g : started) pointers.push_back(&g);
+  auto logits = Advance(pointers, prompts);
   if (!logits.ok()) {
-    for (const auto& task : tasks) task->Finish(logits.status());
+    for (Generation& g : started) g.task->Finish(logits.status());
     return;
   }
   for (size_t i = 0; i < started.size(); ++i) {
@@ -377,15 +406,13 @@ void ModelWorker::StepGenerations() {
   });
   metrics_.active_sequences.Add({{"model", name_}}).Set(static_cast<double>(generations_.size()));
   if (generations_.empty()) return;
-  std::vector<DecoderState*> states;
+  std::vector<Generation*> pointers;
   TokenSequences next;
   for (Generation& g : generations_) {
-    states.push_back(g.state.get());
+    pointers.push_back(&g);
     next.push_back({g.next_token});
   }
-  auto logits = model_->causal_lm->Advance(states, next);
-  metrics_.batch_size.Add({{"model", name_}, {"method", "Generate"}})
-      .Observe(static_cast<double>(states.size()));
+  auto logits = Advance(pointers, next);
   if (!logits.ok()) {
     for (Generation& g : generations_) g.task->Finish(logits.status());
     generations_.clear();
@@ -397,6 +424,20 @@ void ModelWorker::StepGenerations() {
   }
   generations_ = std::move(running);
   metrics_.active_sequences.Add({{"model", name_}}).Set(static_cast<double>(generations_.size()));
+}
+
+absl::StatusOr<Tensor> ModelWorker::Advance(const std::vector<Generation*>& generations,
+                                            const TokenSequences& tokens) {
+  metrics_.batch_size.Add({{"model", name_}, {"method", "Generate"}})
+      .Observe(static_cast<double>(generations.size()));
+  if (model_->seq2seq) {
+    std::vector<Seq2SeqState*> states;
+    for (Generation* g : generations) states.push_back(g->seq2seq.get());
+    return model_->seq2seq->Advance(states, tokens);
+  }
+  std::vector<DecoderState*> states;
+  for (Generation* g : generations) states.push_back(g->state.get());
+  return model_->causal_lm->Advance(states, tokens);
 }
 
 bool ModelWorker::Emit(Generation& g, const float* logits) {

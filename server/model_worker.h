@@ -47,7 +47,8 @@ class ModelWorker {
  private:
   struct Generation {
     std::shared_ptr<Task> task;
-    std::unique_ptr<DecoderState> state;
+    std::unique_ptr<DecoderState> state;    // causal LMs
+    std::unique_ptr<Seq2SeqState> seq2seq;  // encoder-decoders: the encoded source too
     std::mt19937_64 rng;
     Utf8Stream text;
     int64_t prompt_tokens = 0, generated = 0, next_token = -1;
@@ -60,6 +61,9 @@ class ModelWorker {
   void RunEmbed(const std::shared_ptr<Task>& task);
   void StartGenerations(const std::vector<std::shared_ptr<Task>>& tasks);
   void StepGenerations();
+  // One batched engine step for generations, whichever architecture decodes.
+  absl::StatusOr<Tensor> Advance(const std::vector<Generation*>& generations,
+                                 const TokenSequences& tokens);
   // Samples from one row of logits, emits the token or finishes; false when finished.
   bool Emit(Generation& generation, const float* logits);
 

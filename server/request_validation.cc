@@ -54,6 +54,38 @@ absl::Status CheckTemperature(const std::string& field, float temperature) {
   return absl::OkStatus();
 }
 
+// Encoder-decoder models take a source per sequence; other models refuse one. `field` names the
+// request field; `single` marks a field holding one source rather than a list.
+absl::Status ResolveSources(const google::protobuf::RepeatedPtrField<v1::Sequence>& sources,
+                            const std::string& field, bool single, size_t expected,
+                            const ModelWorker& worker, Task& task) {
+  if (worker.model().seq2seq == nullptr) {
+    if (!sources.empty()) {
+      return Invalid(field, "given, but model " + worker.name() + " is not an encoder-decoder");
+    }
+    return absl::OkStatus();
+  }
+  if (sources.size() != static_cast<int>(expected)) {
+    return Invalid(
+        field, single ? std::string("is missing: model ") + worker.name() + " is an encoder-decoder"
+                      : absl::StrCat("has ", sources.size(), " entries; model ", worker.name(),
+                                     " needs one per sequence (", expected, ")"));
+  }
+  for (int i = 0; i < sources.size(); ++i) {
+    auto ids = Resolve(sources[i], single ? field : absl::StrCat(field, "[", i, "]"), worker);
+    if (!ids.ok()) return ids.status();
+    task.sources.push_back(*std::move(ids));
+  }
+  return absl::OkStatus();
+}
+
+// An optional single source field as a list of zero or one.
+google::protobuf::RepeatedPtrField<v1::Sequence> ListOf(bool present, const v1::Sequence& source) {
+  google::protobuf::RepeatedPtrField<v1::Sequence> list;
+  if (present) *list.Add() = source;
+  return list;
+}
+
 }  // namespace
 
 absl::Status ValidateNextToken(const v1::NextTokenRequest& request, const ModelWorker& worker,
@@ -75,6 +107,11 @@ absl::Status ValidateNextToken(const v1::NextTokenRequest& request, const ModelW
     if (!ids.ok()) return ids.status();
     task.sequences.push_back(*std::move(ids));
   }
+  if (auto status =
+          ResolveSources(request.sources(), "sources", false, task.sequences.size(), worker, task);
+      !status.ok()) {
+    return status;
+  }
   task.top_k = request.top_k() > 0 ? request.top_k() : std::min<int64_t>(10, vocab);
   task.temperature = request.temperature() > 0.0f ? request.temperature() : 1.0f;
   task.full_distribution = request.full_distribution();
@@ -86,7 +123,8 @@ absl::Status ValidateScore(const v1::ScoreRequest& request, const ModelWorker& w
   auto ids = Resolve(request.sequence(), "sequence", worker);
   if (!ids.ok()) return ids.status();
   task.sequences.push_back(*std::move(ids));
-  return absl::OkStatus();
+  return ResolveSources(ListOf(request.has_source(), request.source()), "source", true, 1, worker,
+                        task);
 }
 
 absl::Status ValidateEmbed(const v1::EmbedRequest& request, const ModelWorker& worker, Task& task) {
@@ -222,7 +260,8 @@ absl::Status ValidateGenerate(const v1::GenerateRequest& request, const ModelWor
                      : std::random_device()();
   options.stop.assign(request.stop().begin(), request.stop().end());
   task.sequences.push_back(*std::move(ids));
-  return absl::OkStatus();
+  return ResolveSources(ListOf(request.has_source(), request.source()), "source", true, 1, worker,
+                        task);
 }
 
 }  // namespace attnserve::server

@@ -38,6 +38,7 @@ struct Task {
 
   // Inputs, validated by the service before the task is queued.
   TokenSequences sequences;        // NextToken, Score (one), Generate (one prompt)
+  TokenSequences sources;          // encoder-decoder models: one source per sequence
   ModelInputs embed_inputs;        // Embed
   std::optional<Pooling> pooling;  // Embed; nullopt: the model's
   bool normalize = false;          // Embed

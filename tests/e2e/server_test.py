@@ -5,6 +5,7 @@ import math
 import os
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -434,6 +435,77 @@ class TlsTest(unittest.TestCase):
             capture_output=True, timeout=60)
         self.assertNotEqual(process.returncode, 0)
         self.assertIn(b"--tls_cert and --tls_key go together", process.stderr)
+
+
+class Seq2SeqServingTest(unittest.TestCase):
+    """An encoder-decoder exported by the reference, served beside the demo model: the server's
+    answers equal the PyTorch reference's."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.repository = tempfile.TemporaryDirectory()
+        subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__),
+                                                     "make_seq2seq.py"), cls.repository.name],
+                       check=True)
+        with open(os.path.join(cls.repository.name, "expected.json")) as f:
+            cls.expected = json.load(f)
+        os.remove(os.path.join(cls.repository.name, "expected.json"))
+        os.symlink(os.path.abspath(os.environ["ATTNSERVE_MODELS"] + "/demo"),
+                   os.path.join(cls.repository.name, "demo"))
+        cls.server = Server(models=cls.repository.name)
+        cls.stub = cls.server.stub
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.repository.cleanup()
+
+    def ids(self, name):
+        return pb.Sequence(tokens=pb.TokenIds(ids=self.expected[name]))
+
+    def test_next_token_matches_the_reference(self):
+        info = self.stub.GetModel(pb.GetModelRequest(model="translator"))
+        self.assertEqual(info.architecture, "seq2seq")
+        self.assertEqual(set(info.methods), {"NextToken", "Generate", "Score"})
+        reply = self.stub.NextToken(pb.NextTokenRequest(
+            model="translator", sequences=[self.ids("target")] * 2,
+            sources=[self.ids("source"), self.ids("source")], top_k=257))
+        for result in reply.results:
+            for token in result.top:
+                self.assertAlmostEqual(token.log_probability,
+                                       self.expected["next_log_probs"][token.id], places=4)
+
+    def test_score_matches_the_reference(self):
+        reply = self.stub.Score(pb.ScoreRequest(model="translator", sequence=self.ids("target"),
+                                                source=self.ids("source")))
+        for token, expected in zip(reply.tokens, self.expected["score"]):
+            self.assertAlmostEqual(token.log_probability, expected, places=4)
+
+    def test_greedy_generation_matches_the_reference(self):
+        ids = [event.token.id for event in self.stub.Generate(pb.GenerateRequest(
+            model="translator", prompt=self.ids("target"), source=self.ids("source"),
+            max_tokens=8)) if event.HasField("token")]
+        expected = self.expected["greedy"]
+        if 256 in expected:  # the server stops at end of text
+            expected = expected[: expected.index(256)]
+        self.assertEqual(ids, expected)
+
+    def test_sources_are_checked(self):
+        cases = [
+            (pb.ScoreRequest(model="translator", sequence=self.ids("target")), "Score",
+             "source is missing"),
+            (pb.NextTokenRequest(model="translator", sequences=[self.ids("target")]),
+             "NextToken", "sources has 0 entries"),
+            (pb.NextTokenRequest(model="demo", sequences=[self.ids("target")],
+                                 sources=[self.ids("source")]), "NextToken",
+             "not an encoder-decoder"),
+        ]
+        for request, method, fragment in cases:
+            with self.subTest(fragment=fragment):
+                with self.assertRaises(grpc.RpcError) as raised:
+                    getattr(self.stub, method)(request, timeout=10)
+                self.assertEqual(raised.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn(fragment, raised.exception.details())
 
 
 class MessageLimitTest(unittest.TestCase):
