@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <numeric>
 
 #include "absl/strings/match.h"
@@ -309,20 +310,27 @@ void ModelWorker::RunEmbed(const std::shared_ptr<Task>& task) {
   // Each output: a [batch, rows, width] tensor and each sequence's row count.
   absl::StatusOr<Tensor> output;
   std::vector<int64_t> rows(batch, 1);
-  if (model_->encoder && task->pooling == Pooling::kNone) {
-    auto states = model_->encoder->States(inputs);
-    if (states.ok()) {
-      rows = states->lengths;
-      output = states->values;
-    } else {
+  std::vector<int64_t> lengths;  // tokens per sequence, for the contributions
+  std::map<int64_t, Tensor> contributions;
+  for (int64_t layer : task->head_layers) contributions[layer] = Tensor();
+  if (model_->encoder) {
+    // One encoder pass gives the states, the contributions asked for, and the pooled vectors.
+    auto states = model_->encoder->States(inputs, contributions.empty() ? nullptr : &contributions);
+    if (!states.ok()) {
       output = states.status();
-    }
-  } else if (model_->encoder) {
-    auto pooled = model_->encoder->Embed(inputs, task->pooling);
-    if (pooled.ok()) {
-      output = pooled->Reshape({batch, 1, pooled->dim(1)});
     } else {
-      output = pooled.status();
+      lengths = states->lengths;
+      if (task->pooling == Pooling::kNone) {
+        rows = states->lengths;
+        output = states->values;
+      } else {
+        auto pooled = model_->encoder->Pool(*states, task->pooling);
+        if (pooled.ok()) {
+          output = pooled->Reshape({batch, 1, pooled->dim(1)});
+        } else {
+          output = pooled.status();
+        }
+      }
     }
   } else {
     output = model_->perceiver_io ? model_->perceiver_io->Forward(inputs)
@@ -336,6 +344,16 @@ void ModelWorker::RunEmbed(const std::shared_ptr<Task>& task) {
   const int64_t width = output->dim(2);
   for (int64_t b = 0; b < batch; ++b) {
     v1::Embedding* embedding = response.add_embeddings();
+    for (const auto& [layer, per_head] : contributions) {
+      // per_head: [B, T, H, dim]; this sequence's first lengths[b] tokens.
+      v1::HeadContributions* heads = embedding->add_head_contributions();
+      heads->set_layer(static_cast<int32_t>(layer));
+      heads->set_heads(per_head.dim(2));
+      heads->set_rows(lengths[b]);
+      heads->set_width(per_head.dim(3));
+      const float* values = per_head.Select(b).data();
+      heads->mutable_values()->Add(values, values + lengths[b] * per_head.dim(2) * per_head.dim(3));
+    }
     embedding->set_rows(rows[b]);
     embedding->set_width(width);
     for (int64_t r = 0; r < rows[b]; ++r) {

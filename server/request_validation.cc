@@ -210,6 +210,23 @@ absl::Status ValidateEmbed(const v1::EmbedRequest& request, const ModelWorker& w
     task.pooling = Pooling::kNone;
   }
   task.normalize = request.normalize();
+  for (int i = 0; i < request.head_contribution_layers_size(); ++i) {
+    const int64_t layer = request.head_contribution_layers(i);
+    const std::string field = absl::StrCat("head_contribution_layers[", i, "]");
+    if (!model.encoder) {
+      return Invalid(
+          field, "applies to encoder models; " + worker.name() + " is a " + config.architecture);
+    }
+    if (layer < 0 || layer >= model.encoder->num_layers()) {
+      return Invalid(field, absl::StrCat("= ", layer, " is not a layer of ", worker.name(), " [0, ",
+                                         model.encoder->num_layers(), ")"));
+    }
+    if (std::find(task.head_layers.begin(), task.head_layers.end(), layer) !=
+        task.head_layers.end()) {
+      return Invalid(field, absl::StrCat("repeats layer ", layer));
+    }
+    task.head_layers.push_back(layer);
+  }
   return absl::OkStatus();
 }
 

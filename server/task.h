@@ -37,15 +37,16 @@ struct Task {
   std::atomic<bool> cancelled{false};
 
   // Inputs, validated by the service before the task is queued.
-  TokenSequences sequences;        // NextToken, Score (one), Generate (one prompt)
-  TokenSequences sources;          // encoder-decoder models: one source per sequence
-  ModelInputs embed_inputs;        // Embed
-  std::optional<Pooling> pooling;  // Embed; nullopt: the model's
-  bool normalize = false;          // Embed
-  int64_t top_k = 10;              // NextToken
-  float temperature = 1.0f;        // NextToken
-  bool full_distribution = false;  // NextToken
-  GenerateOptions generate;        // Generate
+  TokenSequences sequences;          // NextToken, Score (one), Generate (one prompt)
+  TokenSequences sources;            // encoder-decoder models: one source per sequence
+  ModelInputs embed_inputs;          // Embed
+  std::optional<Pooling> pooling;    // Embed; nullopt: the model's
+  bool normalize = false;            // Embed
+  std::vector<int64_t> head_layers;  // Embed: layers whose per-head contributions to return
+  int64_t top_k = 10;                // NextToken
+  float temperature = 1.0f;          // NextToken
+  bool full_distribution = false;    // NextToken
+  GenerateOptions generate;          // Generate
 
   // Results.
   absl::Mutex mutex;

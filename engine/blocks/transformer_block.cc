@@ -134,7 +134,8 @@ absl::StatusOr<KeyValues> TransformerBlock::ProjectMemory(const PaddedBatch& mem
 }
 
 absl::StatusOr<Tensor> TransformerBlock::Forward(const PaddedBatch& x, const KeyValues* memory,
-                                                 std::span<LayerCache* const> caches) const {
+                                                 std::span<LayerCache* const> caches,
+                                                 Tensor* self_heads) const {
   if (auto status = CheckPaddedBatch("block input", x, config_.dim); !status.ok()) return status;
   if (cross_attn_ && memory == nullptr) {
     return absl::InvalidArgumentError("block with cross-attention needs a memory");
@@ -143,7 +144,7 @@ absl::StatusOr<Tensor> TransformerBlock::Forward(const PaddedBatch& x, const Key
   const std::vector<int64_t>& lengths = x.lengths;
   if (self_attn_) {
     auto status = Sublayer(config_.pre_norm, *self_attn_norm_, lengths, h, [&](const Tensor& in) {
-      return caches.empty() ? self_attn_->Forward({in, lengths})
+      return caches.empty() ? self_attn_->Forward({in, lengths}, nullptr, self_heads)
                             : self_attn_->ForwardCached({in, lengths}, caches);
     });
     if (!status.ok()) return status;

@@ -51,11 +51,16 @@ class TransformerBlock {
   // x: [B, T, dim]. memory: the cross-attention keys and values (from ProjectMemory) when the
   // block has cross-attention. caches: one per sequence to continue causal self-attention
   // from (empty: attend within x only). Returns the new [B, T, dim], zero on padding.
+  // self_heads, when given, receives the self-attention's concatenated head outputs before
+  // W_O, [B, T, H·dv] (see HeadContributions; only without caches).
   absl::StatusOr<Tensor> Forward(const PaddedBatch& x, const KeyValues* memory = nullptr,
-                                 std::span<LayerCache* const> caches = {}) const;
+                                 std::span<LayerCache* const> caches = {},
+                                 Tensor* self_heads = nullptr) const;
 
   absl::StatusOr<KeyValues> ProjectMemory(const PaddedBatch& memory) const;
   LayerCache NewCache(int64_t capacity) const { return self_attn_->NewCache(capacity); }
+  // The self-attention layer (null in cross-attention-only blocks).
+  const MultiHeadAttention* self_attention() const { return self_attn_ ? &*self_attn_ : nullptr; }
   const BlockConfig& config() const { return config_; }
 
  private:

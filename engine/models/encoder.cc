@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "engine/attention/head_contributions.h"
 #include "engine/kernels/vector_ops.h"
 
 namespace attnserve {
@@ -33,10 +34,20 @@ absl::StatusOr<PaddedBatch> EmbedInputs(const InputEmbedding& embedding, const M
                                : embedding.EmbedFeatures(inputs.features);
 }
 
-absl::StatusOr<PaddedBatch> Encoder::States(const ModelInputs& inputs) const {
+absl::StatusOr<PaddedBatch> Encoder::States(const ModelInputs& inputs,
+                                            std::map<int64_t, Tensor>* contributions) const {
   auto x = EmbedInputs(embedding_, config_, inputs);
   if (!x.ok()) return x.status();
-  return stack_->Forward(*std::move(x));
+  auto states = stack_->Forward(*std::move(x), {}, {}, contributions);
+  if (!states.ok() || contributions == nullptr) return states;
+  for (auto& [layer, heads] : *contributions) {
+    const MultiHeadAttention& attention = *stack_->layers()[layer].self_attention();
+    auto per_head =
+        HeadContributions(heads, attention.weights().out_weight, attention.config().num_heads);
+    if (!per_head.ok()) return per_head.status();
+    heads = *std::move(per_head);
+  }
+  return states;
 }
 
 absl::StatusOr<Tensor> Encoder::Embed(const ModelInputs& inputs,
@@ -53,6 +64,19 @@ absl::StatusOr<Tensor> Encoder::Embed(const ModelInputs& inputs,
   }
   auto states = States(inputs);
   if (!states.ok()) return states.status();
+  return Pool(*states, mode);
+}
+
+absl::StatusOr<Tensor> Encoder::Pool(const PaddedBatch& states_batch,
+                                     std::optional<Pooling> pooling) const {
+  const Pooling mode = pooling.value_or(config_.pooling);
+  if (mode == Pooling::kNone || mode == Pooling::kCls) {
+    return absl::InvalidArgumentError("this pooling does not give one vector per sequence");
+  }
+  if (mode == Pooling::kPma && !pma_) {
+    return absl::InvalidArgumentError("PMA pooling needs a model trained with it");
+  }
+  const PaddedBatch* states = &states_batch;
   const int64_t batch = states->batch(), dim = states->width();
   for (int64_t b = 0; b < batch; ++b) {
     if (states->lengths[b] == 0) {

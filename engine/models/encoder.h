@@ -29,14 +29,20 @@ class Encoder {
   static absl::StatusOr<std::unique_ptr<Encoder>> Load(const ModelConfig& config,
                                                        WeightReader& weights);
 
-  // Per-token states [B, T, dim], zero on padding.
-  absl::StatusOr<PaddedBatch> States(const ModelInputs& inputs) const;
+  // Per-token states [B, T, dim], zero on padding. contributions, when given, maps layer
+  // indices to receive that layer's per-head contributions [B, T, H, dim] (HeadContributions).
+  absl::StatusOr<PaddedBatch> States(const ModelInputs& inputs,
+                                     std::map<int64_t, Tensor>* contributions = nullptr) const;
   // Pooled embeddings [B, dim] with the configured pooling and normalization; `pooling`
   // overrides the config's (kPma needs a model trained with it).
   absl::StatusOr<Tensor> Embed(const ModelInputs& inputs,
                                std::optional<Pooling> pooling = std::nullopt) const;
+  // The pooling step of Embed, on states from States.
+  absl::StatusOr<Tensor> Pool(const PaddedBatch& states,
+                              std::optional<Pooling> pooling = std::nullopt) const;
 
   const ModelConfig& config() const { return config_; }
+  int64_t num_layers() const { return static_cast<int64_t>(stack_->layers().size()); }
 
  private:
   ModelConfig config_;

@@ -22,14 +22,18 @@ absl::StatusOr<LayerStack> LayerStack::Load(WeightReader& weights, const std::st
   return stack;
 }
 
-absl::StatusOr<PaddedBatch> LayerStack::Forward(
-    PaddedBatch x, std::span<const KeyValues> memories,
-    std::span<const std::vector<LayerCache*>> caches) const {
+absl::StatusOr<PaddedBatch> LayerStack::Forward(PaddedBatch x, std::span<const KeyValues> memories,
+                                                std::span<const std::vector<LayerCache*>> caches,
+                                                std::map<int64_t, Tensor>* heads) const {
   for (size_t i = 0; i < layers_.size(); ++i) {
     const KeyValues* memory = memories.empty() ? nullptr : &memories[i];
     std::span<LayerCache* const> layer_caches;
     if (!caches.empty()) layer_caches = caches[i];
-    auto h = layers_[i].Forward(x, memory, layer_caches);
+    Tensor* layer_heads = nullptr;
+    if (heads != nullptr && heads->count(static_cast<int64_t>(i))) {
+      layer_heads = &(*heads)[static_cast<int64_t>(i)];
+    }
+    auto h = layers_[i].Forward(x, memory, layer_caches, layer_heads);
     if (!h.ok()) return h.status();
     x.values = *std::move(h);
   }

@@ -2,6 +2,7 @@
 // trunk that every architecture runs its residual stream through.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,8 +22,11 @@ class LayerStack {
 
   // memories[i]: layer i's cross-attention keys and values (empty span: no cross-attention);
   // caches[i]: layer i's caches, one per sequence (empty: no caches).
+  // heads, when given, maps layer indices to receive that layer's self-attention head outputs
+  // (TransformerBlock::Forward's self_heads).
   absl::StatusOr<PaddedBatch> Forward(PaddedBatch x, std::span<const KeyValues> memories = {},
-                                      std::span<const std::vector<LayerCache*>> caches = {}) const;
+                                      std::span<const std::vector<LayerCache*>> caches = {},
+                                      std::map<int64_t, Tensor>* heads = nullptr) const;
 
   const std::vector<TransformerBlock>& layers() const { return layers_; }
 

@@ -437,15 +437,15 @@ class TlsTest(unittest.TestCase):
         self.assertIn(b"--tls_cert and --tls_key go together", process.stderr)
 
 
-class Seq2SeqServingTest(unittest.TestCase):
-    """An encoder-decoder exported by the reference, served beside the demo model: the server's
-    answers equal the PyTorch reference's."""
+class ReferenceModelsTest(unittest.TestCase):
+    """An encoder-decoder and an encoder exported by the reference, served beside the demo model:
+    the server's answers equal the PyTorch reference's."""
 
     @classmethod
     def setUpClass(cls):
         cls.repository = tempfile.TemporaryDirectory()
         subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__),
-                                                     "make_seq2seq.py"), cls.repository.name],
+                                                     "make_reference_models.py"), cls.repository.name],
                        check=True)
         with open(os.path.join(cls.repository.name, "expected.json")) as f:
             cls.expected = json.load(f)
@@ -490,6 +490,32 @@ class Seq2SeqServingTest(unittest.TestCase):
             expected = expected[: expected.index(256)]
         self.assertEqual(ids, expected)
 
+    def test_embed_matches_the_reference(self):
+        ref = self.expected["embedder"]
+        sequences = [pb.Sequence(tokens=pb.TokenIds(ids=t)) for t in ref["texts"]]
+        pooled = self.stub.Embed(pb.EmbedRequest(model="embedder", sequences=sequences,
+                                                 head_contribution_layers=[1]))
+        for embedding, expected, states, contributions, text in zip(
+                pooled.embeddings, ref["pooled"], ref["states"], ref["contributions"],
+                ref["texts"]):
+            self.assertEqual((embedding.rows, embedding.width), (1, 24))
+            for got, want in zip(embedding.values, expected):
+                self.assertAlmostEqual(got, want, places=4)
+            heads = embedding.head_contributions[0]
+            self.assertEqual((heads.layer, heads.heads, heads.rows, heads.width),
+                             (1, 3, len(text), 24))
+            flat = [v for token in contributions[: len(text)] for head in token for v in head]
+            for got, want in zip(heads.values, flat):
+                self.assertAlmostEqual(got, want, places=4)
+        per_token = self.stub.Embed(pb.EmbedRequest(model="embedder", sequences=sequences,
+                                                    pooling=pb.POOLING_NONE, normalize=True))
+        first = per_token.embeddings[0]
+        self.assertEqual((first.rows, first.width), (len(ref["texts"][0]), 24))
+        row = ref["states"][0][0]
+        norm = sum(v * v for v in row) ** 0.5
+        for got, want in zip(first.values[:24], row):
+            self.assertAlmostEqual(got, want / norm, places=4)
+
     def test_sources_are_checked(self):
         cases = [
             (pb.ScoreRequest(model="translator", sequence=self.ids("target")), "Score",
@@ -499,6 +525,14 @@ class Seq2SeqServingTest(unittest.TestCase):
             (pb.NextTokenRequest(model="demo", sequences=[self.ids("target")],
                                  sources=[self.ids("source")]), "NextToken",
              "not an encoder-decoder"),
+            (pb.EmbedRequest(model="embedder", sequences=[self.ids("target")],
+                             head_contribution_layers=[2]), "Embed", "not a layer of embedder"),
+            (pb.EmbedRequest(model="embedder", sequences=[self.ids("target")],
+                             head_contribution_layers=[0, 0]), "Embed", "repeats layer 0"),
+            (pb.EmbedRequest(model="embedder", sequences=[self.ids("target")],
+                             pooling=pb.POOLING_PMA), "Embed", "PMA"),
+            (pb.EmbedRequest(model="embedder", feature_sets=[pb.FeatureSet(values=[1], width=1)]),
+             "Embed", "takes token ids"),
         ]
         for request, method, fragment in cases:
             with self.subTest(fragment=fragment):
