@@ -8,19 +8,16 @@
 #include <string>
 
 namespace attnserve::server {
-namespace {
-
-// quota / period rounded up, or 0 when unlimited or unreadable.
-int QuotaCpus() {
-  std::ifstream v2("/sys/fs/cgroup/cpu.max");
+int CgroupCpuQuota(const std::string& root) {
+  std::ifstream v2(root + "/cpu.max");
   std::string quota;
   double period = 0;
   if (v2 >> quota >> period) {
     if (quota == "max" || period <= 0) return 0;
     return static_cast<int>(std::ceil(std::stod(quota) / period));
   }
-  std::ifstream v1_quota("/sys/fs/cgroup/cpu/cpu.cfs_quota_us");
-  std::ifstream v1_period("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
+  std::ifstream v1_quota(root + "/cpu/cpu.cfs_quota_us");
+  std::ifstream v1_period(root + "/cpu/cpu.cfs_period_us");
   double q = 0;
   if (v1_quota >> q && v1_period >> period && q > 0 && period > 0) {
     return static_cast<int>(std::ceil(q / period));
@@ -28,14 +25,12 @@ int QuotaCpus() {
   return 0;
 }
 
-}  // namespace
-
 int AvailableCpus() {
   cpu_set_t set;
   int affinity = 0;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) affinity = CPU_COUNT(&set);
   affinity = std::max(affinity, 1);
-  const int quota = QuotaCpus();
+  const int quota = CgroupCpuQuota();
   return quota > 0 ? std::min(quota, affinity) : affinity;
 }
 

@@ -3,8 +3,14 @@
 // run on. Never the host's core count alone.
 #pragma once
 
+#include <string>
+
 namespace attnserve::server {
 
 int AvailableCpus();
+
+// CPUs allowed by the cgroup files under `root` (cgroup v2 cpu.max, else v1
+// cpu/cpu.cfs_quota_us and cpu.cfs_period_us), rounded up; 0 when unlimited or unreadable.
+int CgroupCpuQuota(const std::string& root = "/sys/fs/cgroup");
 
 }  // namespace attnserve::server

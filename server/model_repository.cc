@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
 
 namespace attnserve::server {
 
@@ -28,12 +33,55 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
       repository->failures_[name] = std::string(model.status().message());
       continue;
     }
+    auto model_options = ServingOptionsFor(directory.string(), options);
+    if (!model_options.ok()) {
+      std::cerr << "attnserve: model " << name
+                << " not loaded: " << model_options.status().message() << "\n";
+      repository->failures_[name] = std::string(model_options.status().message());
+      continue;
+    }
     std::cerr << "attnserve: model " << name << " loaded (" << (*model)->config.architecture
               << ")\n";
     repository->workers_[name] =
-        std::make_unique<ModelWorker>(name, *std::move(model), options, metrics);
+        std::make_unique<ModelWorker>(name, *std::move(model), *model_options, metrics);
   }
   return repository;
+}
+
+absl::StatusOr<WorkerOptions> ServingOptionsFor(const std::string& directory,
+                                                const WorkerOptions& defaults) {
+  const std::string path = directory + "/serving.json";
+  std::ifstream file(path);
+  if (!file) return defaults;
+  std::stringstream text;
+  text << file.rdbuf();
+  const nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, false);
+  if (json.is_discarded() || !json.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
+  }
+  WorkerOptions options = defaults;
+  for (const auto& item : json.items()) {
+    const std::string& key = item.key();
+    const auto& value = item.value();
+    if (!value.is_number_integer() ||
+        value.get<int64_t>() < (key == "max_queue_delay_ms" ? 0 : 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": field ", key, " must be a ",
+                       key == "max_queue_delay_ms" ? "non-negative" : "positive", " integer"));
+    }
+    const int64_t number = value.get<int64_t>();
+    if (key == "max_batch_size") {
+      options.max_batch_size = number;
+    } else if (key == "max_queue_delay_ms") {
+      options.max_queue_delay = absl::Milliseconds(number);
+    } else if (key == "max_queue_size") {
+      options.max_queue_size = number;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": field ", key, " is not a known setting"));
+    }
+  }
+  return options;
 }
 
 ModelWorker* ModelRepository::Find(const std::string& name) const {

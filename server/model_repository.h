@@ -30,6 +30,11 @@ class ModelRepository {
   std::map<std::string, std::string> failures_;
 };
 
+// The server-wide batching settings, overridden by the model directory's optional serving.json
+// ({"max_batch_size": 8, "max_queue_delay_ms": 1, "max_queue_size": 64}).
+absl::StatusOr<WorkerOptions> ServingOptionsFor(const std::string& directory,
+                                                const WorkerOptions& defaults);
+
 // The RPCs a model's architecture answers.
 std::vector<std::string> SupportedMethods(const Model& model);
 
