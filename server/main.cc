@@ -29,6 +29,8 @@ ABSL_FLAG(int, max_batch_size, 32, "Most requests (or decoding sequences) in one
 // 0, as Triton's default: requests that arrive while the engine is busy batch up anyway.
 ABSL_FLAG(int, max_queue_delay_ms, 0, "Longest wait for a batch to fill before running it");
 ABSL_FLAG(int, max_queue_size, 256, "Requests queued per model before UNAVAILABLE");
+ABSL_FLAG(int, idle_spin_us, 300,
+          "How long an idle model scheduler polls for work before sleeping (0: never)");
 ABSL_FLAG(int, drain_timeout_s, 30, "On SIGTERM, how long in-flight requests may take");
 ABSL_FLAG(int, max_message_bytes, 16 << 20, "Largest request or response message");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve TLS (with --tls_key)");
@@ -95,6 +97,7 @@ int Serve() {
       absl::Milliseconds(std::max(0, absl::GetFlag(FLAGS_max_queue_delay_ms)));
   options.max_queue_size = std::max(1, absl::GetFlag(FLAGS_max_queue_size));
   options.compute_threads = threads;
+  options.idle_spin = absl::Microseconds(std::max(0, absl::GetFlag(FLAGS_idle_spin_us)));
   auto repository = ModelRepository::Load(absl::GetFlag(FLAGS_model_repository), options, metrics);
   if (repository->workers().empty()) {
     std::cerr << "attnserve: no model loaded from " << absl::GetFlag(FLAGS_model_repository)

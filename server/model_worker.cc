@@ -84,6 +84,7 @@ absl::Status ModelWorker::Submit(std::shared_ptr<Task> task) {
                                                " requests queued, its limit; retry later"));
   }
   queue_.push_back(std::move(task));
+  queued_.fetch_add(1, std::memory_order_release);
   return absl::OkStatus();
 }
 
@@ -96,6 +97,12 @@ void ModelWorker::Drain() {
 }
 
 std::vector<std::shared_ptr<Task>> ModelWorker::TakeWork() {
+  if (generations_.empty() && options_.idle_spin > absl::ZeroDuration()) {
+    const absl::Time until = absl::Now() + options_.idle_spin;
+    while (queued_.load(std::memory_order_acquire) == 0 && absl::Now() < until) {
+      __builtin_ia32_pause();
+    }
+  }
   absl::MutexLock lock(&mutex_);
   const bool decoding = !generations_.empty();
   auto has_work = [&]() ABSL_SHARED_LOCKS_REQUIRED(mutex_) {
@@ -124,6 +131,7 @@ std::vector<std::shared_ptr<Task>> ModelWorker::TakeWork() {
     taken.push_back(std::move(*it));
     it = queue_.erase(it);
   }
+  queued_.fetch_sub(static_cast<int64_t>(taken.size()), std::memory_order_release);
   return taken;
 }
 
