@@ -5,25 +5,13 @@ Prints JSON: {case: median milliseconds}. Usage: torch_attention.py [--threads N
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+from timing import median_ms  # noqa: E402
 from attnserve.attention import MultiHeadAttention  # noqa: E402
-
-
-def median_ms(fn, runs, warmup=10):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
 
 
 def main():

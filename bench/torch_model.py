@@ -4,24 +4,13 @@ Prints JSON. Usage: torch_model.py MODEL_DIR [--threads 2] [--runs 10]"""
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+from timing import median_ms  # noqa: E402
 from attnserve.export import load  # noqa: E402
-
-
-def median_ms(fn, runs):
-    fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
 
 
 def main():
@@ -39,7 +28,7 @@ def main():
             ids = torch.randint(0, 256, (batch, length))
             lengths = torch.full((batch,), length)
             results[f"prefill_b{batch}_t{length}_ms"] = median_ms(
-                lambda: model(ids, lengths, model.new_caches())[:, -1], args.runs)
+                lambda: model(ids, lengths, model.new_caches())[:, -1], args.runs, warmup=1)
         for context in (128, 512, 2048):
             if context + args.runs + 2 > max_positions:
                 continue
@@ -50,7 +39,7 @@ def main():
             def step():
                 model(token, torch.tensor([1]), caches)
 
-            results[f"decode_context{context}_ms"] = median_ms(step, args.runs)
+            results[f"decode_context{context}_ms"] = median_ms(step, args.runs, warmup=1)
     print(json.dumps(results))
 
 
