@@ -107,11 +107,11 @@ absl::Status MultiHeadAttention::CheckMemoryLengths(const PaddedBatch& x,
   return absl::OkStatus();
 }
 
-Tensor MultiHeadAttention::AttendProjected(const Tensor& q, const std::vector<int64_t>& q_lengths,
-                                           const Tensor& k, const Tensor& v,
-                                           const std::vector<int64_t>& k_lengths) const {
+void MultiHeadAttention::AttendProjected(const Tensor& q, const std::vector<int64_t>& q_lengths,
+                                         const Tensor& k, const Tensor& v,
+                                         const std::vector<int64_t>& k_lengths,
+                                         Tensor& concatenated) const {
   const int64_t heads = config_.num_heads;
-  Tensor concatenated({q.dim(0), q.dim(1), heads * config_.head_dim_v});
   switch (config_.kind) {
     case AttentionKind::kSoftmax:
     case AttentionKind::kExclusive:
@@ -127,7 +127,6 @@ Tensor MultiHeadAttention::AttendProjected(const Tensor& q, const std::vector<in
                       concatenated);
       break;
   }
-  return concatenated;
 }
 
 absl::StatusOr<Tensor> MultiHeadAttention::ProjectOutput(Tensor concatenated,
@@ -151,9 +150,10 @@ absl::StatusOr<Tensor> MultiHeadAttention::Forward(const PaddedBatch& x, const P
   const int64_t qk_width = config_.num_heads * config_.head_dim_qk;
   auto qkv = LinearRows(x.values, fused_weight_, fused_bias_);
   if (!qkv.ok()) return qkv.status();
-  Tensor concatenated = AttendProjected(
-      qkv->Slice(2, 0, qk_width), x.lengths, qkv->Slice(2, qk_width, qk_width),
-      qkv->Slice(2, 2 * qk_width, config_.num_heads * config_.head_dim_v), x.lengths);
+  const int64_t v_width = config_.num_heads * config_.head_dim_v;
+  Tensor concatenated({x.batch(), x.time(), v_width});
+  AttendProjected(qkv->Slice(2, 0, qk_width), x.lengths, qkv->Slice(2, qk_width, qk_width),
+                  qkv->Slice(2, 2 * qk_width, v_width), x.lengths, concatenated);
   return ProjectOutput(std::move(concatenated), x.lengths, head_outputs);
 }
 
@@ -183,7 +183,8 @@ absl::StatusOr<Tensor> MultiHeadAttention::Attend(const PaddedBatch& x, const Ke
   if (auto status = CheckMemoryLengths(x, memory.lengths); !status.ok()) return status;
   auto q = LinearRows(x.values, weights_.q_weight, weights_.q_bias);
   if (!q.ok()) return q.status();
-  Tensor concatenated = AttendProjected(*q, x.lengths, memory.keys, memory.values, memory.lengths);
+  Tensor concatenated({x.batch(), x.time(), config_.num_heads * config_.head_dim_v});
+  AttendProjected(*q, x.lengths, memory.keys, memory.values, memory.lengths, concatenated);
   return ProjectOutput(std::move(concatenated), x.lengths, head_outputs);
 }
 
@@ -241,11 +242,7 @@ absl::StatusOr<Tensor> MultiHeadAttention::ForwardCached(
     cache.Append(k, rows.stride(0), v, rows.stride(0), count);
     const std::vector<int64_t> q_lengths = {count}, k_lengths = {cache.length()};
     Tensor q_view = qkv->Slice(0, b, 1).Slice(2, 0, qk_width);
-    Tensor attended = AttendProjected(q_view, q_lengths, cache.keys(), cache.values(), k_lengths);
-    for (int64_t i = 0; i < count; ++i) {
-      std::copy(attended.Select(0).row(i), attended.Select(0).row(i) + v_width,
-                out.data() + i * out.stride(1));
-    }
+    AttendProjected(q_view, q_lengths, cache.keys(), cache.values(), k_lengths, out);
   }
   return ProjectOutput(std::move(concatenated), x.lengths, nullptr);
 }

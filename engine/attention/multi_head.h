@@ -54,9 +54,11 @@ class MultiHeadAttention {
   absl::Status CheckInputs(const PaddedBatch& x, const PaddedBatch* memory) const;
   absl::Status CheckMemoryLengths(const PaddedBatch& x,
                                   const std::vector<int64_t>& k_lengths) const;
-  // Softmax, exclusive or linear attention of projected q over k, v: [B, Tq, H·dv].
-  Tensor AttendProjected(const Tensor& q, const std::vector<int64_t>& q_lengths, const Tensor& k,
-                         const Tensor& v, const std::vector<int64_t>& k_lengths) const;
+  // Softmax, exclusive or linear attention of projected q over k, v into `concatenated`
+  // [B, Tq, H·dv] (a view is fine: rows past q_lengths are zeroed).
+  void AttendProjected(const Tensor& q, const std::vector<int64_t>& q_lengths, const Tensor& k,
+                       const Tensor& v, const std::vector<int64_t>& k_lengths,
+                       Tensor& concatenated) const;
   absl::StatusOr<Tensor> ProjectOutput(Tensor concatenated, const std::vector<int64_t>& lengths,
                                        Tensor* head_outputs) const;
 
