@@ -21,9 +21,4 @@ void LayerCache::Append(const float* keys, int64_t key_stride, const float* valu
   length_ += count;
 }
 
-void LayerCache::Clear() {
-  length_ = 0;
-  if (linear_) linear_->Reset();
-}
-
 }  // namespace attnserve

@@ -31,7 +31,6 @@ class LayerCache {
   Tensor values() const {
     return values_.Slice(0, 0, length_).Reshape({1, length_, values_.dim(1)});
   }
-  void Clear();
 
  private:
   int64_t capacity_ = 0;

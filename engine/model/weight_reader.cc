@@ -20,11 +20,6 @@ absl::StatusOr<Tensor> WeightReader::Take(const std::string& name, const Shape& 
   return tensor;
 }
 
-absl::StatusOr<Tensor> WeightReader::TakeOptional(const std::string& name, const Shape& shape) {
-  if (!file_.contains(name)) return Tensor();
-  return Take(name, shape);
-}
-
 absl::StatusOr<Tensor> WeightReader::TakeIf(bool present, const std::string& name,
                                             const Shape& shape) {
   if (present) return Take(name, shape);

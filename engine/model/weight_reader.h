@@ -22,8 +22,6 @@ class WeightReader {
 
   // The tensor `name` with exactly `shape`; errors name the file and the tensor.
   absl::StatusOr<Tensor> Take(const std::string& name, const Shape& shape);
-  // Empty when absent; when present, its shape must be `shape`.
-  absl::StatusOr<Tensor> TakeOptional(const std::string& name, const Shape& shape);
   // Present exactly when `present`: biases follow the config's `bias` setting.
   absl::StatusOr<Tensor> TakeIf(bool present, const std::string& name, const Shape& shape);
 
