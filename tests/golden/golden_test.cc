@@ -207,39 +207,50 @@ TokenSequences SequencesOf(const Case& c, const std::string& ids_name = "inputs"
   return sequences;
 }
 
-// Decoding in steps (a prompt, then one token at a time, sequences joining and leaving the
-// batch) must give the logits of the full pass, within 1e-5.
-void CheckIncrementalDecoding(const CausalLM& lm, const TokenSequences& sequences,
-                              const Tensor& full_logits) {
-  std::vector<std::unique_ptr<DecoderState>> states;
+// Decoding in steps must give the logits of the full pass within 1e-5: first half of every
+// sequence, then one token at a time, sequences leaving the batch as they run out.
+// advance(states, tokens) is the model's batched Advance.
+template <typename State, typename Advance>
+void CheckDecodingInSteps(const TokenSequences& sequences,
+                          std::vector<std::unique_ptr<State>> states, Advance advance,
+                          const Tensor& full_logits) {
   std::vector<size_t> fed(sequences.size(), 0);
-  for (size_t b = 0; b < sequences.size(); ++b) states.push_back(lm.NewState(64));
   for (bool first = true;; first = false) {
-    std::vector<DecoderState*> batch_states;
+    std::vector<State*> batch;
     std::vector<size_t> members;
     TokenSequences step;
     for (size_t b = 0; b < sequences.size(); ++b) {
       if (fed[b] == sequences[b].size()) continue;
       const size_t count = first ? (sequences[b].size() + 1) / 2 : 1;
       step.emplace_back(sequences[b].begin() + fed[b], sequences[b].begin() + fed[b] + count);
-      batch_states.push_back(states[b].get());
+      batch.push_back(states[b].get());
       members.push_back(b);
       fed[b] += count;
     }
     if (members.empty()) break;
-    auto logits = lm.Advance(batch_states, step);
+    absl::StatusOr<Tensor> logits = advance(batch, step);
     ASSERT_TRUE(logits.ok()) << logits.status();
     for (size_t i = 0; i < members.size(); ++i) {
       const size_t b = members[i];
-      const Tensor expected = full_logits.Select(b).Slice(0, fed[b] - 1, 1);
-      EXPECT_TRUE(AllClose(logits->Slice(0, i, 1), expected, 1e-5f, 1e-5f))
+      EXPECT_TRUE(AllClose(logits->Slice(0, i, 1), full_logits.Select(b).Slice(0, fed[b] - 1, 1),
+                           1e-5f, 1e-5f))
           << "sequence " << b << " after " << fed[b] << " tokens";
     }
   }
 }
 
-// Decoding each target token by token, all sequences in one batch after a first step of
-// different lengths, gives the full pass's logits within 1e-5.
+void CheckIncrementalDecoding(const CausalLM& lm, const TokenSequences& sequences,
+                              const Tensor& full_logits) {
+  std::vector<std::unique_ptr<DecoderState>> states;
+  for (size_t b = 0; b < sequences.size(); ++b) states.push_back(lm.NewState(64));
+  CheckDecodingInSteps(
+      sequences, std::move(states),
+      [&](const std::vector<DecoderState*>& batch, const TokenSequences& step) {
+        return lm.Advance(batch, step);
+      },
+      full_logits);
+}
+
 void CheckSeq2SeqDecoding(const Seq2Seq& model, const TokenSequences& sources,
                           const TokenSequences& targets, const Tensor& full_logits) {
   std::vector<std::unique_ptr<Seq2SeqState>> states;
@@ -248,29 +259,12 @@ void CheckSeq2SeqDecoding(const Seq2Seq& model, const TokenSequences& sources,
     ASSERT_TRUE(state.ok()) << state.status();
     states.push_back(*std::move(state));
   }
-  std::vector<size_t> fed(targets.size(), 0);
-  for (bool first = true;; first = false) {
-    std::vector<Seq2SeqState*> batch;
-    std::vector<size_t> members;
-    TokenSequences step;
-    for (size_t b = 0; b < targets.size(); ++b) {
-      if (fed[b] == targets[b].size()) continue;
-      const size_t count = first ? (targets[b].size() + 1) / 2 : 1;
-      step.emplace_back(targets[b].begin() + fed[b], targets[b].begin() + fed[b] + count);
-      batch.push_back(states[b].get());
-      members.push_back(b);
-      fed[b] += count;
-    }
-    if (members.empty()) break;
-    auto logits = model.Advance(batch, step);
-    ASSERT_TRUE(logits.ok()) << logits.status();
-    for (size_t i = 0; i < members.size(); ++i) {
-      const size_t b = members[i];
-      EXPECT_TRUE(AllClose(logits->Slice(0, i, 1), full_logits.Select(b).Slice(0, fed[b] - 1, 1),
-                           1e-5f, 1e-5f))
-          << "sequence " << b << " after " << fed[b] << " target tokens";
-    }
-  }
+  CheckDecodingInSteps(
+      targets, std::move(states),
+      [&](const std::vector<Seq2SeqState*>& batch, const TokenSequences& step) {
+        return model.Advance(batch, step);
+      },
+      full_logits);
 }
 
 void CheckModel(const Case& c, const std::string& case_name) {
@@ -306,15 +300,15 @@ void CheckModel(const Case& c, const std::string& case_name) {
     CheckSeq2SeqDecoding(*m.seq2seq, inputs.tokens, targets, *logits);
     return;
   }
-  if ((*model)->causal_lm) {
-    const CausalLM& lm = *(*model)->causal_lm;
+  if (m.causal_lm) {
+    const CausalLM& lm = *m.causal_lm;
     auto logits = lm.Logits(inputs.tokens);
     ASSERT_TRUE(logits.ok()) << logits.status();
     EXPECT_TRUE(AllClose(*logits, c.Float("logits")));
     CheckIncrementalDecoding(lm, inputs.tokens, *logits);
     return;
   }
-  const Encoder& encoder = *(*model)->encoder;
+  const Encoder& encoder = *m.encoder;
   auto states = encoder.States(inputs);
   ASSERT_TRUE(states.ok()) << states.status();
   EXPECT_TRUE(AllClose(states->values, c.Float("states")));
