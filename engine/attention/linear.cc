@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/kernels/vector_ops.h"
+#include "engine/parallel.h"
 
 namespace attnserve {
 
@@ -58,38 +59,39 @@ void LinearAttention(const Tensor& q, std::span<const int64_t> q_lengths, const 
                      FeatureMap feature_map, bool causal, Tensor& out) {
   const int64_t batch = q.dim(0);
   const int64_t dk = q.dim(2) / num_heads, dv = v.dim(2) / num_heads;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t h = 0; h < num_heads; ++h) {
-      // One head of one sequence: a single-head state is all it needs.
-      LinearAttentionState state(1, dk, dv);
-      std::vector<float> feature(dk);
-      const int64_t q_len = q_lengths[b], k_len = k_lengths[b];
-      int64_t keys_added = 0;
-      auto add_keys_through = [&](int64_t last) {
-        for (; keys_added <= last; ++keys_added) {
-          const float* key = k.data() + b * k.stride(0) + keys_added * k.stride(1) + h * dk;
-          std::copy(key, key + dk, feature.begin());
+  ParallelFor(
+      batch * num_heads,
+      [&](int64_t index) {
+        const int64_t b = index / num_heads, h = index % num_heads;
+        // One head of one sequence: a single-head state is all it needs.
+        LinearAttentionState state(1, dk, dv);
+        std::vector<float> feature(dk);
+        const int64_t q_len = q_lengths[b], k_len = k_lengths[b];
+        int64_t keys_added = 0;
+        auto add_keys_through = [&](int64_t last) {
+          for (; keys_added <= last; ++keys_added) {
+            const float* key = k.data() + b * k.stride(0) + keys_added * k.stride(1) + h * dk;
+            std::copy(key, key + dk, feature.begin());
+            ApplyFeatureMap(feature_map, feature.data(), dk);
+            state.AddKey(0, feature.data(),
+                         v.data() + b * v.stride(0) + keys_added * v.stride(1) + h * dv);
+          }
+        };
+        if (!causal) add_keys_through(k_len - 1);
+        for (int64_t i = 0; i < out.dim(1); ++i) {
+          float* o = out.data() + b * out.stride(0) + i * out.stride(1) + h * dv;
+          if (i >= q_len) {
+            std::fill(o, o + dv, 0.0f);
+            continue;
+          }
+          if (causal) add_keys_through(k_len - q_len + i);
+          const float* query = q.data() + b * q.stride(0) + i * q.stride(1) + h * dk;
+          std::copy(query, query + dk, feature.begin());
           ApplyFeatureMap(feature_map, feature.data(), dk);
-          state.AddKey(0, feature.data(),
-                       v.data() + b * v.stride(0) + keys_added * v.stride(1) + h * dv);
+          state.Read(0, feature.data(), o);
         }
-      };
-      if (!causal) add_keys_through(k_len - 1);
-      for (int64_t i = 0; i < out.dim(1); ++i) {
-        float* o = out.data() + b * out.stride(0) + i * out.stride(1) + h * dv;
-        if (i >= q_len) {
-          std::fill(o, o + dv, 0.0f);
-          continue;
-        }
-        if (causal) add_keys_through(k_len - q_len + i);
-        const float* query = q.data() + b * q.stride(0) + i * q.stride(1) + h * dk;
-        std::copy(query, query + dk, feature.begin());
-        ApplyFeatureMap(feature_map, feature.data(), dk);
-        state.Read(0, feature.data(), o);
-      }
-    }
-  }
+      },
+      Schedule::kDynamic);
 }
 
 }  // namespace attnserve

@@ -6,6 +6,7 @@
 #include "engine/kernels/softmax.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/matmul.h"
+#include "engine/parallel.h"
 
 namespace attnserve {
 namespace {
@@ -71,22 +72,23 @@ absl::StatusOr<Tensor> PointerAttention::Forward(const PaddedBatch& queries,
   const int64_t batch = queries.batch(), tq = queries.time(), tm = memory.time();
   Tensor log_probs({batch, tq, tm});
   const float* v = weights_.score_weight.data();
-#pragma omp parallel for collapse(2) schedule(dynamic, 4)
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t i = 0; i < tq; ++i) {
-      float* row = log_probs.data() + (b * tq + i) * tm;
-      if (i >= queries.lengths[b]) {
-        std::fill(row, row + tm, 0.0f);
-        continue;
-      }
-      const float* d = projected_queries->Select(b).row(i);
-      const int64_t m_len = memory.lengths[b];
-      for (int64_t j = 0; j < m_len; ++j) {
-        row[j] = AdditiveScore(projected_memory->Select(b).row(j), d, v, width);
-      }
-      MaskedLogSoftmaxRow(row, m_len, tm);
-    }
-  }
+  ParallelFor(
+      batch * tq,
+      [&](int64_t index) {
+        const int64_t b = index / tq, i = index % tq;
+        float* row = log_probs.data() + (b * tq + i) * tm;
+        if (i >= queries.lengths[b]) {
+          std::fill(row, row + tm, 0.0f);
+          return;
+        }
+        const float* d = projected_queries->Select(b).row(i);
+        const int64_t m_len = memory.lengths[b];
+        for (int64_t j = 0; j < m_len; ++j) {
+          row[j] = AdditiveScore(projected_memory->Select(b).row(j), d, v, width);
+        }
+        MaskedLogSoftmaxRow(row, m_len, tm);
+      },
+      Schedule::kDynamic);
   return log_probs;
 }
 

@@ -6,6 +6,7 @@
 
 #include "engine/kernels/softmax.h"
 #include "engine/kernels/vector_ops.h"
+#include "engine/parallel.h"
 
 namespace attnserve {
 namespace {
@@ -66,25 +67,23 @@ PackedKeysValues Pack(const Tensor& k, const Tensor& v, std::span<const int64_t>
   const bool copy_values = packed.dv_padded != dv;
   if (copy_values) packed.values_copy.resize(batch * heads * keys * packed.dv_padded);
 
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t length = k_lengths[b];
-      // resize() zeroed the buffer, so key columns past the length stay zero.
-      float* kt = packed.keys_transposed.data() + (b * heads + h) * dk * packed.keys_padded;
-      for (int64_t j = 0; j < length; ++j) {
-        const float* key = k.data() + b * k.stride(0) + j * k.stride(1) + h * dk;
-        for (int64_t d = 0; d < dk; ++d) kt[d * packed.keys_padded + j] = key[d];
-      }
-      if (!copy_values) continue;
-      float* vp = packed.values_copy.data() + (b * heads + h) * keys * packed.dv_padded;
-      for (int64_t j = 0; j < length; ++j) {
-        const float* value = v.data() + b * v.stride(0) + j * v.stride(1) + h * dv;
-        std::copy(value, value + dv, vp + j * packed.dv_padded);
-        std::fill(vp + j * packed.dv_padded + dv, vp + (j + 1) * packed.dv_padded, 0.0f);
-      }
+  ParallelFor(batch * heads, [&](int64_t bh) {
+    const int64_t b = bh / heads, h = bh % heads;
+    const int64_t length = k_lengths[b];
+    // resize() zeroed the buffer, so key columns past the length stay zero.
+    float* kt = packed.keys_transposed.data() + bh * dk * packed.keys_padded;
+    for (int64_t j = 0; j < length; ++j) {
+      const float* key = k.data() + b * k.stride(0) + j * k.stride(1) + h * dk;
+      for (int64_t d = 0; d < dk; ++d) kt[d * packed.keys_padded + j] = key[d];
     }
-  }
+    if (!copy_values) return;
+    float* vp = packed.values_copy.data() + bh * keys * packed.dv_padded;
+    for (int64_t j = 0; j < length; ++j) {
+      const float* value = v.data() + b * v.stride(0) + j * v.stride(1) + h * dv;
+      std::copy(value, value + dv, vp + j * packed.dv_padded);
+      std::fill(vp + j * packed.dv_padded + dv, vp + (j + 1) * packed.dv_padded, 0.0f);
+    }
+  });
   return packed;
 }
 
@@ -162,39 +161,37 @@ void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengt
   const int64_t blocks = (queries + kQueryBlock - 1) / kQueryBlock;
   const std::vector<float> zero_query(dk, 0.0f);
 
-#pragma omp parallel
-  {
-    std::vector<float> scores(kRows * packed.keys_padded);
-#pragma omp for collapse(3) schedule(dynamic, 1)
-    for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t h = 0; h < num_heads; ++h) {
-        for (int64_t block = 0; block < blocks; ++block) {
-          const int64_t bh = b * num_heads + h;
-          HeadView head{q.data() + b * q.stride(0) + h * dk,
-                        q.stride(1),
-                        packed.keys_transposed.data() + bh * dk * packed.keys_padded,
-                        packed.keys_padded,
-                        v.data() + b * v.stride(0) + h * dv,
-                        v.stride(1),
-                        out.data() + b * out.stride(0) + h * dv,
-                        out.stride(1),
-                        q_lengths[b],
-                        k_lengths[b],
-                        dk,
-                        dv,
-                        options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h]};
-          if (!packed.values_copy.empty()) {
-            head.values = packed.values_copy.data() + bh * v.dim(1) * packed.dv_padded;
-            head.value_stride = packed.dv_padded;
-          }
-          const int64_t end = std::min(queries, (block + 1) * kQueryBlock);
-          for (int64_t i0 = block * kQueryBlock; i0 < end; i0 += kRows) {
-            AttendQueryGroup(head, i0, end, options, zero_query.data(), scores.data());
-          }
+  ParallelFor(
+      batch * num_heads * blocks,
+      [&](int64_t index) {
+        const int64_t bh = index / blocks, block = index % blocks;
+        const int64_t b = bh / num_heads, h = bh % num_heads;
+        // Each thread's score rows, reused across calls.
+        thread_local std::vector<float> scores;
+        scores.resize(kRows * packed.keys_padded);
+        HeadView head{q.data() + b * q.stride(0) + h * dk,
+                      q.stride(1),
+                      packed.keys_transposed.data() + bh * dk * packed.keys_padded,
+                      packed.keys_padded,
+                      v.data() + b * v.stride(0) + h * dv,
+                      v.stride(1),
+                      out.data() + b * out.stride(0) + h * dv,
+                      out.stride(1),
+                      q_lengths[b],
+                      k_lengths[b],
+                      dk,
+                      dv,
+                      options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h]};
+        if (!packed.values_copy.empty()) {
+          head.values = packed.values_copy.data() + bh * v.dim(1) * packed.dv_padded;
+          head.value_stride = packed.dv_padded;
         }
-      }
-    }
-  }
+        const int64_t end = std::min(queries, (block + 1) * kQueryBlock);
+        for (int64_t i0 = block * kQueryBlock; i0 < end; i0 += kRows) {
+          AttendQueryGroup(head, i0, end, options, zero_query.data(), scores.data());
+        }
+      },
+      Schedule::kDynamic);
 }
 
 }  // namespace attnserve

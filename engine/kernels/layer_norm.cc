@@ -1,6 +1,7 @@
 #include "engine/kernels/normalization.h"
 #include "engine/kernels/normalization_checks.h"
 #include "engine/kernels/vector_ops.h"
+#include "engine/parallel.h"
 
 namespace attnserve {
 
@@ -14,20 +15,22 @@ absl::Status LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   }
   const float* g = gamma.data();
   const float* b = beta.empty() ? nullptr : beta.data();
-#pragma omp parallel for if (rows * dim > 65536)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* in = x.row(r);
-    float* out = y.row(r);
-    const float mean = vec::Sum(in, dim) / static_cast<float>(dim);
-    float squares = 0.0f;
+  ParallelFor(
+      rows,
+      [&](int64_t r) {
+        const float* in = x.row(r);
+        float* out = y.row(r);
+        const float mean = vec::Sum(in, dim) / static_cast<float>(dim);
+        float squares = 0.0f;
 #pragma omp simd reduction(+ : squares)
-    for (int64_t i = 0; i < dim; ++i) squares += (in[i] - mean) * (in[i] - mean);
-    const float inv_std = 1.0f / std::sqrt(squares / static_cast<float>(dim) + eps);
+        for (int64_t i = 0; i < dim; ++i) squares += (in[i] - mean) * (in[i] - mean);
+        const float inv_std = 1.0f / std::sqrt(squares / static_cast<float>(dim) + eps);
 #pragma omp simd
-    for (int64_t i = 0; i < dim; ++i) {
-      out[i] = (in[i] - mean) * inv_std * g[i] + (b != nullptr ? b[i] : 0.0f);
-    }
-  }
+        for (int64_t i = 0; i < dim; ++i) {
+          out[i] = (in[i] - mean) * inv_std * g[i] + (b != nullptr ? b[i] : 0.0f);
+        }
+      },
+      Schedule::kStatic, /*worth_threads=*/rows * dim > 65536);
   return absl::OkStatus();
 }
 

@@ -1,6 +1,7 @@
 #include "engine/kernels/normalization.h"
 #include "engine/kernels/normalization_checks.h"
 #include "engine/kernels/vector_ops.h"
+#include "engine/parallel.h"
 
 namespace attnserve {
 
@@ -9,16 +10,18 @@ absl::Status RmsNorm(const Tensor& x, const Tensor& gain, float eps, Tensor& y) 
   const int64_t rows = x.dim(0), dim = x.dim(1);
   if (auto status = CheckVector("RmsNorm", "gain", gain, dim); !status.ok()) return status;
   const float* g = gain.data();
-#pragma omp parallel for if (rows * dim > 65536)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* in = x.row(r);
-    float* out = y.row(r);
-    // mean(x²), not sum(x²) / sqrt(dim): the RMS is ||x|| / sqrt(dim).
-    const float mean_square = vec::Dot(in, in, dim) / static_cast<float>(dim);
-    const float inv_rms = 1.0f / std::sqrt(mean_square + eps);
+  ParallelFor(
+      rows,
+      [&](int64_t r) {
+        const float* in = x.row(r);
+        float* out = y.row(r);
+        // mean(x²), not sum(x²) / sqrt(dim): the RMS is ||x|| / sqrt(dim).
+        const float mean_square = vec::Dot(in, in, dim) / static_cast<float>(dim);
+        const float inv_rms = 1.0f / std::sqrt(mean_square + eps);
 #pragma omp simd
-    for (int64_t i = 0; i < dim; ++i) out[i] = in[i] * inv_rms * g[i];
-  }
+        for (int64_t i = 0; i < dim; ++i) out[i] = in[i] * inv_rms * g[i];
+      },
+      Schedule::kStatic, /*worth_threads=*/rows * dim > 65536);
   return absl::OkStatus();
 }
 
