@@ -9,62 +9,6 @@
 namespace attnserve::server {
 namespace {
 
-grpc::Status ToGrpc(const absl::Status& status) {
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
-const char* StatusName(grpc::StatusCode code) {
-  static const char* const kNames[] = {"OK",
-                                       "CANCELLED",
-                                       "UNKNOWN",
-                                       "INVALID_ARGUMENT",
-                                       "DEADLINE_EXCEEDED",
-                                       "NOT_FOUND",
-                                       "ALREADY_EXISTS",
-                                       "PERMISSION_DENIED",
-                                       "RESOURCE_EXHAUSTED",
-                                       "FAILED_PRECONDITION",
-                                       "ABORTED",
-                                       "OUT_OF_RANGE",
-                                       "UNIMPLEMENTED",
-                                       "INTERNAL",
-                                       "UNAVAILABLE",
-                                       "DATA_LOSS",
-                                       "UNAUTHENTICATED"};
-  const int index = static_cast<int>(code);
-  return index >= 0 && index < 17 ? kNames[index] : "UNKNOWN";
-}
-
-// Counts an RPC in flight while it lives, then records its latency and status code.
-class RpcScope {
- public:
-  // `model` is the label: a served model's name, never a caller's arbitrary string (which would
-  // let any client create unbounded metric series).
-  RpcScope(ServerMetrics& metrics, std::string model, std::string method)
-      : metrics_(metrics),
-        model_(std::move(model)),
-        method_(std::move(method)),
-        in_flight_(metrics.in_flight.Add({{"model", model_}})) {
-    in_flight_.Increment();
-  }
-  grpc::Status Finish(const absl::Status& status) {
-    const grpc::Status result = ToGrpc(status);
-    in_flight_.Decrement();
-    metrics_.requests
-        .Add({{"model", model_}, {"method", method_}, {"code", StatusName(result.error_code())}})
-        .Increment();
-    metrics_.latency.Add({{"model", model_}, {"method", method_}})
-        .Observe(absl::ToDoubleSeconds(absl::Now() - start_));
-    return result;
-  }
-
- private:
-  ServerMetrics& metrics_;
-  const std::string model_, method_;
-  metrics::Gauge& in_flight_;
-  const absl::Time start_ = absl::Now();
-};
-
 std::string PositionName(PositionKind kind) {
   switch (kind) {
     case PositionKind::kSinusoidal:
@@ -128,41 +72,9 @@ absl::StatusOr<ModelWorker*> InferenceService::Route(const std::string& model,
   return worker;
 }
 
-absl::Status InferenceService::Run(grpc::ServerContext* context, ModelWorker& worker,
-                                   const std::shared_ptr<Task>& task,
-                                   grpc::ServerWriter<v1::GenerateResponse>* writer) const {
-  task->deadline = absl::FromChrono(context->deadline());
-  if (auto status = worker.Submit(task); !status.ok()) return status;
-  while (true) {
-    std::deque<v1::GenerateResponse> events;
-    bool done = false;
-    absl::Status status;
-    {
-      absl::MutexLock lock(&task->mutex);
-      auto ready = [&task]() ABSL_SHARED_LOCKS_REQUIRED(task->mutex) {
-        return task->done || !task->events.empty();
-      };
-      task->mutex.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(20));
-      events.swap(task->events);
-      done = task->done;
-      status = task->status;
-    }
-    for (const auto& event : events) {
-      if (writer != nullptr && !writer->Write(event)) {
-        task->cancelled = true;  // the client went away: free its sequence at the next step
-        return absl::CancelledError("the client stopped reading the stream");
-      }
-    }
-    if (done) return status;
-    if (context->IsCancelled()) {
-      task->cancelled = true;
-      return absl::CancelledError("the caller cancelled the request");
-    }
-  }
-}
-
-grpc::Status InferenceService::ListModels(grpc::ServerContext*, const v1::ListModelsRequest*,
-                                          v1::ListModelsResponse* response) {
+grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerContext* context,
+                                                       const v1::ListModelsRequest*,
+                                                       v1::ListModelsResponse* response) {
   for (const ModelWorker* worker : repository_.workers())
     Describe(*worker, *response->add_models());
   for (const auto& [name, error] : repository_.failures()) {
@@ -170,67 +82,79 @@ grpc::Status InferenceService::ListModels(grpc::ServerContext*, const v1::ListMo
     failure->set_name(name);
     failure->set_error(error);
   }
-  return grpc::Status::OK;
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
-grpc::Status InferenceService::GetModel(grpc::ServerContext*, const v1::GetModelRequest* request,
-                                        v1::ModelInfo* response) {
+grpc::ServerUnaryReactor* InferenceService::GetModel(grpc::CallbackServerContext* context,
+                                                     const v1::GetModelRequest* request,
+                                                     v1::ModelInfo* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   ModelWorker* worker = repository_.Find(request->model());
   if (worker == nullptr) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("no model named \"", request->model().substr(0, 128), "\""));
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::NOT_FOUND,
+                     absl::StrCat("no model named \"", request->model().substr(0, 128), "\"")));
+  } else {
+    Describe(*worker, *response);
+    reactor->Finish(grpc::Status::OK);
   }
-  Describe(*worker, *response);
-  return grpc::Status::OK;
+  return reactor;
+}
+
+template <typename Request, typename Call>
+void InferenceService::Start(grpc::CallbackServerContext* context, const char* method,
+                             TaskKind kind, const Request& request, Validator<Request> validate,
+                             Call* call) const {
+  auto worker = Route(request.model(), method);
+  if (!worker.ok()) return call->Complete(worker.status());
+  auto task = std::make_shared<Task>(kind, call);
+  if (auto status = validate(request, **worker, *task); !status.ok()) {
+    return call->Complete(status);
+  }
+  task->deadline = absl::FromChrono(context->deadline());
+  call->Attach(task);
+  // Once queued, the task is the scheduler's: it completes the call, this thread never again.
+  if (auto status = (*worker)->Submit(task); !status.ok()) call->Complete(status);
 }
 
 template <typename Request, typename Response>
-grpc::Status InferenceService::Unary(grpc::ServerContext* context, const char* method,
-                                     TaskKind kind, const Request& request, Response* response,
-                                     Validator<Request> validate, Response Task::*result) const {
-  RpcScope scope(metrics_, ModelLabel(request.model()), method);
-  auto worker = Route(request.model(), method);
-  if (!worker.ok()) return scope.Finish(worker.status());
-  auto task = std::make_shared<Task>(kind);
-  if (auto status = validate(request, **worker, *task); !status.ok()) {
-    return scope.Finish(status);
-  }
-  absl::Status status = Run(context, **worker, task);
-  if (status.ok()) {
-    absl::MutexLock lock(&task->mutex);
-    *response = std::move((*task).*result);
-  }
-  return scope.Finish(status);
+grpc::ServerUnaryReactor* InferenceService::Unary(grpc::CallbackServerContext* context,
+                                                  const char* method, TaskKind kind,
+                                                  const Request& request, Response* response,
+                                                  Validator<Request> validate,
+                                                  Response Task::*result) const {
+  auto* call = new UnaryCall<Response>(RpcScope(metrics_, ModelLabel(request.model()), method),
+                                       response, result);
+  Start(context, method, kind, request, validate, call);
+  return call;
 }
 
-grpc::Status InferenceService::NextToken(grpc::ServerContext* context,
-                                         const v1::NextTokenRequest* request,
-                                         v1::NextTokenResponse* response) {
+grpc::ServerUnaryReactor* InferenceService::NextToken(grpc::CallbackServerContext* context,
+                                                      const v1::NextTokenRequest* request,
+                                                      v1::NextTokenResponse* response) {
   return Unary(context, "NextToken", TaskKind::kNextToken, *request, response, ValidateNextToken,
                &Task::next_token);
 }
 
-grpc::Status InferenceService::Score(grpc::ServerContext* context, const v1::ScoreRequest* request,
-                                     v1::ScoreResponse* response) {
+grpc::ServerUnaryReactor* InferenceService::Score(grpc::CallbackServerContext* context,
+                                                  const v1::ScoreRequest* request,
+                                                  v1::ScoreResponse* response) {
   return Unary(context, "Score", TaskKind::kScore, *request, response, ValidateScore, &Task::score);
 }
 
-grpc::Status InferenceService::Embed(grpc::ServerContext* context, const v1::EmbedRequest* request,
-                                     v1::EmbedResponse* response) {
+grpc::ServerUnaryReactor* InferenceService::Embed(grpc::CallbackServerContext* context,
+                                                  const v1::EmbedRequest* request,
+                                                  v1::EmbedResponse* response) {
   return Unary(context, "Embed", TaskKind::kEmbed, *request, response, ValidateEmbed, &Task::embed);
 }
 
-grpc::Status InferenceService::Generate(grpc::ServerContext* context,
-                                        const v1::GenerateRequest* request,
-                                        grpc::ServerWriter<v1::GenerateResponse>* writer) {
-  RpcScope scope(metrics_, ModelLabel(request->model()), "Generate");
-  auto worker = Route(request->model(), "Generate");
-  if (!worker.ok()) return scope.Finish(worker.status());
-  auto task = std::make_shared<Task>(TaskKind::kGenerate);
-  if (auto status = ValidateGenerate(*request, **worker, *task); !status.ok()) {
-    return scope.Finish(status);
-  }
-  return scope.Finish(Run(context, **worker, task, writer));
+grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  auto* call = new GenerateCall(RpcScope(metrics_, ModelLabel(request->model()), "Generate"));
+  Start(context, "Generate", TaskKind::kGenerate, *request, ValidateGenerate, call);
+  return call;
 }
 
 }  // namespace attnserve::server

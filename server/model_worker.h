@@ -6,6 +6,7 @@
 // step: continuous batching, sequences join and leave between steps.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <random>
 #include <string>

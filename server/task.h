@@ -1,17 +1,17 @@
-// A request on its way from a gRPC handler thread to a model's scheduler thread, and its result
-// on the way back. The handler waits on the task; the scheduler fills it in. Generation results
-// arrive as a stream of events.
+// A request on its way from a gRPC handler to a model's scheduler thread, and its result on the
+// way back. No thread waits for it: the scheduler fills in the result and hands it to the task's
+// sink, the gRPC call that asked, which answers the client from the scheduler thread. Generation
+// results go out as a stream of events.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/models/encoder.h"
 #include "proto/attnserve/v1/inference.pb.h"
@@ -28,6 +28,14 @@ struct GenerateOptions {
   uint64_t seed = 0;
   std::vector<std::string> stop;
   bool context_limited = false;  // max_tokens was cut to what the context holds
+};
+
+// Where a task's results go; called on the scheduler thread only.
+class TaskSink {
+ public:
+  virtual ~TaskSink() = default;
+  virtual void Send(v1::GenerateResponse event) = 0;  // Generate: one streamed event
+  virtual void Complete(absl::Status status) = 0;     // exactly once, last
 };
 
 struct Task {
@@ -48,28 +56,21 @@ struct Task {
   bool full_distribution = false;    // NextToken
   GenerateOptions generate;          // Generate
 
-  // Results.
-  absl::Mutex mutex;
-  bool done ABSL_GUARDED_BY(mutex) = false;
-  absl::Status status ABSL_GUARDED_BY(mutex);
-  v1::NextTokenResponse next_token ABSL_GUARDED_BY(mutex);
-  v1::ScoreResponse score ABSL_GUARDED_BY(mutex);
-  v1::EmbedResponse embed ABSL_GUARDED_BY(mutex);
-  std::deque<v1::GenerateResponse> events ABSL_GUARDED_BY(mutex);  // Generate: not yet sent
+  // Results of unary calls, filled in by the scheduler before Finish.
+  v1::NextTokenResponse next_token;
+  v1::ScoreResponse score;
+  v1::EmbedResponse embed;
 
-  explicit Task(TaskKind kind) : kind(kind) {}
+  // The sink outlives the task's stay in the scheduler: it is freed only after Complete.
+  Task(TaskKind kind, TaskSink* sink) : kind(kind), sink_(sink) {}
 
   // Scheduler side.
-  void Finish(absl::Status result) {
-    absl::MutexLock lock(&mutex);
-    status = std::move(result);
-    done = true;
-  }
-  void Emit(v1::GenerateResponse event) {
-    absl::MutexLock lock(&mutex);
-    events.push_back(std::move(event));
-  }
+  void Emit(v1::GenerateResponse event) { sink_->Send(std::move(event)); }
+  void Finish(absl::Status status) { std::exchange(sink_, nullptr)->Complete(std::move(status)); }
   bool expired(absl::Time now) const { return now > deadline; }
+
+ private:
+  TaskSink* sink_;
 };
 
 }  // namespace attnserve::server

@@ -1,0 +1,51 @@
+#include "server/calls.h"
+
+namespace attnserve::server {
+
+void GenerateCall::Send(v1::GenerateResponse event) {
+  absl::MutexLock lock(&mutex_);
+  if (broken_) return;
+  pending_.push_back(std::move(event));
+  if (!writing_) Advance();
+}
+
+void GenerateCall::Complete(absl::Status status) {
+  std::optional<grpc::Status> finish;
+  {
+    absl::MutexLock lock(&mutex_);
+    final_status_ = scope_.Finish(status);
+    if (!writing_) finish = Advance();
+  }
+  if (finish) Finish(*finish);
+}
+
+void GenerateCall::OnWriteDone(bool ok) {
+  std::optional<grpc::Status> finish;
+  {
+    absl::MutexLock lock(&mutex_);
+    writing_ = false;
+    pending_.pop_front();
+    if (!ok) {
+      // The stream broke: nothing more can be sent. The scheduler frees the sequence at its
+      // next step and completes the task, which finishes the call.
+      Cancel();
+      broken_ = true;
+      pending_.clear();
+    }
+    finish = Advance();
+  }
+  if (finish) Finish(*finish);
+}
+
+std::optional<grpc::Status> GenerateCall::Advance() {
+  if (!pending_.empty()) {
+    writing_ = true;
+    StartWrite(&pending_.front());  // deque elements stay put while others are added
+    return std::nullopt;
+  }
+  if (!final_status_.has_value() || finished_) return std::nullopt;
+  finished_ = true;
+  return final_status_;
+}
+
+}  // namespace attnserve::server

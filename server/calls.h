@@ -1,0 +1,81 @@
+// The gRPC side of a task: callback-API reactors that the scheduler thread completes itself.
+// No gRPC thread blocks while a request waits for the engine, and the answer leaves without a
+// handoff back to a handler thread.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <deque>
+#include <memory>
+#include <optional>
+
+#include "absl/synchronization/mutex.h"
+#include "server/rpc_scope.h"
+#include "server/task.h"
+
+namespace attnserve::server {
+
+// Shared by both call shapes: the task, and marking it cancelled when the client goes away (an
+// RPC cancellation, a deadline, a broken connection), so the scheduler drops it.
+class CallTask {
+ public:
+  void Attach(std::shared_ptr<Task> task) { task_ = std::move(task); }
+
+ protected:
+  void Cancel() {
+    if (task_) task_->cancelled = true;
+  }
+  std::shared_ptr<Task> task_;
+};
+
+// A unary call. Completing it moves the task's result into the response and answers; gRPC
+// deletes the reactor once the answer is sent.
+template <typename Response>
+class UnaryCall final : public grpc::ServerUnaryReactor, public TaskSink, public CallTask {
+ public:
+  UnaryCall(RpcScope scope, Response* response, Response Task::*result)
+      : scope_(std::move(scope)), response_(response), result_(result) {}
+
+  void Send(v1::GenerateResponse) override {}  // unary tasks stream nothing
+  void Complete(absl::Status status) override {
+    if (status.ok()) *response_ = std::move((*task_).*result_);
+    Finish(scope_.Finish(status));  // may delete this at once
+  }
+  void OnCancel() override { Cancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  RpcScope scope_;
+  Response* const response_;
+  Response Task::*const result_;
+};
+
+// A Generate stream. gRPC allows one write in flight, so events queue here until the previous
+// one is on the wire; the status follows the last event.
+class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>,
+                           public TaskSink,
+                           public CallTask {
+ public:
+  explicit GenerateCall(RpcScope scope) : scope_(std::move(scope)) {}
+
+  void Send(v1::GenerateResponse event) override;
+  void Complete(absl::Status status) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override { Cancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  // Starts the next write, or finishes once every event is out; returns the status to finish
+  // with, which the caller passes to Finish after unlocking (Finish may delete this at once).
+  std::optional<grpc::Status> Advance() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  RpcScope scope_;
+  absl::Mutex mutex_;
+  std::deque<v1::GenerateResponse> pending_ ABSL_GUARDED_BY(mutex_);  // front: being written
+  bool writing_ ABSL_GUARDED_BY(mutex_) = false;
+  bool broken_ ABSL_GUARDED_BY(mutex_) = false;  // a write failed: the client is gone
+  std::optional<grpc::Status> final_status_ ABSL_GUARDED_BY(mutex_);
+  bool finished_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
+}  // namespace attnserve::server
