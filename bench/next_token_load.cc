@@ -1,7 +1,8 @@
 // A minimal C++ load driver for NextToken: `concurrency` threads, each calling in a closed loop
 // for `seconds`, then requests/s and the median latency. Much cheaper per call than a Python
-// client, so on a shared 2-core machine it measures the server rather than itself.
-// Usage: next_token_load TARGET CONCURRENCY SECONDS PROMPT_TOKENS
+// client, so on a shared 2-core machine it measures the server rather than itself. With `bare`
+// it calls GetModel instead: an RPC that never reaches the scheduler, for gRPC's own cost.
+// Usage: next_token_load TARGET CONCURRENCY SECONDS PROMPT_TOKENS [bare]
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -17,7 +18,8 @@
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: next_token_load TARGET CONCURRENCY SECONDS PROMPT_TOKENS\n");
+    std::fprintf(stderr,
+                 "usage: next_token_load TARGET CONCURRENCY SECONDS PROMPT_TOKENS [bare]\n");
     return 2;
   }
   const std::string target = argv[1];
@@ -27,6 +29,9 @@ int main(int argc, char** argv) {
   request.set_model("demo");
   request.set_top_k(5);
   request.add_sequences()->set_text(std::string(std::atoi(argv[4]), 'a'));
+  const bool bare = argc > 5 && std::string(argv[5]) == "bare";
+  attnserve::v1::GetModelRequest bare_request;
+  bare_request.set_model("demo");
 
   auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   auto stub = attnserve::v1::Inference::NewStub(channel);
@@ -43,8 +48,11 @@ int main(int argc, char** argv) {
       while (Clock::now() < stop) {
         grpc::ClientContext context;
         attnserve::v1::NextTokenResponse response;
+        attnserve::v1::ModelInfo bare_response;
         const auto begin = Clock::now();
-        if (!stub->NextToken(&context, request, &response).ok()) ++errors;
+        const grpc::Status status = bare ? stub->GetModel(&context, bare_request, &bare_response)
+                                         : stub->NextToken(&context, request, &response);
+        if (!status.ok()) ++errors;
         mine.push_back(std::chrono::duration<double, std::micro>(Clock::now() - begin).count());
       }
       std::lock_guard<std::mutex> lock(mutex);

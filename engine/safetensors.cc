@@ -177,6 +177,8 @@ absl::StatusOr<Tensor> SafetensorsFile::Float32(const std::string& name) const {
   return view;
 }
 
+MappedBytes SafetensorsFile::mapped() const { return {{mapping_->data, mapping_->size}, mapping_}; }
+
 absl::StatusOr<std::vector<int64_t>> SafetensorsFile::Integers(const std::string& name) const {
   auto entry = Find(name);
   if (!entry.ok()) return entry.status();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,12 @@
 #include "engine/tensor.h"
 
 namespace attnserve {
+
+// Bytes of a mapped file, with the handle that keeps them mapped.
+struct MappedBytes {
+  std::span<const uint8_t> bytes;
+  std::shared_ptr<const void> owner;
+};
 
 class SafetensorsFile {
  public:
@@ -31,6 +38,9 @@ class SafetensorsFile {
   absl::StatusOr<Tensor> Float32(const std::string& name) const;
   // I64 or I32 tensors, widened.
   absl::StatusOr<std::vector<int64_t>> Integers(const std::string& name) const;
+
+  // The whole file as mapped.
+  MappedBytes mapped() const;
 
  private:
   struct Entry {

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/models/model.h"
+#include "engine/page_warmer.h"
 #include "server/server_metrics.h"
 #include "server/task.h"
 #include "server/token_text.h"
@@ -79,10 +80,11 @@ class ModelWorker {
 
   absl::Mutex mutex_;
   std::deque<std::shared_ptr<Task>> queue_ ABSL_GUARDED_BY(mutex_);
-  std::atomic<int64_t> queued_{0};  // queue_.size(), readable without the lock (idle spin)
+  std::atomic<int64_t> queued_{0};  // about queue_.size(), read without the lock by the idle spin
   bool draining_ ABSL_GUARDED_BY(mutex_) = false;
   bool idle_ ABSL_GUARDED_BY(mutex_) = true;  // no generation running and nothing in hand
   std::vector<Generation> generations_;       // scheduler thread only
+  PageWarmer weight_pages_;                   // scheduler thread only
   std::thread thread_;
 };
 

@@ -20,9 +20,10 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory) {
 
   auto file = SafetensorsFile::Open(directory + "/model.safetensors");
   if (!file.ok()) return file.status();
+  auto model = std::make_unique<Model>();
+  model->weight_file = file->mapped();
   WeightReader weights(*std::move(file));
 
-  auto model = std::make_unique<Model>();
   model->directory = directory;
   model->config = *config;
   auto load = [&](auto& slot, auto loader) -> absl::Status {

@@ -11,6 +11,7 @@
 #include "engine/models/perceiver_io.h"
 #include "engine/models/seq2seq.h"
 #include "engine/models/set_transformer.h"
+#include "engine/safetensors.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 
 namespace attnserve {
@@ -26,6 +27,7 @@ struct Model {
   std::unique_ptr<PerceiverIO> perceiver_io;
   std::unique_ptr<SetTransformer> set_transformer;
   std::optional<ByteTokenizer> tokenizer;  // models with token inputs
+  MappedBytes weight_file;                 // model.safetensors, where the weights live
 };
 
 // Reads and validates the directory: every field of config.json, every tensor's presence,
