@@ -1,0 +1,366 @@
+// attn: attnserve from the command line. `attn --help` lists the commands and flags.
+#include <google/protobuf/util/json_util.h>
+
+#include <cmath>
+#include <iostream>
+#include <optional>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/attn/table.h"
+#include "client/cli_arguments.h"
+#include "client/cli_connection.h"
+#include "client/client.h"
+#include "client/exit_codes.h"
+
+namespace attnserve::client {
+namespace {
+
+constexpr char kUsage[] = R"(attn: call an attnserve server
+
+Usage: attn COMMAND [ARGS] [--flags]
+
+Commands:
+  models                 the served models, and those that failed to load
+  info MODEL             one model: architecture, vocabulary, context, what it answers
+  next-token             the most probable next tokens after --text or --tokens
+  generate               stream a continuation of --text or --tokens
+  score                  the log-probability of every token of --text or --tokens
+  embed                  the embedding of --text or --tokens
+
+--model may be left out when the server serves exactly one model.
+)";
+
+std::vector<FlagSpec> Flags() {
+  std::vector<FlagSpec> flags = ConnectionFlags();
+  const std::vector<FlagSpec> own = {
+      {"json", FlagKind::kSwitch, "false",
+       "print the response as JSON (generate: one JSON object per line)"},
+      {"model", FlagKind::kString, "", "the model to call"},
+      {"text", FlagKind::kString, "", "the input as text, tokenized by the model"},
+      {"tokens", FlagKind::kString, "", "the input as comma-separated token ids"},
+      {"source", FlagKind::kString, "", "encoder-decoder models: the source text"},
+      {"top_k", FlagKind::kInteger, "0",
+       "next-token: tokens listed (0: 10); generate: sample from the k likeliest (0: all)"},
+      {"temperature", FlagKind::kNumber, "0",
+       "next-token: divides the logits (0: 1); generate: 0 is greedy"},
+      {"max_tokens", FlagKind::kInteger, "64", "generate: most tokens to generate"},
+      {"top_p", FlagKind::kNumber, "0", "generate: nucleus sampling (0: off)"},
+      {"seed", FlagKind::kInteger, "-1", "generate: a seed for reproducible sampling (-1: none)"},
+      {"stop", FlagKind::kString, "", "generate: comma-separated stop sequences"},
+      {"pooling", FlagKind::kString, "default", "embed: default, mean, first, last, pma or none"},
+      {"normalize", FlagKind::kSwitch, "false", "embed: L2-normalize"},
+      {"help", FlagKind::kSwitch, "false", "this help"},
+  };
+  flags.insert(flags.end(), own.begin(), own.end());
+  return flags;
+}
+
+// A failure with its exit code: usage errors and server errors end the same way.
+struct Failure {
+  ExitCode code;
+  std::string message;
+};
+Failure UsageError(const std::string& message) { return {kExitUsage, message}; }
+Failure ServerError(const absl::Status& status) {
+  return {ExitCodeFor(status),
+          absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message())};
+}
+
+class Command {
+ public:
+  Command(const Arguments& arguments, Client& client)
+      : arguments_(arguments), client_(client), call_(CallOptionsFrom(arguments)) {}
+
+  std::optional<Failure> Run(const std::string& name) {
+    const auto& args = arguments_.positional();
+    if (name == "models") return Models();
+    if (name == "info") {
+      if (args.size() != 2) return UsageError("info takes one model name: attn info MODEL");
+      return Info(args[1]);
+    }
+    if (args.size() > 1) return UsageError(absl::StrCat("unexpected argument \"", args[1], "\""));
+    if (name == "next-token") return NextToken();
+    if (name == "generate") return Generate();
+    if (name == "score") return Score();
+    if (name == "embed") return Embed();
+    return UsageError(absl::StrCat("unknown command \"", name, "\"; see attn --help"));
+  }
+
+ private:
+  bool json() const { return arguments_.on("json"); }
+
+  void PrintJson(const google::protobuf::Message& message, bool one_line = false) {
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = !one_line;
+    options.preserve_proto_field_names = true;
+    std::string out;
+    (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+    std::cout << out << (one_line || out.empty() || out.back() != '\n' ? "\n" : "");
+  }
+
+  // --model, or the only model served.
+  std::optional<Failure> ResolveModel(std::string& model) {
+    model = arguments_.text("model");
+    if (!model.empty()) return std::nullopt;
+    auto models = client_.ListModels(call_);
+    if (!models.ok()) return ServerError(models.status());
+    if (models->models_size() != 1) {
+      std::vector<std::string> names;
+      for (const auto& info : models->models()) names.push_back(info.name());
+      return UsageError(models->models().empty()
+                            ? "the server serves no model"
+                            : absl::StrCat("the server serves several models; pick one with "
+                                           "--model: ",
+                                           absl::StrJoin(names, ", ")));
+    }
+    model = models->models(0).name();
+    return std::nullopt;
+  }
+
+  // --text or --tokens, exactly one.
+  std::optional<Failure> Input(v1::Sequence& sequence) {
+    const bool text = arguments_.given("text"), tokens = arguments_.given("tokens");
+    if (text == tokens) return UsageError("give the input as --text or as --tokens");
+    if (text) {
+      sequence.set_text(arguments_.text("text"));
+      return std::nullopt;
+    }
+    for (absl::string_view id : absl::StrSplit(arguments_.text("tokens"), ',')) {
+      int64_t value;
+      if (!absl::SimpleAtoi(id, &value)) {
+        return UsageError(absl::StrCat("--tokens: \"", id, "\" is not a token id"));
+      }
+      sequence.mutable_tokens()->add_ids(value);
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Failure> Models() {
+    auto models = client_.ListModels(call_);
+    if (!models.ok()) return ServerError(models.status());
+    if (json()) {
+      PrintJson(*models);
+      return std::nullopt;
+    }
+    Table table({"MODEL", "ARCHITECTURE", "ATTENTION", "VOCAB", "CONTEXT", "ANSWERS"},
+                {false, false, false, true, true, false});
+    for (const auto& info : models->models()) {
+      table.Add({info.name(), info.architecture(), info.attention(),
+                 absl::StrCat(info.vocab_size()), absl::StrCat(info.max_context()),
+                 absl::StrJoin(info.methods(), " ")});
+    }
+    table.Print(std::cout);
+    for (const auto& failed : models->failed()) {
+      std::cout << "not loaded: " << failed.name() << ": " << failed.error() << "\n";
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Failure> Info(const std::string& model) {
+    auto info = client_.GetModel(model, call_);
+    if (!info.ok()) return ServerError(info.status());
+    if (json()) {
+      PrintJson(*info);
+      return std::nullopt;
+    }
+    Table table({"FIELD", "VALUE"}, {false, false});
+    table.Add({"name", info->name()});
+    table.Add({"architecture", info->architecture()});
+    table.Add({"attention", info->attention()});
+    table.Add({"positions", info->positions()});
+    table.Add({"norm", info->norm()});
+    table.Add({"layers", absl::StrCat(info->num_layers())});
+    table.Add({"heads", absl::StrCat(info->num_heads())});
+    table.Add({"model dim", absl::StrCat(info->model_dim())});
+    if (info->vocab_size() > 0) table.Add({"vocabulary", absl::StrCat(info->vocab_size())});
+    if (info->input_dim() > 0) table.Add({"input dim", absl::StrCat(info->input_dim())});
+    table.Add({"max context", absl::StrCat(info->max_context())});
+    if (!info->tokenizer().type().empty()) table.Add({"tokenizer", info->tokenizer().type()});
+    table.Add({"answers", absl::StrJoin(info->methods(), " ")});
+    table.Print(std::cout);
+    return std::nullopt;
+  }
+
+  std::optional<Failure> NextToken() {
+    v1::NextTokenRequest request;
+    if (auto failure = ResolveModel(*request.mutable_model())) return failure;
+    if (auto failure = Input(*request.add_sequences())) return failure;
+    if (arguments_.given("source")) request.add_sources()->set_text(arguments_.text("source"));
+    request.set_top_k(static_cast<int32_t>(arguments_.integer("top_k")));
+    request.set_temperature(static_cast<float>(arguments_.number("temperature")));
+    auto response = client_.NextToken(request, call_);
+    if (!response.ok()) return ServerError(response.status());
+    if (json()) {
+      PrintJson(*response);
+      return std::nullopt;
+    }
+    const v1::NextTokenResult& result = response->results(0);
+    std::cout << "model " << response->model() << ", " << result.input_tokens()
+              << " input tokens\n";
+    Table table({"RANK", "TOKEN", "ID", "PROBABILITY", "LOG-PROB"},
+                {true, false, true, true, true});
+    int rank = 0;
+    for (const auto& top : result.top()) {
+      table.Add({absl::StrCat(++rank), Quoted(top.text()), absl::StrCat(top.id()),
+                 absl::StrFormat("%.4f", top.probability()),
+                 absl::StrFormat("%.3f", top.log_probability())});
+    }
+    table.Print(std::cout);
+    return std::nullopt;
+  }
+
+  std::optional<Failure> Generate() {
+    v1::GenerateRequest request;
+    if (auto failure = ResolveModel(*request.mutable_model())) return failure;
+    if (auto failure = Input(*request.mutable_prompt())) return failure;
+    if (arguments_.given("source")) request.mutable_source()->set_text(arguments_.text("source"));
+    request.set_max_tokens(static_cast<int32_t>(arguments_.integer("max_tokens")));
+    request.set_temperature(static_cast<float>(arguments_.number("temperature")));
+    request.set_top_k(static_cast<int32_t>(arguments_.integer("top_k")));
+    request.set_top_p(static_cast<float>(arguments_.number("top_p")));
+    if (arguments_.integer("seed") >= 0) request.set_seed(arguments_.integer("seed"));
+    if (!arguments_.text("stop").empty()) {
+      for (absl::string_view stop : absl::StrSplit(arguments_.text("stop"), ',')) {
+        request.add_stop(std::string(stop));
+      }
+    }
+    v1::GenerateFinish finish;
+    const absl::Status status = client_.Generate(
+        request,
+        [&](const v1::GenerateResponse& event) {
+          if (json()) {
+            PrintJson(event, /*one_line=*/true);
+          } else if (event.has_token()) {
+            std::cout << event.token().text() << std::flush;
+          }
+          if (event.has_finish()) finish = event.finish();
+        },
+        call_);
+    if (!json()) std::cout << "\n" << std::flush;
+    if (!status.ok()) return ServerError(status);
+    if (!json()) {
+      std::cerr << "[" << FinishName(finish.reason()) << ": " << finish.prompt_tokens()
+                << " prompt tokens, " << finish.generated_tokens() << " generated]\n";
+    }
+    return std::nullopt;
+  }
+
+  static std::string FinishName(v1::FinishReason reason) {
+    switch (reason) {
+      case v1::FINISH_REASON_MAX_TOKENS:
+        return "max tokens";
+      case v1::FINISH_REASON_STOP_SEQUENCE:
+        return "stop sequence";
+      case v1::FINISH_REASON_END_OF_TEXT:
+        return "end of text";
+      case v1::FINISH_REASON_CONTEXT_FULL:
+        return "context full";
+      default:
+        return "finished";
+    }
+  }
+
+  std::optional<Failure> Score() {
+    v1::ScoreRequest request;
+    if (auto failure = ResolveModel(*request.mutable_model())) return failure;
+    if (auto failure = Input(*request.mutable_sequence())) return failure;
+    if (arguments_.given("source")) request.mutable_source()->set_text(arguments_.text("source"));
+    auto response = client_.Score(request, call_);
+    if (!response.ok()) return ServerError(response.status());
+    if (json()) {
+      PrintJson(*response);
+      return std::nullopt;
+    }
+    Table table({"POSITION", "TOKEN", "ID", "LOG-PROB"}, {true, false, true, true});
+    int position = 0;
+    for (const auto& token : response->tokens()) {
+      table.Add({absl::StrCat(++position), Quoted(token.text()), absl::StrCat(token.id()),
+                 absl::StrFormat("%.3f", token.log_probability())});
+    }
+    table.Print(std::cout);
+    const int count = response->tokens_size();
+    std::cout << absl::StrFormat("total log-probability %.3f over %d tokens",
+                                 response->total_log_probability(), count);
+    if (count > 0) {
+      std::cout << absl::StrFormat(", perplexity %.3f",
+                                   std::exp(-response->total_log_probability() / count));
+    }
+    std::cout << "\n";
+    return std::nullopt;
+  }
+
+  std::optional<Failure> Embed() {
+    v1::EmbedRequest request;
+    if (auto failure = ResolveModel(*request.mutable_model())) return failure;
+    if (auto failure = Input(*request.add_sequences())) return failure;
+    v1::Pooling pooling;
+    const std::string name = "POOLING_" + absl::AsciiStrToUpper(arguments_.text("pooling"));
+    if (!v1::Pooling_Parse(name, &pooling)) {
+      return UsageError(absl::StrCat("--pooling: \"", arguments_.text("pooling"),
+                                     "\" is not one of default, mean, first, last, pma, none"));
+    }
+    request.set_pooling(pooling);
+    request.set_normalize(arguments_.on("normalize"));
+    auto response = client_.Embed(request, call_);
+    if (!response.ok()) return ServerError(response.status());
+    if (json()) {
+      PrintJson(*response);
+      return std::nullopt;
+    }
+    const v1::Embedding& embedding = response->embeddings(0);
+    std::cout << "model " << response->model() << ": " << embedding.rows() << " x "
+              << embedding.width() << " (rows x width)\n";
+    Table table({"ROW", "L2 NORM", "FIRST VALUES"}, {true, true, false});
+    for (int64_t row = 0; row < embedding.rows(); ++row) {
+      double norm = 0;
+      std::vector<std::string> first;
+      for (int64_t i = 0; i < embedding.width(); ++i) {
+        const float value = embedding.values(static_cast<int>(row * embedding.width() + i));
+        norm += static_cast<double>(value) * value;
+        if (i < 6) first.push_back(absl::StrFormat("%.4f", value));
+      }
+      table.Add({absl::StrCat(row), absl::StrFormat("%.4f", std::sqrt(norm)),
+                 absl::StrCat(absl::StrJoin(first, " "), embedding.width() > 6 ? " ..." : "")});
+    }
+    table.Print(std::cout);
+    return std::nullopt;
+  }
+
+  const Arguments& arguments_;
+  Client& client_;
+  const CallOptions call_;
+};
+
+int Main(int argc, char** argv) {
+  const std::vector<FlagSpec> flags = Flags();
+  auto arguments = Arguments::Parse(argc, argv, flags);
+  if (!arguments.ok()) {
+    std::cerr << "attn: " << arguments.status().message() << "; see attn --help\n";
+    return kExitUsage;
+  }
+  if (arguments->on("help") || arguments->positional().empty()) {
+    std::cout << kUsage << "\nFlags:\n" << FlagHelp(flags) << "\n" << ExitCodeHelp();
+    return arguments->on("help") ? kExitOk : kExitUsage;
+  }
+  auto client = Client::Connect(ChannelOptionsFrom(*arguments));
+  if (!client.ok()) {
+    std::cerr << "attn: " << client.status().message() << "\n";
+    return kExitUsage;  // inconsistent TLS flags or an unreadable file
+  }
+  Command command(*arguments, **client);
+  if (auto failure = command.Run(arguments->positional()[0])) {
+    std::cerr << "attn: " << failure->message << "\n";
+    return failure->code;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+}  // namespace attnserve::client
+
+int main(int argc, char** argv) { return attnserve::client::Main(argc, argv); }

@@ -1,0 +1,38 @@
+#include "client/cli_connection.h"
+
+namespace attnserve::client {
+
+std::vector<FlagSpec> ConnectionFlags() {
+  return {
+      {"target", FlagKind::kString, "localhost:50051", "the server, host:port"},
+      {"tls", FlagKind::kSwitch, "false", "connect with TLS (implied by the --tls_* files)"},
+      {"tls_ca", FlagKind::kString, "", "PEM CA bundle that signed the server's certificate"},
+      {"tls_cert", FlagKind::kString, "", "PEM client certificate, for mutual TLS"},
+      {"tls_key", FlagKind::kString, "", "PEM key of --tls_cert"},
+      {"tls_server_name", FlagKind::kString, "",
+       "the name in the server's certificate, when it is not the target's host"},
+      {"timeout", FlagKind::kNumber, "30", "seconds each call may take"},
+      {"retries", FlagKind::kInteger, "4",
+       "attempts per call while the server answers UNAVAILABLE, 1 to 5"},
+  };
+}
+
+ChannelOptions ChannelOptionsFrom(const Arguments& arguments) {
+  ChannelOptions options;
+  options.target = arguments.text("target");
+  options.ca_file = arguments.text("tls_ca");
+  options.cert_file = arguments.text("tls_cert");
+  options.key_file = arguments.text("tls_key");
+  options.server_name = arguments.text("tls_server_name");
+  options.tls = arguments.on("tls") || !options.ca_file.empty() || !options.cert_file.empty();
+  options.retry.max_attempts = static_cast<int>(arguments.integer("retries"));
+  return options;
+}
+
+CallOptions CallOptionsFrom(const Arguments& arguments) {
+  CallOptions call;
+  call.timeout = absl::Seconds(arguments.number("timeout"));
+  return call;
+}
+
+}  // namespace attnserve::client

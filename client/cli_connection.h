@@ -1,0 +1,15 @@
+// The flags that attn and attn-bench share to reach a server, and the channel they describe.
+#pragma once
+
+#include <vector>
+
+#include "client/cli_arguments.h"
+#include "client/client.h"
+
+namespace attnserve::client {
+
+std::vector<FlagSpec> ConnectionFlags();
+ChannelOptions ChannelOptionsFrom(const Arguments& arguments);
+CallOptions CallOptionsFrom(const Arguments& arguments);
+
+}  // namespace attnserve::client
