@@ -11,9 +11,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "client/attn/table.h"
 #include "client/cli_arguments.h"
 #include "client/cli_connection.h"
+#include "client/cli_table.h"
 #include "client/client.h"
 #include "client/exit_codes.h"
 

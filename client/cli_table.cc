@@ -1,4 +1,4 @@
-#include "client/attn/table.h"
+#include "client/cli_table.h"
 
 #include <algorithm>
 
