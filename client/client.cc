@@ -47,21 +47,6 @@ struct AsyncCall {
   Client::Done<Response> done;
 };
 
-template <typename Request, typename Response, typename Method>
-void StartAsync(Method method, const Request& request, Client::Done<Response> done,
-                const CallOptions& call) {
-  auto* state = new AsyncCall<Request, Response>{{}, request, {}, std::move(done)};
-  Prepare(state->context, call);
-  method(&state->context, &state->request, &state->response, [state](grpc::Status status) {
-    std::unique_ptr<AsyncCall<Request, Response>> owned(state);
-    if (status.ok()) {
-      owned->done(std::move(owned->response));
-    } else {
-      owned->done(FromGrpc(status));
-    }
-  });
-}
-
 }  // namespace
 
 absl::Status FromGrpc(const grpc::Status& status) {
@@ -111,6 +96,35 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ChannelOptions& op
 
 Client::Client(std::shared_ptr<grpc::Channel> channel)
     : channel_(std::move(channel)), stub_(v1::Inference::NewStub(channel_)) {}
+
+Client::~Client() {
+  absl::MutexLock lock(&mutex_);
+  mutex_.Await(absl::Condition(
+      +[](int64_t* in_flight) { return *in_flight == 0; }, &async_in_flight_));
+}
+
+template <typename Request, typename Response, typename Method>
+void Client::StartAsync(Method method, const Request& request, Done<Response> done,
+                        const CallOptions& call) {
+  {
+    absl::MutexLock lock(&mutex_);
+    ++async_in_flight_;
+  }
+  auto* state = new AsyncCall<Request, Response>{{}, request, {}, std::move(done)};
+  Prepare(state->context, call);
+  method(&state->context, &state->request, &state->response, [this, state](grpc::Status status) {
+    {
+      std::unique_ptr<AsyncCall<Request, Response>> owned(state);
+      if (status.ok()) {
+        owned->done(std::move(owned->response));
+      } else {
+        owned->done(FromGrpc(status));
+      }
+    }
+    absl::MutexLock lock(&mutex_);  // last: the Client may be destroyed once this is released
+    --async_in_flight_;
+  });
+}
 
 namespace {
 

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/attnserve/v1/inference.grpc.pb.h"
 
@@ -77,11 +78,19 @@ class Client {
 
   v1::Inference::Stub& stub() { return *stub_; }
 
+  // Waits for the asynchronous calls still in flight: they run on the channel's threads.
+  ~Client();
+
  private:
   explicit Client(std::shared_ptr<grpc::Channel> channel);
+  template <typename Request, typename Response, typename Method>
+  void StartAsync(Method method, const Request& request, Done<Response> done,
+                  const CallOptions& call);
 
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Inference::Stub> stub_;
+  absl::Mutex mutex_;
+  int64_t async_in_flight_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 // The gRPC status as an absl::Status: the codes are the same numbers.

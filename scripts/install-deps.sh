@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Installs every Debian package the build, the tests and the benchmarks need.
-# Idempotent: packages already present are skipped, and apt-get runs only when
-# something is missing. Needs root (or sudo) when it has something to install.
+# Installs every Debian package the build, the tests and the benchmarks need, then the Node
+# client example's npm dependencies. Idempotent: packages already present are skipped, apt-get
+# runs only when something is missing, and npm only when its lockfile changed. Needs root (or
+# sudo) when it has something to install.
 set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 packages=(
   # build
@@ -19,6 +21,8 @@ packages=(
   clang libclang-rt-14-dev
   # PyTorch reference (run with /usr/bin/python3); OpenBLAS so torch matmul is not the reference BLAS
   python3 python3-torch python3-numpy libopenblas0-openmp
+  # benchmarks plots
+  python3-matplotlib
 )
 
 missing=()
@@ -28,14 +32,34 @@ for package in "${packages[@]}"; do
   fi
 done
 
+apt_install() {
+  local sudo=""
+  if [[ $(id -u) != 0 ]]; then sudo="sudo"; fi
+  echo "install-deps: installing $*"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "$@"
+}
+
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  apt_install "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-sudo=""
-if [[ $(id -u) != 0 ]]; then sudo="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Node.js and npm run the Node client example and its test. They are not in the list above:
+# NodeSource's nodejs bundles npm and conflicts with Debian's npm package, so Debian's pair is
+# installed only when a command is missing.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  apt_install nodejs npm
+fi
+
+# The example's dependencies, exactly as its lockfile says. npm rewrites
+# node_modules/.package-lock.json on every install, so it is older than the lockfile only when
+# the lockfile changed since.
+node_example="$repo/client/examples/node"
+if [[ ! -f $node_example/node_modules/.package-lock.json ||
+      $node_example/package-lock.json -nt $node_example/node_modules/.package-lock.json ]]; then
+  echo "install-deps: npm ci in client/examples/node"
+  (cd "$node_example" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
