@@ -69,7 +69,7 @@ absl::StatusOr<Arguments> Arguments::Parse(int argc, const char* const* argv,
     }
     if (auto status = Check(*spec->second, value); !status.ok()) return status;
     arguments.values_[name] = value;
-    arguments.given_[name] = true;
+    arguments.given_.insert(name);
   }
   return arguments;
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,7 @@ class Arguments {
 
  private:
   std::map<std::string, std::string> values_;
-  std::map<std::string, bool> given_;
+  std::set<std::string> given_;
   std::vector<std::string> positional_;
 };
 
