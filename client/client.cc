@@ -95,7 +95,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ChannelOptions& op
 }
 
 Client::Client(std::shared_ptr<grpc::Channel> channel)
-    : channel_(std::move(channel)), stub_(v1::Inference::NewStub(channel_)) {}
+    : channel_(std::move(channel)),
+      stub_(v1::Inference::NewStub(channel_)),
+      health_(grpc::health::v1::Health::NewStub(channel_)) {}
 
 Client::~Client() {
   absl::MutexLock lock(&mutex_);
@@ -129,11 +131,10 @@ void Client::StartAsync(Method method, const Request& request, Done<Response> do
 namespace {
 
 // Every unary call: a deadline, the call, the status as an absl::Status.
-template <typename Request, typename Response>
-absl::StatusOr<Response> CallUnary(v1::Inference::Stub& stub,
-                                   grpc::Status (v1::Inference::Stub::*method)(grpc::ClientContext*,
-                                                                               const Request&,
-                                                                               Response*),
+template <typename Stub, typename Request, typename Response>
+absl::StatusOr<Response> CallUnary(Stub& stub,
+                                   grpc::Status (Stub::*method)(grpc::ClientContext*,
+                                                                const Request&, Response*),
                                    const Request& request, const CallOptions& call) {
   grpc::ClientContext context;
   Prepare(context, call);
@@ -168,6 +169,14 @@ absl::StatusOr<v1::EmbedResponse> Client::Embed(const v1::EmbedRequest& request,
 absl::StatusOr<v1::ScoreResponse> Client::Score(const v1::ScoreRequest& request,
                                                 const CallOptions& call) {
   return CallUnary(*stub_, &v1::Inference::Stub::Score, request, call);
+}
+
+absl::StatusOr<bool> Client::Serving(const std::string& service, const CallOptions& call) {
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  auto response = CallUnary(*health_, &grpc::health::v1::Health::Stub::Check, request, call);
+  if (!response.ok()) return response.status();
+  return response->status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
 
 absl::Status Client::Generate(const v1::GenerateRequest& request,

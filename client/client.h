@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "proto/attnserve/v1/inference.grpc.pb.h"
 
 namespace attnserve::client {
@@ -65,6 +66,9 @@ class Client {
                         const std::function<void(const v1::GenerateResponse&)>& on_event,
                         const CallOptions& call = {});
 
+  // grpc.health.v1: whether the server (service "") or one service is SERVING.
+  absl::StatusOr<bool> Serving(const std::string& service = "", const CallOptions& call = {});
+
   // Asynchronous calls return at once; `done` runs on a gRPC thread when the call ends. Many
   // may be in flight on the one channel.
   template <typename Response>
@@ -89,6 +93,7 @@ class Client {
 
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Inference::Stub> stub_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
   absl::Mutex mutex_;
   int64_t async_in_flight_ ABSL_GUARDED_BY(mutex_) = 0;
 };

@@ -16,6 +16,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "server/cpu_quota.h"
+#include "server/environment_flags.h"
 #include "server/inference_service.h"
 #include "server/metrics/http_exposer.h"
 
@@ -164,7 +165,13 @@ int Serve() {
 }  // namespace attnserve::server
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("attnserve --model_repository=DIR [--port=50051] [flags]");
+  absl::SetProgramUsageMessage(
+      "attnserve --model_repository=DIR [--port=50051] [flags]\n"
+      "Every flag can also come from the environment: ATTNSERVE_THREADS=2 for --threads=2.");
+  if (auto status = attnserve::server::ApplyEnvironmentFlags(); !status.ok()) {
+    std::cerr << "attnserve: " << status.message() << "\n";
+    return 1;
+  }
   absl::ParseCommandLine(argc, argv);
   return attnserve::server::Serve();
 }

@@ -25,6 +25,7 @@ constexpr char kUsage[] = R"(attn: call an attnserve server
 Usage: attn COMMAND [ARGS] [--flags]
 
 Commands:
+  health [SERVICE]       SERVING (exit 0) or NOT_SERVING (exit 5), by grpc.health.v1
   models                 the served models, and those that failed to load
   info MODEL             one model: architecture, vocabulary, context, what it answers
   next-token             the most probable next tokens after --text or --tokens
@@ -79,6 +80,10 @@ class Command {
   std::optional<Failure> Run(const std::string& name) {
     const auto& args = arguments_.positional();
     if (name == "models") return Models();
+    if (name == "health") {
+      if (args.size() > 2) return UsageError("health takes at most one service name");
+      return Health(args.size() == 2 ? args[1] : "");
+    }
     if (name == "info") {
       if (args.size() != 2) return UsageError("info takes one model name: attn info MODEL");
       return Info(args[1]);
@@ -137,6 +142,14 @@ class Command {
       }
       sequence.mutable_tokens()->add_ids(value);
     }
+    return std::nullopt;
+  }
+
+  std::optional<Failure> Health(const std::string& service) {
+    auto serving = client_.Serving(service, call_);
+    if (!serving.ok()) return ServerError(serving.status());
+    std::cout << (*serving ? "SERVING" : "NOT_SERVING") << "\n";
+    if (!*serving) return Failure{kExitUnavailable, "the server is not serving"};
     return std::nullopt;
   }
 
