@@ -10,7 +10,8 @@ FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard '*.h' '
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = safetensors_fuzz model_config_fuzz
 
-.PHONY: deps configure build test serve bench bench-model bench-server fuzz format format-check clean
+.PHONY: deps configure build test serve bench bench-model bench-server container-test fuzz format \
+        format-check clean
 
 deps:
 	bash scripts/install-deps.sh
@@ -37,6 +38,10 @@ bench-model: build
 
 bench-server: build
 	$(PYTHON) bench/server_bench.py $(BUILD_DIR)
+
+# Builds the OCI image with podman and checks it end to end (scripts/container-test.sh).
+container-test:
+	bash scripts/container-test.sh
 
 # libFuzzer (clang) on the safetensors and config parsers, FUZZ_SECONDS per target, starting
 # from the committed corpus; new inputs collect in build-fuzz/corpus/.

@@ -71,9 +71,12 @@ ModelWorker::ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerO
       model_(std::move(model)),
       options_(options),
       metrics_(metrics),
+      queue_length_(metrics.queue_length.Add({{"model", name_}})),
       end_of_text_(model_->tokenizer ? model_->tokenizer->SpecialId("<|endoftext|>") : -1),
       weight_pages_(model_->weight_file),
-      thread_([this] { Run(); }) {}
+      thread_([this] { Run(); }) {
+  metrics.queue_capacity.Add({{"model", name_}}).Set(static_cast<double>(options_.max_queue_size));
+}
 
 ModelWorker::~ModelWorker() { Drain(); }
 
@@ -86,6 +89,7 @@ absl::Status ModelWorker::Submit(std::shared_ptr<Task> task) {
                                                  " requests queued, its limit; retry later"));
     }
     queue_.push_back(std::move(task));
+    queue_length_.Set(static_cast<double>(queue_.size()));
   }
   // Counted once the lock is free, so the spinning scheduler does not run into a held mutex: a
   // contended absl::Mutex costs it a futex call, and a system call here flushes the TLB right
@@ -143,6 +147,7 @@ std::vector<std::shared_ptr<Task>> ModelWorker::TakeWork() {
     it = queue_.erase(it);
   }
   queued_.fetch_sub(static_cast<int64_t>(taken.size()), std::memory_order_release);
+  queue_length_.Set(static_cast<double>(queue_.size()));
   return taken;
 }
 

@@ -76,6 +76,7 @@ class ModelWorker {
   const std::unique_ptr<Model> model_;
   const WorkerOptions options_;
   ServerMetrics& metrics_;
+  metrics::Gauge& queue_length_;
   const int64_t end_of_text_;
 
   absl::Mutex mutex_;

@@ -28,7 +28,11 @@ ServerMetrics::ServerMetrics(metrics::Registry& registry)
                                         "Time from a Generate request to its first token.",
                                         ExponentialBuckets(0.001, 2.0, 16))),
       active_sequences(registry.AddGauge("attnserve_active_sequences",
-                                         "Sequences in the running decode batch.")) {}
+                                         "Sequences in the running decode batch.")),
+      queue_length(registry.AddGauge("attnserve_queue_length",
+                                     "Requests queued for the engine, not yet started.")),
+      queue_capacity(registry.AddGauge(
+          "attnserve_queue_capacity", "Most requests the queue holds before UNAVAILABLE.")) {}
 
 void AddProcessMetrics(metrics::Registry& registry) {
   auto& cpu = registry

@@ -17,6 +17,8 @@ struct ServerMetrics {
   metrics::Family<metrics::Gauge>& in_flight;         // {model}
   metrics::Family<metrics::Histogram>& first_token;   // {model}
   metrics::Family<metrics::Gauge>& active_sequences;  // {model}: decoding right now
+  metrics::Family<metrics::Gauge>& queue_length;      // {model}: waiting for the engine
+  metrics::Family<metrics::Gauge>& queue_capacity;    // {model}: --max_queue_size
 };
 
 // process_cpu_seconds_total and process_resident_memory_bytes, refreshed at every scrape.

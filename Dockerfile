@@ -1,0 +1,44 @@
+# attnserve's OCI image: the server, the attn client and the demo model on Debian bookworm-slim.
+#   podman build --format docker -t attnserve .     (or docker build -t attnserve .)
+#   podman run --rm -p 50051:50051 -p 9090:9090 attnserve
+# Flags come from ATTNSERVE_* environment variables (ATTNSERVE_THREADS=2) or from arguments.
+
+FROM debian:bookworm-slim AS build
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      build-essential cmake pkg-config libdnnl-dev libabsl-dev nlohmann-json3-dev \
+      libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libcivetweb-dev \
+      grpc-proto \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY CMakeLists.txt ./
+COPY engine engine
+COPY proto proto
+COPY server server
+COPY client client
+RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DATTNSERVE_TESTS=OFF \
+ && cmake --build build -j "$(nproc)" --target attnserve attn \
+ && strip build/server/attnserve build/client/attn
+# The runtime image installs exactly the packages whose libraries the binaries link.
+RUN ldd build/server/attnserve build/client/attn | awk '/=> \//{print $3}' \
+    | xargs -r realpath | xargs -r dpkg -S 2>/dev/null | cut -d: -f1 | sort -u \
+    > /runtime-packages \
+ && cat /runtime-packages
+
+FROM debian:bookworm-slim
+COPY --from=build /runtime-packages /tmp/runtime-packages
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      $(cat /tmp/runtime-packages) \
+ && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages \
+ && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin attnserve
+COPY --from=build /src/build/server/attnserve /src/build/client/attn /usr/local/bin/
+COPY models/demo /opt/attnserve/models/demo
+USER 10001
+ENV ATTNSERVE_MODEL_REPOSITORY=/opt/attnserve/models \
+    ATTNSERVE_PORT=50051 \
+    ATTNSERVE_METRICS_PORT=9090
+EXPOSE 50051 9090
+HEALTHCHECK --interval=10s --timeout=3s --start-period=20s \
+  CMD attn health --target "localhost:${ATTNSERVE_PORT}" --timeout 2 --retries 1 || exit 1
+ENTRYPOINT ["attnserve"]

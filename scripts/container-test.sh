@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds the OCI image with podman and checks it end to end (make container-test): the image
+# starts, reports healthy over grpc.health.v1, answers a NextToken call from the attn inside it,
+# serves /metrics, and drains and exits 0 on SIGTERM. Prints the build time and image size.
+# Needs root for podman; ../shared/tools/container-base.sh prepares podman and the base image.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+image=${IMAGE:-attnserve:test}
+base_script=../shared/tools/container-base.sh
+if [[ -x $base_script || -f $base_script ]]; then
+  bash "$base_script" >/dev/null
+fi
+export CONTAINERS_CONF=${CONTAINERS_CONF:-/etc/containers/containers-sandbox.conf}
+
+start=$(date +%s)
+podman build --pull=never --isolation chroot --network host --format docker -q -t "$image" . \
+  >/dev/null
+built=$(date +%s)
+size=$(podman image inspect --format '{{.Size}}' "$image")
+echo "container-test: built $image in $((built - start)) s, $((size / 1000000)) MB"
+
+# Free ports on the host network (the sandbox has no port mapping).
+read -r grpc_port metrics_port < <(/usr/bin/python3 -c '
+import socket
+sockets = [socket.socket() for _ in range(2)]
+for s in sockets: s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in sockets))')
+name=attnserve-test-$$
+cleanup() { podman rm -f "$name" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+podman run -d --name "$name" --runtime runc --network host \
+  -e ATTNSERVE_PORT="$grpc_port" -e ATTNSERVE_METRICS_PORT="$metrics_port" \
+  -e ATTNSERVE_THREADS=1 "$image" >/dev/null 2>&1  # podman warns that it has no systemd timers
+
+fail() {
+  echo "container-test: FAILED: $*" >&2
+  podman logs "$name" >&2 || true
+  exit 1
+}
+attn() { podman exec "$name" attn --target "localhost:$grpc_port" "$@"; }
+
+for _ in $(seq 60); do
+  if attn health --timeout 1 --retries 1 >/dev/null 2>&1; then break; fi
+  sleep 0.5
+done
+[[ $(attn health --retries 1) == SERVING ]] || fail "health is not SERVING"
+[[ $(podman exec "$name" id -u) == 10001 ]] || fail "the server does not run as user 10001"
+table=$(attn next-token --text "The meaning of life is" --top_k 3) || fail "attn next-token"
+[[ $(echo "$table" | grep -c '^ *[0-9]') == 3 ]] || fail "next-token table: $table"
+metrics=$(/usr/bin/python3 -c "import urllib.request;
+print(urllib.request.urlopen('http://127.0.0.1:$metrics_port/metrics', timeout=5).read().decode())")
+grep -q 'attnserve_requests_total{code="OK",method="NextToken",model="demo"} 1' <<<"$metrics" ||
+  fail "/metrics does not count the NextToken call"
+# The image's HEALTHCHECK, run once by hand: podman schedules it with systemd, absent here.
+podman healthcheck run "$name" >/dev/null 2>&1 || fail "the image's HEALTHCHECK reports unhealthy"
+
+podman stop --time 30 "$name" >/dev/null 2>&1  # SIGTERM, then SIGKILL after 30 s
+exit_code=$(podman inspect --format '{{.State.ExitCode}}' "$name")
+logs=$(podman logs "$name" 2>&1)
+[[ $exit_code == 0 ]] || fail "exit code $exit_code after SIGTERM"
+grep -q "SIGTERM: draining" <<<"$logs" || fail "no drain on SIGTERM"
+grep -q "drained, exiting" <<<"$logs" || fail "did not finish draining"
+echo "container-test: OK (health, HEALTHCHECK, NextToken, /metrics, drain on SIGTERM;" \
+  "$(($(date +%s) - start)) s in all)"
