@@ -23,6 +23,9 @@ packages=(
   python3 python3-torch python3-numpy libopenblas0-openmp
   # benchmarks plots
   python3-matplotlib
+  # deploy/ checks without a cluster (kubectl for its built-in kustomize; these machines' apt
+  # sources carry it); the container test (make container-test) brings its own podman
+  yamllint python3-yaml python3-kubernetes kubectl
 )
 
 missing=()

@@ -1,0 +1,277 @@
+"""Checks deploy/ without a cluster (none runs here): yamllint; the Kustomize builds; every
+rendered object against the Kubernetes API types of python3-kubernetes, strictly (an unknown or
+misspelt field fails); the manifests' consistency with each other and with the server (ports,
+labels, flags, drain timing, security); promtool on the Prometheus configuration and rules, and
+the rules' unit tests; and that the rules and the Grafana dashboard only use metrics the server
+really exports.
+Env: ATTNSERVE_BINARY (the server, to list its flags and scrape its metrics), ATTNSERVE_MODELS."""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+import unittest
+import urllib.request
+
+import yaml
+from kubernetes import client
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+DEPLOY = os.path.join(ROOT, "deploy")
+
+# python3-kubernetes 22.6 models Kubernetes 1.22. Newer fields and versions the manifests use
+# are described here: gRPC probes (GA in 1.27), and autoscaling/v2 (GA in 1.23), whose schema
+# is v2beta2's.
+NEWER_FIELDS = {("V1Probe", "grpc"): {"port": int, "service": str}}
+KINDS = {
+    ("apps/v1", "Deployment"): "V1Deployment",
+    ("v1", "Service"): "V1Service",
+    ("v1", "PersistentVolumeClaim"): "V1PersistentVolumeClaim",
+    ("policy/v1", "PodDisruptionBudget"): "V1PodDisruptionBudget",
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): "V2beta2HorizontalPodAutoscaler",
+}
+
+
+def check_model(value, type_name, path, errors):
+    """Appends to `errors` every field of `value` that the API type `type_name` lacks or types
+    differently."""
+    if type_name.startswith("list["):
+        if not isinstance(value, list):
+            errors.append(f"{path}: a list expected")
+            return
+        for i, item in enumerate(value):
+            check_model(item, type_name[5:-1], f"{path}[{i}]", errors)
+        return
+    if type_name.startswith("dict("):
+        if not isinstance(value, dict):
+            errors.append(f"{path}: a map expected")
+            return
+        for key, item in value.items():
+            check_model(item, type_name[type_name.index(", ") + 2:-1], f"{path}.{key}", errors)
+        return
+    basic = {"str": str, "int": int, "bool": bool, "float": (int, float)}
+    if type_name in basic:
+        if not isinstance(value, basic[type_name]) or (type_name == "int" and
+                                                       isinstance(value, bool)):
+            errors.append(f"{path}: {type_name} expected, got {value!r}")
+        return
+    if type_name in ("object", "datetime", "date"):
+        return
+    model = getattr(client, type_name)
+    if not isinstance(value, dict):
+        errors.append(f"{path}: an object ({type_name}) expected")
+        return
+    json_to_python = {v: k for k, v in model.attribute_map.items()}
+    for key, item in value.items():
+        newer = NEWER_FIELDS.get((type_name, key))
+        if newer is not None:
+            for field, field_value in item.items():
+                if field not in newer:
+                    errors.append(f"{path}.{key}.{field}: not a field of {key}")
+                elif not isinstance(field_value, newer[field]):
+                    errors.append(f"{path}.{key}.{field}: {newer[field].__name__} expected")
+            continue
+        if key not in json_to_python:
+            errors.append(f"{path}.{key}: not a field of {type_name}")
+            continue
+        check_model(item, model.openapi_types[json_to_python[key]], f"{path}.{key}", errors)
+
+
+def kustomize(directory):
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        raise AssertionError("kubectl is missing: run scripts/install-deps.sh")
+    out = subprocess.run([kubectl, "kustomize", os.path.join(DEPLOY, "k8s", directory)],
+                         check=True, capture_output=True, text=True).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def by_kind(objects, kind, name=None):
+    found = [o for o in objects if o["kind"] == kind and (name is None or
+                                                          o["metadata"]["name"] == name)]
+    assert found, f"no {kind} {name or ''}"
+    return found[0] if name else found
+
+
+class ManifestTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.base = kustomize("base")
+        cls.volume = kustomize("overlays/model-volume")
+
+    def test_yamllint(self):
+        result = subprocess.run(["yamllint", "--strict", "-c", os.path.join(DEPLOY, ".yamllint"),
+                                 DEPLOY], capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+
+    def test_every_object_matches_the_kubernetes_api_types(self):
+        for objects in (self.base, self.volume):
+            for obj in objects:
+                key = (obj["apiVersion"], obj["kind"])
+                if key == ("monitoring.coreos.com/v1", "ServiceMonitor"):
+                    continue  # a CRD: test_service_monitor_scrapes_the_metrics_port
+                self.assertIn(key, KINDS, f"unexpected {key}")
+                errors = []
+                check_model(obj, KINDS[key], obj["kind"], errors)
+                self.assertEqual(errors, [])
+                # Required fields: the client's models refuse to be built without them.
+                api = client.ApiClient()
+                api._ApiClient__deserialize(obj, KINDS[key])
+
+    def test_the_strict_check_catches_mistakes(self):
+        deployment = json.loads(json.dumps(by_kind(self.base, "Deployment", "attnserve")))
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        container["livenessProbe"]["grpc"]["prot"] = 50051
+        container["resources"]["limit"] = {}
+        deployment["spec"]["replicas"] = "two"
+        errors = []
+        check_model(deployment, "V1Deployment", "Deployment", errors)
+        self.assertEqual(len(errors), 3, errors)
+
+    def test_pods_are_found_by_their_services_and_probes(self):
+        deployment = by_kind(self.base, "Deployment", "attnserve")
+        pod = deployment["spec"]["template"]
+        labels = pod["metadata"]["labels"]
+        self.assertEqual(deployment["spec"]["selector"]["matchLabels"].items() - labels.items(),
+                         set())
+        container = pod["spec"]["containers"][0]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        self.assertEqual(ports, {"grpc": 50051, "metrics": 9090})
+        for service in by_kind(self.base, "Service"):
+            self.assertEqual(service["spec"]["selector"].items() - labels.items(), set())
+            for port in service["spec"]["ports"]:
+                self.assertIn(port["targetPort"], ports)
+        headless = by_kind(self.base, "Service", "attnserve-headless")
+        self.assertEqual(headless["spec"]["clusterIP"], "None")
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            self.assertEqual(container[probe]["grpc"]["port"], ports["grpc"])
+        self.assertEqual(container["readinessProbe"]["grpc"]["service"], "attnserve.v1.Inference")
+        annotations = pod["metadata"]["annotations"]
+        self.assertEqual(int(annotations["prometheus.io/port"]), ports["metrics"])
+        pdb = by_kind(self.base, "PodDisruptionBudget", "attnserve")
+        self.assertEqual(pdb["spec"]["selector"]["matchLabels"].items() - labels.items(), set())
+        hpa = by_kind(self.base, "HorizontalPodAutoscaler", "attnserve")
+        self.assertEqual(hpa["spec"]["scaleTargetRef"]["name"], deployment["metadata"]["name"])
+
+    def test_the_drain_fits_the_grace_period(self):
+        spec = by_kind(self.base, "Deployment", "attnserve")["spec"]["template"]["spec"]
+        container = spec["containers"][0]
+        env = {e["name"]: e for e in container["env"]}
+        drain = int(env["ATTNSERVE_DRAIN_TIMEOUT_S"]["value"])
+        pause = int(container["lifecycle"]["preStop"]["exec"]["command"][1])
+        self.assertGreater(spec["terminationGracePeriodSeconds"], pause + drain)
+        # Compute threads follow the CPU limit.
+        self.assertEqual(env["ATTNSERVE_THREADS"]["valueFrom"]["resourceFieldRef"]["resource"],
+                         "limits.cpu")
+
+    def test_environment_variables_name_real_server_flags(self):
+        flags = server_flags()
+        for objects in (self.base, self.volume):
+            container = by_kind(objects, "Deployment", "attnserve")[
+                "spec"]["template"]["spec"]["containers"][0]
+            for variable in container["env"]:
+                name = variable["name"]
+                self.assertTrue(name.startswith("ATTNSERVE_"), name)
+                self.assertIn(name[len("ATTNSERVE_"):].lower(), flags, name)
+
+    def test_pods_are_locked_down(self):
+        spec = by_kind(self.base, "Deployment", "attnserve")["spec"]["template"]["spec"]
+        self.assertTrue(spec["securityContext"]["runAsNonRoot"])
+        self.assertNotEqual(spec["securityContext"]["runAsUser"], 0)
+        security = spec["containers"][0]["securityContext"]
+        self.assertTrue(security["readOnlyRootFilesystem"])
+        self.assertFalse(security["allowPrivilegeEscalation"])
+        self.assertEqual(security["capabilities"]["drop"], ["ALL"])
+
+    def test_the_volume_overlay_serves_the_volume(self):
+        spec = by_kind(self.volume, "Deployment", "attnserve")["spec"]["template"]["spec"]
+        container = spec["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        self.assertEqual(env["ATTNSERVE_MODEL_REPOSITORY"], mounts["models"]["mountPath"])
+        self.assertTrue(mounts["models"]["readOnly"])
+        self.assertIn("tmp", mounts)  # the base's volumes are kept
+        claim = {v["name"]: v for v in spec["volumes"]}["models"]["persistentVolumeClaim"]
+        by_kind(self.volume, "PersistentVolumeClaim", claim["claimName"])
+
+    def test_service_monitor_scrapes_the_metrics_port(self):
+        monitor = by_kind(self.base, "ServiceMonitor", "attnserve")
+        services = [s for s in by_kind(self.base, "Service")
+                    if monitor["spec"]["selector"]["matchLabels"].items()
+                    <= s["metadata"].get("labels", {}).items()]
+        self.assertTrue(services)
+        for endpoint in monitor["spec"]["endpoints"]:
+            self.assertEqual(endpoint["path"], "/metrics")
+            self.assertTrue(any(endpoint["port"] in {p["name"] for p in s["spec"]["ports"]}
+                                for s in services))
+
+
+class MonitoringTest(unittest.TestCase):
+    def promtool(self, *args):
+        result = subprocess.run(["promtool", *args], cwd=os.path.join(DEPLOY, "prometheus"),
+                                capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+
+    def test_prometheus_configuration(self):
+        self.promtool("check", "config", "prometheus.yml")
+
+    def test_rules(self):
+        self.promtool("check", "rules", "rules.yml")
+
+    def test_rules_fire_when_they_should(self):
+        self.promtool("test", "rules", "rules_test.yml")
+
+    def test_rules_and_dashboard_use_only_exported_metrics(self):
+        exported = scraped_metric_names()
+        with open(os.path.join(DEPLOY, "prometheus", "rules.yml")) as f:
+            rules = yaml.safe_load(f)
+        recorded = {r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r}
+        expressions = [r["expr"] for g in rules["groups"] for r in g["rules"]]
+        with open(os.path.join(DEPLOY, "grafana", "attnserve-dashboard.json")) as f:
+            dashboard = json.load(f)
+        self.assertGreaterEqual(len(dashboard["panels"]), 8)
+        expressions += [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+        used = set()
+        for expression in expressions:
+            used |= set(re.findall(r"\b((?:attnserve|process)[_:][a-z0-9_:]*)", expression))
+        unknown = {name for name in used
+                   if name not in recorded and re.sub(r"_(bucket|sum|count)$", "", name)
+                   not in exported}
+        self.assertEqual(unknown, set())
+        self.assertIn("attnserve_queue_length", used)
+
+
+def server_flags():
+    result = subprocess.run([os.environ["ATTNSERVE_BINARY"], "--helpfull"], capture_output=True,
+                            text=True)
+    return set(re.findall(r"^\s+--([a-z_]+) ", result.stdout + result.stderr, re.M))
+
+
+def scraped_metric_names():
+    """The metric families of a real server's /metrics."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        metrics_port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [os.environ["ATTNSERVE_BINARY"], "--host=127.0.0.1", "--port=0",
+         f"--metrics_port={metrics_port}", "--threads=1",
+         f"--model_repository={os.environ['ATTNSERVE_MODELS']}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                              timeout=2).read().decode()
+                return set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError("the server's /metrics never answered")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    unittest.main()
