@@ -1,5 +1,9 @@
 #include "client/cli_connection.h"
 
+#include <grpc/support/log.h>
+
+#include <cstdlib>
+
 namespace attnserve::client {
 
 std::vector<FlagSpec> ConnectionFlags() {
@@ -24,7 +28,8 @@ ChannelOptions ChannelOptionsFrom(const Arguments& arguments) {
   options.cert_file = arguments.text("tls_cert");
   options.key_file = arguments.text("tls_key");
   options.server_name = arguments.text("tls_server_name");
-  options.tls = arguments.on("tls") || !options.ca_file.empty() || !options.cert_file.empty();
+  options.tls = arguments.on("tls") || !options.ca_file.empty() || !options.cert_file.empty() ||
+                !options.key_file.empty();
   options.retry.max_attempts = static_cast<int>(arguments.integer("retries"));
   return options;
 }
@@ -33,6 +38,10 @@ CallOptions CallOptionsFrom(const Arguments& arguments) {
   CallOptions call;
   call.timeout = absl::Seconds(arguments.number("timeout"));
   return call;
+}
+
+void QuietGrpcLogs() {
+  if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_function([](gpr_log_func_args*) {});
 }
 
 }  // namespace attnserve::client

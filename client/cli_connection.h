@@ -12,4 +12,8 @@ std::vector<FlagSpec> ConnectionFlags();
 ChannelOptions ChannelOptionsFrom(const Arguments& arguments);
 CallOptions CallOptionsFrom(const Arguments& arguments);
 
+// gRPC logs its own errors (a failed TLS handshake, ...) to stderr; the tools report the call's
+// status instead. GRPC_VERBOSITY set in the environment keeps gRPC's logs.
+void QuietGrpcLogs();
+
 }  // namespace attnserve::client

@@ -21,16 +21,21 @@ std::string Seconds(absl::Duration duration) {
   return absl::StrFormat("%.3fs", absl::ToDoubleSeconds(duration));
 }
 
-// gRPC's retry policy for every method of the service.
+// Calls spread over every address the target resolves to (round_robin): a headless Service's
+// pods, or a list such as ipv4:10.0.0.1:50051,10.0.0.2:50051. One HTTP/2 connection would
+// otherwise pin the client to one server. Then gRPC's retry policy for every method.
 std::string ServiceConfig(const RetryPolicy& retry) {
-  if (retry.max_attempts <= 1) return "{}";
-  return absl::StrFormat(
-      R"({"methodConfig": [{"name": [{"service": "attnserve.v1.Inference"}],
-          "retryPolicy": {"maxAttempts": %d, "initialBackoff": "%s", "maxBackoff": "%s",
-                          "backoffMultiplier": %f,
-                          "retryableStatusCodes": ["UNAVAILABLE"]}}]})",
-      retry.max_attempts, Seconds(retry.initial_backoff), Seconds(retry.max_backoff),
-      retry.backoff_multiplier);
+  std::string retry_policy;
+  if (retry.max_attempts > 1) {
+    retry_policy = absl::StrFormat(
+        R"(, "methodConfig": [{"name": [{"service": "attnserve.v1.Inference"}],
+            "retryPolicy": {"maxAttempts": %d, "initialBackoff": "%s", "maxBackoff": "%s",
+                            "backoffMultiplier": %f,
+                            "retryableStatusCodes": ["UNAVAILABLE"]}}])",
+        retry.max_attempts, Seconds(retry.initial_backoff), Seconds(retry.max_backoff),
+        retry.backoff_multiplier);
+  }
+  return absl::StrCat(R"({"loadBalancingConfig": [{"round_robin": {}}])", retry_policy, "}");
 }
 
 void Prepare(grpc::ClientContext& context, const CallOptions& call) {
@@ -77,16 +82,13 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ChannelOptions& op
       ssl.pem_private_key = *key;
     }
     credentials = grpc::SslCredentials(ssl);
-  } else if (!options.ca_file.empty() || !options.cert_file.empty()) {
+  } else if (!options.ca_file.empty() || !options.cert_file.empty() || !options.key_file.empty()) {
     return absl::InvalidArgumentError("TLS files were given without TLS");
   }
   grpc::ChannelArguments arguments;
   arguments.SetServiceConfigJSON(ServiceConfig(options.retry));
+  arguments.SetInt(GRPC_ARG_ENABLE_RETRIES, 1);
   arguments.SetMaxReceiveMessageSize(64 << 20);
-  // Reconnect soon after a server restarts, so that retries can reach it.
-  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   if (!options.server_name.empty()) {
     arguments.SetSslTargetNameOverride(options.server_name);
   }

@@ -1,5 +1,6 @@
-// attnserve's C++ client: a channel to one server (plain, TLS or mutual TLS), typed calls for
-// every RPC, synchronous and asynchronous, with deadlines and retries.
+// attnserve's C++ client: a channel to a server or its replicas (plain, TLS or mutual TLS;
+// calls spread round-robin over every address the target resolves to), typed calls for every
+// RPC, synchronous and asynchronous, with deadlines and retries.
 //
 // Retries are gRPC's own (a service-config retryPolicy): a call that gets UNAVAILABLE (the
 // server unreachable, its queue full, or draining) is tried again with exponential backoff and

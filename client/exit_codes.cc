@@ -33,9 +33,10 @@ const char* ExitCodeHelp() {
   2  usage: unknown command or flag, missing or malformed value, unreadable TLS file
   3  the server refused the request's content (INVALID_ARGUMENT, OUT_OF_RANGE)
   4  no such model (NOT_FOUND)
-  5  the server is unreachable, overloaded or draining, even after retries (UNAVAILABLE)
+  5  the server is unreachable, overloaded or draining, even after retries, or the TLS
+     handshake failed (UNAVAILABLE)
   6  the deadline passed (DEADLINE_EXCEEDED)
-  7  TLS or credentials refused (UNAUTHENTICATED, PERMISSION_DENIED)
+  7  the server refused the caller's credentials (UNAUTHENTICATED, PERMISSION_DENIED)
   8  the model does not support this (FAILED_PRECONDITION, UNIMPLEMENTED)
 )";
 }

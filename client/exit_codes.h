@@ -11,9 +11,9 @@ enum ExitCode {
   kExitUsage = 2,           // unknown command or flag, bad value, unreadable TLS file
   kExitInvalidRequest = 3,  // INVALID_ARGUMENT, OUT_OF_RANGE: the server refused the content
   kExitNotFound = 4,        // NOT_FOUND: no such model
-  kExitUnavailable = 5,     // UNAVAILABLE: unreachable, overloaded or draining, after retries
+  kExitUnavailable = 5,     // UNAVAILABLE: unreachable, overloaded, draining; a TLS handshake
   kExitDeadline = 6,        // DEADLINE_EXCEEDED
-  kExitAccess = 7,          // UNAUTHENTICATED, PERMISSION_DENIED: TLS or credentials
+  kExitAccess = 7,          // UNAUTHENTICATED, PERMISSION_DENIED: credentials refused
   kExitUnsupported = 8,     // FAILED_PRECONDITION, UNIMPLEMENTED: the model cannot do this
 };
 

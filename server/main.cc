@@ -9,12 +9,14 @@
 #include <csignal>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/cpu_quota.h"
 #include "server/environment_flags.h"
 #include "server/inference_service.h"
@@ -157,7 +159,15 @@ int Serve() {
   server->Shutdown(std::chrono::system_clock::now() +
                    std::chrono::seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
   repository->DrainAll();
-  std::cerr << "attnserve: drained, exiting\n";
+  // What this process answered, by status code: after a drain, every call it accepted.
+  std::map<std::string, int64_t> answered;
+  metrics.requests.ForEach([&answered](const metrics::Labels& labels, const metrics::Counter& n) {
+    answered[labels.at("code")] += static_cast<int64_t>(n.Value());
+  });
+  std::cerr << "attnserve: drained, exiting; answered "
+            << (answered.empty() ? "nothing"
+                                 : absl::StrJoin(answered, " ", absl::PairFormatter("=")))
+            << "\n";
   return 0;
 }
 

@@ -79,7 +79,10 @@ class Command {
 
   std::optional<Failure> Run(const std::string& name) {
     const auto& args = arguments_.positional();
-    if (name == "models") return Models();
+    if (name == "models") {
+      if (args.size() > 1) return UsageError("models takes no arguments");
+      return Models();
+    }
     if (name == "health") {
       if (args.size() > 2) return UsageError("health takes at most one service name");
       return Health(args.size() == 2 ? args[1] : "");
@@ -149,7 +152,9 @@ class Command {
     auto serving = client_.Serving(service, call_);
     if (!serving.ok()) return ServerError(serving.status());
     std::cout << (*serving ? "SERVING" : "NOT_SERVING") << "\n";
-    if (!*serving) return Failure{kExitUnavailable, "the server is not serving"};
+    if (!*serving) {
+      return Failure{kExitUnavailable, "NOT_SERVING: the server is draining or not yet ready"};
+    }
     return std::nullopt;
   }
 
@@ -243,6 +248,7 @@ class Command {
       }
     }
     v1::GenerateFinish finish;
+    bool printed = false;
     const absl::Status status = client_.Generate(
         request,
         [&](const v1::GenerateResponse& event) {
@@ -250,11 +256,12 @@ class Command {
             PrintJson(event, /*one_line=*/true);
           } else if (event.has_token()) {
             std::cout << event.token().text() << std::flush;
+            printed = true;
           }
           if (event.has_finish()) finish = event.finish();
         },
         call_);
-    if (!json()) std::cout << "\n" << std::flush;
+    if (printed) std::cout << "\n" << std::flush;
     if (!status.ok()) return ServerError(status);
     if (!json()) {
       std::cerr << "[" << FinishName(finish.reason()) << ": " << finish.prompt_tokens()
@@ -309,14 +316,14 @@ class Command {
 
   std::optional<Failure> Embed() {
     v1::EmbedRequest request;
-    if (auto failure = ResolveModel(*request.mutable_model())) return failure;
-    if (auto failure = Input(*request.add_sequences())) return failure;
     v1::Pooling pooling;
     const std::string name = "POOLING_" + absl::AsciiStrToUpper(arguments_.text("pooling"));
     if (!v1::Pooling_Parse(name, &pooling)) {
       return UsageError(absl::StrCat("--pooling: \"", arguments_.text("pooling"),
                                      "\" is not one of default, mean, first, last, pma, none"));
     }
+    if (auto failure = Input(*request.add_sequences())) return failure;
+    if (auto failure = ResolveModel(*request.mutable_model())) return failure;
     request.set_pooling(pooling);
     request.set_normalize(arguments_.on("normalize"));
     auto response = client_.Embed(request, call_);
@@ -350,6 +357,7 @@ class Command {
 };
 
 int Main(int argc, char** argv) {
+  QuietGrpcLogs();
   const std::vector<FlagSpec> flags = Flags();
   auto arguments = Arguments::Parse(argc, argv, flags);
   if (!arguments.ok()) {
@@ -357,8 +365,15 @@ int Main(int argc, char** argv) {
     return kExitUsage;
   }
   if (arguments->on("help") || arguments->positional().empty()) {
-    std::cout << kUsage << "\nFlags:\n" << FlagHelp(flags) << "\n" << ExitCodeHelp();
+    (arguments->on("help") ? std::cout : std::cerr) << kUsage << "\nFlags:\n"
+                                                    << FlagHelp(flags) << "\n"
+                                                    << ExitCodeHelp();
     return arguments->on("help") ? kExitOk : kExitUsage;
+  }
+  // 4: a call needs time to run.
+  if (arguments->number("timeout") <= 0) {
+    std::cerr << "attn: --timeout must be positive\n";
+    return kExitUsage;
   }
   auto client = Client::Connect(ChannelOptionsFrom(*arguments));
   if (!client.ok()) {

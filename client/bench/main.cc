@@ -2,6 +2,7 @@
 // `attn-bench --help` lists the modes and flags.
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "absl/strings/numbers.h"
@@ -59,6 +60,7 @@ int Usage(const std::string& message) {
 }
 
 int Main(int argc, char** argv) {
+  QuietGrpcLogs();
   const std::vector<FlagSpec> flags = Flags();
   auto arguments = Arguments::Parse(argc, argv, flags);
   if (!arguments.ok()) return Usage(std::string(arguments.status().message()));
@@ -99,10 +101,12 @@ int Main(int argc, char** argv) {
   limits.warmup = absl::Seconds(arguments->number("warmup"));
   limits.duration = absl::Seconds(arguments->number("duration"));
   limits.requests = arguments->integer("requests");
-  if (limits.warmup < absl::ZeroDuration() || limits.duration <= absl::ZeroDuration() ||
-      limits.requests < 0) {
-    return Usage("--warmup, --duration and --requests cannot be negative");
+  if (limits.warmup < absl::ZeroDuration() || limits.requests < 0) {
+    return Usage("--warmup and --requests cannot be negative");
   }
+  if (limits.duration <= absl::ZeroDuration()) return Usage("--duration must be positive");
+  if (arguments->integer("max_tokens") < 1) return Usage("--max_tokens must be positive");
+  if (arguments->number("timeout") <= 0) return Usage("--timeout must be positive");
 
   auto rpc = ParseRpc(arguments->text("rpc"));
   if (!rpc.ok()) return Usage(std::string(rpc.status().message()));
@@ -141,6 +145,10 @@ int Main(int argc, char** argv) {
     summaries.push_back(Summarize(result, *rpc == Rpc::kGenerate));
   }
 
+  // A level where every call failed measured nothing: say so in the exit code too.
+  const bool all_failed = std::any_of(summaries.begin(), summaries.end(),
+                                      [](const LevelSummary& s) { return s.ok == 0; });
+  if (all_failed) std::cerr << "attn-bench: every call failed at a load level; see its errors\n";
   const RunInfo info{arguments->text("target"), arguments->text("model"), arguments->text("rpc"),
                      arguments->text("prompt_tokens")};
   if (format == "json") {
@@ -150,7 +158,7 @@ int Main(int argc, char** argv) {
   } else {
     PrintTable(info, summaries, std::cout);
   }
-  return kExitOk;
+  return all_failed ? kExitOther : kExitOk;
 }
 
 }  // namespace

@@ -54,10 +54,10 @@ LevelSummary Summarize(const LevelResult& result, bool streaming) {
     }
     ++summary.ok;
     latency.push_back(Ms(sample.latency));
-    if (streaming) {
+    if (streaming && sample.tokens > 0) {
       first.push_back(Ms(sample.first_token));
       for (absl::Duration gap : sample.token_gaps) gaps.push_back(Ms(gap));
-      tokens += static_cast<int64_t>(sample.token_gaps.size()) + 1;
+      tokens += sample.tokens;
     }
   }
   if (summary.seconds > 0) {

@@ -102,9 +102,9 @@ absl::StatusOr<Workload> Workload::Create(Client& client, Options options) {
   auto method = kMethods.find(options.rpc);
   if (method != kMethods.end() && std::find(info->methods().begin(), info->methods().end(),
                                             method->second) == info->methods().end()) {
-    return absl::FailedPreconditionError(absl::StrCat("model ", options.model, " does not answer ",
-                                                      method->second, "; it answers ",
-                                                      absl::StrJoin(info->methods(), ", ")));
+    return absl::InvalidArgumentError(absl::StrCat("model ", options.model, " does not answer ",
+                                                   method->second, "; it answers ",
+                                                   absl::StrJoin(info->methods(), ", ")));
   }
   const int64_t room =
       info->max_context() - (options.rpc == Rpc::kGenerate ? options.max_tokens : int64_t{1});
@@ -177,6 +177,7 @@ Sample Workload::Call(std::mt19937_64& rng, absl::Time due) const {
           [&](const v1::GenerateResponse& event) {
             if (!event.has_token()) return;
             const absl::Time now = absl::Now();
+            ++sample.tokens;
             if (first) {
               sample.first_token = now - due;
               first = false;

@@ -34,6 +34,7 @@ struct Sample {
   absl::Time due;
   absl::Duration latency;
   absl::StatusCode code = absl::StatusCode::kOk;
+  int64_t tokens = 0;                      // Generate only: tokens received
   absl::Duration first_token;              // Generate only: time to the first token
   std::vector<absl::Duration> token_gaps;  // Generate only: between consecutive tokens
 };

@@ -120,11 +120,15 @@ TEST(ReportTest, StreamingTimesTokens) {
   LevelResult result;
   result.elapsed = absl::Seconds(1);
   Sample sample = Answered(absl::Milliseconds(30));
+  sample.tokens = 3;
   sample.first_token = absl::Milliseconds(10);
   sample.token_gaps = {absl::Milliseconds(5), absl::Milliseconds(15)};
   result.samples.push_back(sample);
+  result.samples.push_back(Answered(absl::Milliseconds(2)));  // ended before any token
   const LevelSummary summary = Summarize(result, /*streaming=*/true);
+  EXPECT_EQ(summary.ok, 2);
   EXPECT_DOUBLE_EQ(summary.first_token.p50, 10.0);
+  EXPECT_DOUBLE_EQ(summary.first_token.max, 10.0);
   EXPECT_DOUBLE_EQ(summary.inter_token.p50, 5.0);
   EXPECT_DOUBLE_EQ(summary.inter_token.max, 15.0);
   EXPECT_DOUBLE_EQ(summary.tokens_per_second, 3.0);
