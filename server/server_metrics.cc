@@ -31,8 +31,8 @@ ServerMetrics::ServerMetrics(metrics::Registry& registry)
                                          "Sequences in the running decode batch.")),
       queue_length(registry.AddGauge("attnserve_queue_length",
                                      "Requests queued for the engine, not yet started.")),
-      queue_capacity(registry.AddGauge(
-          "attnserve_queue_capacity", "Most requests the queue holds before UNAVAILABLE.")) {}
+      queue_capacity(registry.AddGauge("attnserve_queue_capacity",
+                                       "Most requests the queue holds before UNAVAILABLE.")) {}
 
 void AddProcessMetrics(metrics::Registry& registry) {
   auto& cpu = registry
