@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -68,42 +67,44 @@ int64_t PromptLengths::max() const {
   return 1;
 }
 
+namespace {
+
+// Each RPC kind: its --rpc name and the method name models list in ModelInfo.methods.
+struct RpcNames {
+  Rpc rpc;
+  const char* flag;
+  const char* method;
+};
+constexpr RpcNames kRpcs[] = {{Rpc::kNextToken, "next-token", "NextToken"},
+                              {Rpc::kGenerate, "generate", "Generate"},
+                              {Rpc::kScore, "score", "Score"},
+                              {Rpc::kEmbed, "embed", "Embed"},
+                              {Rpc::kGetModel, "get-model", "GetModel"}};
+
+const RpcNames& NamesOf(Rpc rpc) {
+  return *std::find_if(std::begin(kRpcs), std::end(kRpcs),
+                       [rpc](const RpcNames& names) { return names.rpc == rpc; });
+}
+
+}  // namespace
+
 absl::StatusOr<Rpc> ParseRpc(const std::string& name) {
-  for (Rpc rpc : {Rpc::kNextToken, Rpc::kGenerate, Rpc::kScore, Rpc::kEmbed, Rpc::kGetModel}) {
-    if (RpcName(rpc) == name) return rpc;
+  for (const RpcNames& names : kRpcs) {
+    if (name == names.flag) return names.rpc;
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "--rpc \"", name, "\" is not one of next-token, generate, score, embed, get-model"));
 }
 
-std::string RpcName(Rpc rpc) {
-  switch (rpc) {
-    case Rpc::kNextToken:
-      return "next-token";
-    case Rpc::kGenerate:
-      return "generate";
-    case Rpc::kScore:
-      return "score";
-    case Rpc::kEmbed:
-      return "embed";
-    case Rpc::kGetModel:
-      return "get-model";
-  }
-  return "";
-}
-
 absl::StatusOr<Workload> Workload::Create(Client& client, Options options) {
   auto info = client.GetModel(options.model, options.call);
   if (!info.ok()) return info.status();
-  static const std::map<Rpc, std::string> kMethods = {{Rpc::kNextToken, "NextToken"},
-                                                      {Rpc::kGenerate, "Generate"},
-                                                      {Rpc::kScore, "Score"},
-                                                      {Rpc::kEmbed, "Embed"}};
-  auto method = kMethods.find(options.rpc);
-  if (method != kMethods.end() && std::find(info->methods().begin(), info->methods().end(),
-                                            method->second) == info->methods().end()) {
+  // Every model answers GetModel; the others only when the model lists them.
+  const std::string method = NamesOf(options.rpc).method;
+  if (options.rpc != Rpc::kGetModel &&
+      std::find(info->methods().begin(), info->methods().end(), method) == info->methods().end()) {
     return absl::InvalidArgumentError(absl::StrCat("model ", options.model, " does not answer ",
-                                                   method->second, "; it answers ",
+                                                   method, "; it answers ",
                                                    absl::StrJoin(info->methods(), ", ")));
   }
   const int64_t room =

@@ -26,8 +26,8 @@ class PromptLengths {
 };
 
 enum class Rpc { kNextToken, kGenerate, kScore, kEmbed, kGetModel };
+// The kind named by attn-bench's --rpc flag (next-token, generate, score, embed, get-model).
 absl::StatusOr<Rpc> ParseRpc(const std::string& name);
-std::string RpcName(Rpc rpc);
 
 // One call's measurements. Times are from when the call was due (open loop) or sent (closed).
 struct Sample {
