@@ -44,6 +44,31 @@ BENCHMARK(BM_Linear)
     ->Args({2048, 2048, 2048})
     ->Unit(benchmark::kMillisecond);
 
+// Decoding's matmul: one row against weights that are not in cache, as when a step streams
+// every layer's weights in turn. The weights rotate through copies totalling far more than the
+// last-level cache, so this measures reading them from memory (bytes/s beside the GFLOP/s).
+void BM_LinearOneRowFromMemory(benchmark::State& state) {
+  const int64_t k = state.range(0), n = state.range(1);
+  const int64_t copies = std::max<int64_t>(2, (256ll << 20) / (k * n * 4));
+  std::vector<Tensor> weights;
+  for (int64_t c = 0; c < copies; ++c) weights.push_back(Random({n, k}));
+  const Tensor x = Random({1, k}), b = Random({n});
+  Tensor y({1, n});
+  int64_t next = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(Linear(x, weights[next], b, y));
+    next = (next + 1) % copies;
+  }
+  SetGflops(state, 2.0 * k * n);
+  state.SetBytesProcessed(state.iterations() * k * n * 4);
+}
+BENCHMARK(BM_LinearOneRowFromMemory)
+    ->Args({768, 2304})
+    ->Args({768, 3072})
+    ->Args({3072, 768})
+    ->Args({768, 50257})
+    ->Unit(benchmark::kMillisecond);
+
 void BM_Softmax(benchmark::State& state) {
   const int64_t rows = state.range(0), width = state.range(1);
   const Tensor source = Random({rows, width}, 5.0f);

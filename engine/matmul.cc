@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/dnnl_context.h"
+#include "engine/kernels/few_rows_linear.h"
 
 namespace attnserve {
 namespace {
@@ -123,6 +124,10 @@ absl::Status Linear(const Tensor& x, const Tensor& weight, const Tensor& bias, T
                                                    bias.ShapeString(), ", y ", y.ShapeString()));
   }
   if (m == 0) return absl::OkStatus();
+  if (m <= kFewRowsMax) {
+    FewRowsLinear(x, weight, bias, y, epilogue);
+    return absl::OkStatus();
+  }
 
   MatmulKey key{k, n, x.stride(0), weight.stride(0), y.stride(0), !bias.empty(), epilogue};
   const CachedMatmul& matmul = MatmulCache::Get().Lookup(key);

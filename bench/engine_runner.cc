@@ -1,0 +1,216 @@
+// The engine's side of the comparison suite (bench/compare/): loads one exported model
+// directory, proves it computes what the PyTorch reference computed (check.json and the
+// check_*.bin files written by bench/compare/models.py), then times the requested cases and
+// prints {"case": median ms, ...}.
+//
+// Usage: engine_runner MODEL_DIR [--runs N] [--cases prefill:1x128,decode:512,...] [--check 0]
+//   (--check 0 skips the check: for profiling a directory without check files)
+//   prefill:BxT  B prompts of T tokens (or T feature vectors): causal LMs feed fresh states and
+//                return the last position's logits; Perceiver IO and Set Transformer run forward
+//   decode:C     one token fed to a batch-1 state already holding C tokens (causal LMs)
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/models/model.h"
+
+namespace attnserve {
+namespace {
+
+template <typename Fn>
+double MedianMs(int runs, Fn fn) {
+  for (int i = 0; i < 2; ++i) fn();  // warm-up: primitive creation, page faults
+  std::vector<double> times;
+  for (int i = 0; i < runs; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    times.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+void Require(bool condition, const std::string& message) {
+  if (!condition) {
+    std::cerr << "engine_runner: " << message << "\n";
+    std::exit(1);
+  }
+}
+
+template <typename T>
+T Value(absl::StatusOr<T> result, const std::string& what) {
+  Require(result.ok(), what + ": " + result.status().ToString());
+  return *std::move(result);
+}
+
+std::vector<float> ReadFloats(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  Require(file.good(), "cannot read " + path);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(file)), {});
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+void CheckClose(const Tensor& actual, const std::vector<float>& expected, const std::string& what) {
+  const Tensor dense = actual.Clone();
+  Require(dense.size() == static_cast<int64_t>(expected.size()),
+          what + ": " + std::to_string(dense.size()) + " values, the reference has " +
+              std::to_string(expected.size()));
+  float largest = 1.0f, worst = 0.0f;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    largest = std::max(largest, std::abs(expected[i]));
+    worst = std::max(worst, std::abs(dense.data()[i] - expected[i]));
+  }
+  Require(worst <= 1e-3f * largest, what + " differs from the reference by " +
+                                        std::to_string(worst) + " (max |expected| " +
+                                        std::to_string(largest) + ")");
+  std::cerr << what << " matches the reference: max |diff| " << worst << "\n";
+}
+
+PaddedBatch Features(int64_t batch, int64_t length, int64_t width, const float* values) {
+  PaddedBatch features{Tensor({batch, length, width}), std::vector<int64_t>(batch, length)};
+  std::copy(values, values + features.values.size(), features.values.data());
+  return features;
+}
+
+PaddedBatch RandomFeatures(int64_t batch, int64_t length, int64_t width) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  std::vector<float> values(batch * length * width);
+  for (float& v : values) v = normal(rng);
+  return Features(batch, length, width, values.data());
+}
+
+TokenSequences RandomTokens(int64_t batch, int64_t length) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int64_t> token(0, 255);
+  TokenSequences tokens(batch, std::vector<int64_t>(length));
+  for (auto& sequence : tokens) {
+    for (auto& t : sequence) t = token(rng);
+  }
+  return tokens;
+}
+
+// Fresh states for `prompts`, with room for `extra` more tokens each.
+struct States {
+  std::vector<std::unique_ptr<DecoderState>> owned;
+  std::vector<DecoderState*> pointers;
+  States(const CausalLM& lm, int64_t batch, int64_t capacity) {
+    for (int64_t b = 0; b < batch; ++b) {
+      owned.push_back(lm.NewState(capacity));
+      pointers.push_back(owned.back().get());
+    }
+  }
+};
+
+Tensor RunFeatures(const Model& model, const ModelInputs& inputs) {
+  if (model.perceiver_io) return Value(model.perceiver_io->Forward(inputs), "forward");
+  return Value(model.set_transformer->Forward(inputs), "forward");
+}
+
+void Check(const Model& model, const std::string& directory) {
+  std::ifstream file(directory + "/check.json");
+  Require(file.good(), "cannot read " + directory + "/check.json");
+  const auto check = nlohmann::json::parse(file);
+  const int64_t batch = check["batch"], length = check["length"];
+  const std::vector<float> expected = ReadFloats(directory + "/check_output.bin");
+  if (model.causal_lm) {
+    const CausalLM& lm = *model.causal_lm;
+    const auto ids = check["ids"].get<std::vector<int64_t>>();
+    TokenSequences prompts(batch);
+    for (int64_t b = 0; b < batch; ++b) {
+      prompts[b].assign(ids.begin() + b * length, ids.begin() + (b + 1) * length);
+    }
+    States states(lm, batch, length + 1);
+    CheckClose(Value(lm.Advance(states.pointers, prompts), "prefill"), expected, "prefill");
+    // The decode check: the first prompt's state, one more token.
+    const TokenSequences next = {{check["decode_token"].get<int64_t>()}};
+    CheckClose(Value(lm.Advance({&states.pointers[0], 1}, next), "decode"),
+               ReadFloats(directory + "/check_decode_output.bin"), "decode");
+  } else {
+    const auto inputs = check["inputs"].get<std::vector<float>>();
+    const int64_t width = static_cast<int64_t>(inputs.size()) / (batch * length);
+    ModelInputs model_inputs{{}, Features(batch, length, width, inputs.data())};
+    CheckClose(RunFeatures(model, model_inputs), expected, "forward");
+  }
+}
+
+double TimeCase(const Model& model, const std::string& name, int runs) {
+  const auto colon = name.find(':');
+  const std::string kind = name.substr(0, colon), shape = name.substr(colon + 1);
+  if (kind == "prefill") {
+    const int64_t batch = std::stoll(shape), length = std::stoll(shape.substr(shape.find('x') + 1));
+    if (model.causal_lm) {
+      const TokenSequences prompts = RandomTokens(batch, length);
+      return MedianMs(runs, [&] {
+        States states(*model.causal_lm, batch, length);
+        Value(model.causal_lm->Advance(states.pointers, prompts), name);
+      });
+    }
+    const ModelInputs inputs{{}, RandomFeatures(batch, length, model.config.input_dim)};
+    return MedianMs(runs, [&] { RunFeatures(model, inputs); });
+  }
+  Require(kind == "decode" && model.causal_lm, "unknown case " + name);
+  const CausalLM& lm = *model.causal_lm;
+  const int64_t context = std::stoll(shape);
+  // Each timed step adds a token, so the context ends runs + 2 tokens longer than it starts.
+  States states(lm, 1, context + runs + 3);
+  Value(lm.Advance(states.pointers, RandomTokens(1, context)), name);
+  const TokenSequences next = {{42}};
+  return MedianMs(runs, [&] { Value(lm.Advance(states.pointers, next), name); });
+}
+
+int Run(const std::string& directory, int runs, const std::string& cases, bool check) {
+  const auto model = Value(LoadModel(directory), "loading " + directory);
+  if (check) Check(*model, directory);
+  std::printf("{");
+  std::stringstream list(cases);
+  std::string name;
+  for (bool first = true; std::getline(list, name, ','); first = false) {
+    const double ms = TimeCase(*model, name, runs);
+    std::printf("%s\"%s\": %.3f", first ? "" : ", ", name.c_str(), ms);
+    std::fflush(stdout);
+    std::cerr << name << ": " << ms << " ms\n";
+  }
+  std::printf("}\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace attnserve
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: engine_runner MODEL_DIR [--runs N] [--cases CASE,...] [--check 0]\n";
+    return 2;
+  }
+  int runs = 10;
+  std::string cases;
+  bool check = true;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--runs") {
+      runs = std::atoi(argv[i + 1]);
+    } else if (flag == "--cases") {
+      cases = argv[i + 1];
+    } else if (flag == "--check") {
+      check = std::string(argv[i + 1]) != "0";
+    } else {
+      std::cerr << "unknown flag " << flag << "\n";
+      return 2;
+    }
+  }
+  return attnserve::Run(argv[1], runs, cases, check);
+}

@@ -1,0 +1,23 @@
+// y = x · Wᵀ + bias (then activation) (+ y) for a handful of rows of x: decoding's matmul.
+//
+// With one to four rows, a matmul only streams W from memory once, so it is bound by memory
+// bandwidth. oneDNN 2.6 runs such a matmul on one thread (33 GB/s measured on these machines,
+// where two threads read 61 GB/s: bench/kernels_bench BM_LinearOneRowFromMemory against
+// bench/machine_peaks), so decoding gets this kernel instead: output columns split across the
+// threads, each weight row read once for all rows of x.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/matmul.h"
+#include "engine/tensor.h"
+
+namespace attnserve {
+
+inline constexpr int64_t kFewRowsMax = 4;
+
+// Same contract as Linear() (shapes already checked), for 1 <= x.dim(0) <= kFewRowsMax.
+void FewRowsLinear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y,
+                   MatmulEpilogue epilogue);
+
+}  // namespace attnserve
