@@ -77,7 +77,7 @@ def attention_mask(q_lengths, k_lengths, q_time, k_time, causal):
     j = torch.arange(k_time)[None, None, :]
     allowed = (j < k_lengths[:, None, None]) & (i < q_lengths[:, None, None])
     if causal:
-        allowed &= j <= positions_of_queries(q_lengths, k_lengths, q_time)[:, :, None]
+        allowed = allowed & (j <= positions_of_queries(q_lengths, k_lengths, q_time)[:, :, None])
     return allowed
 
 
