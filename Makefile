@@ -10,7 +10,7 @@ FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard '*.h' '
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = safetensors_fuzz model_config_fuzz
 
-.PHONY: deps configure build test serve bench bench-model bench-server container-test fuzz format \
+.PHONY: deps configure build test serve bench bench-model bench-server bench-compare container-test fuzz format \
         format-check clean
 
 deps:
@@ -38,6 +38,12 @@ bench-model: build
 
 bench-server: build
 	$(PYTHON) bench/server_bench.py $(BUILD_DIR)
+
+# attnserve against ONNX Runtime and PyTorch on six models (bench/compare/, docs/benchmarks.md);
+# COMPARE_FLAGS passes e.g. --only gpt2_small --runs 20. ONNX Runtime comes from npm, pinned.
+bench-compare: build
+	cd bench/compare && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	$(PYTHON) bench/compare/compare.py $(BUILD_DIR) $(COMPARE_FLAGS)
 
 # Builds the OCI image with podman and checks it end to end (scripts/container-test.sh).
 container-test:
