@@ -1,8 +1,11 @@
 // y = x · Wᵀ (+ bias) (then activation) (+ y), on oneDNN's matmul.
 //
-// W is stored as PyTorch's nn.Linear stores it: [out_features, in_features]. The row count of x is
-// a runtime dimension, so one primitive serves every batch size; primitives are created once per
-// (shape, strides, epilogue) and cached for the life of the process.
+// W is stored as PyTorch's nn.Linear stores it: [out_features, in_features], optionally with a
+// packed copy (PackedWeight) that the matmul then reads instead. On plain weights the row count of
+// x is a runtime dimension, so one primitive serves every batch size; on packed weights the rows
+// go through primitives of fixed row counts 512, 256, ..., 8 and one for the last 1-7 rows. Either
+// way primitives are created once per (shape, strides, epilogue[, rows]) and cached for the life
+// of the process.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/packed_weight.h"
 #include "engine/tensor.h"
 
 namespace attnserve {
@@ -22,13 +26,25 @@ struct MatmulEpilogue {
   Activation activation = Activation::kNone;  // applied before the accumulation
 };
 
+// An nn.Linear: weight [out, in], bias [out] (empty without bias), and the weight packed for
+// this CPU (PackedWeight::PackIfFaster; empty where plain weights are as fast).
+struct LinearWeights {
+  Tensor weight, bias;
+  PackedWeight packed;
+};
+
 // x: [M, K] with unit inner stride (rows may be strided); weight: [N, K] likewise; bias: empty or
 // [N]; y: [M, N] with unit inner stride, allocated by the caller.
 absl::Status Linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y,
                     MatmulEpilogue epilogue = {});
 
+absl::Status Linear(const Tensor& x, const LinearWeights& linear, Tensor& y,
+                    MatmulEpilogue epilogue = {});
+
 // Linear over the last axis of x: [..., K] -> a new [..., N] tensor.
 absl::StatusOr<Tensor> LinearRows(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                  MatmulEpilogue epilogue = {});
+absl::StatusOr<Tensor> LinearRows(const Tensor& x, const LinearWeights& linear,
                                   MatmulEpilogue epilogue = {});
 
 // The implementation oneDNN chose for every matmul primitive created so far, e.g. "gemm:jit".

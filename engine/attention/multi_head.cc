@@ -66,8 +66,13 @@ absl::StatusOr<MultiHeadAttention> MultiHeadAttention::Create(const AttentionCon
   const std::vector<const Tensor*> biases =
       config.is_cross() ? std::vector<const Tensor*>{&w.k_bias, &w.v_bias}
                         : std::vector<const Tensor*>{&w.q_bias, &w.k_bias, &w.v_bias};
-  layer.fused_weight_ = Stack(projections);
-  layer.fused_bias_ = StackBiases(biases, projections);
+  const auto linear = [](Tensor weight, Tensor bias) {
+    PackedWeight packed = PackedWeight::PackIfFaster(weight);
+    return LinearWeights{std::move(weight), std::move(bias), std::move(packed)};
+  };
+  layer.fused_ = linear(Stack(projections), StackBiases(biases, projections));
+  if (config.is_cross()) layer.query_ = linear(w.q_weight, w.q_bias);
+  layer.output_ = linear(w.out_weight, w.out_bias);
   if (config.alibi) layer.alibi_slopes_ = AlibiSlopes(static_cast<int>(config.num_heads));
   return layer;
 }
@@ -132,7 +137,7 @@ void MultiHeadAttention::AttendProjected(const Tensor& q, const std::vector<int6
 absl::StatusOr<Tensor> MultiHeadAttention::ProjectOutput(Tensor concatenated,
                                                          const std::vector<int64_t>& lengths,
                                                          Tensor* head_outputs) const {
-  auto output = LinearRows(concatenated, weights_.out_weight, weights_.out_bias);
+  auto output = LinearRows(concatenated, output_);
   if (!output.ok()) return output.status();
   ZeroPadding(*output, lengths);
   if (head_outputs != nullptr) *head_outputs = std::move(concatenated);
@@ -148,7 +153,7 @@ absl::StatusOr<Tensor> MultiHeadAttention::Forward(const PaddedBatch& x, const P
     return Attend(x, *projected, head_outputs);
   }
   const int64_t qk_width = config_.num_heads * config_.head_dim_qk;
-  auto qkv = LinearRows(x.values, fused_weight_, fused_bias_);
+  auto qkv = LinearRows(x.values, fused_);
   if (!qkv.ok()) return qkv.status();
   const int64_t v_width = config_.num_heads * config_.head_dim_v;
   Tensor concatenated({x.batch(), x.time(), v_width});
@@ -165,7 +170,7 @@ absl::StatusOr<KeyValues> MultiHeadAttention::ProjectMemory(const PaddedBatch& m
       !status.ok()) {
     return status;
   }
-  auto kv = LinearRows(memory.values, fused_weight_, fused_bias_);
+  auto kv = LinearRows(memory.values, fused_);
   if (!kv.ok()) return kv.status();
   const int64_t qk_width = config_.num_heads * config_.head_dim_qk;
   return KeyValues{kv->Slice(2, 0, qk_width),
@@ -181,7 +186,7 @@ absl::StatusOr<Tensor> MultiHeadAttention::Attend(const PaddedBatch& x, const Ke
     return status;
   }
   if (auto status = CheckMemoryLengths(x, memory.lengths); !status.ok()) return status;
-  auto q = LinearRows(x.values, weights_.q_weight, weights_.q_bias);
+  auto q = LinearRows(x.values, query_);
   if (!q.ok()) return q.status();
   Tensor concatenated({x.batch(), x.time(), config_.num_heads * config_.head_dim_v});
   AttendProjected(*q, x.lengths, memory.keys, memory.values, memory.lengths, concatenated);
@@ -219,7 +224,7 @@ absl::StatusOr<Tensor> MultiHeadAttention::ForwardCached(
   }
   const int64_t heads = config_.num_heads;
   const int64_t qk_width = heads * config_.head_dim_qk, v_width = heads * config_.head_dim_v;
-  auto qkv = LinearRows(x.values, fused_weight_, fused_bias_);
+  auto qkv = LinearRows(x.values, fused_);
   if (!qkv.ok()) return qkv.status();
   Tensor concatenated = Tensor::Zeros({x.batch(), x.time(), v_width});
   for (int64_t b = 0; b < x.batch(); ++b) {

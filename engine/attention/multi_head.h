@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "engine/attention/attention_config.h"
 #include "engine/attention/kv_cache.h"
+#include "engine/matmul.h"
 #include "engine/padded_batch.h"
 
 namespace attnserve {
@@ -64,8 +65,9 @@ class MultiHeadAttention {
 
   AttentionConfig config_;
   AttentionWeights weights_;
-  // Self-attention: [q; k; v] stacked; cross-attention: [k; v] stacked (q stays separate).
-  Tensor fused_weight_, fused_bias_;
+  // Self-attention: [q; k; v] stacked; cross-attention: [k; v] stacked (q stays separate), each
+  // packed where that is faster, like the q (cross-attention) and output projections.
+  LinearWeights fused_, query_, output_;
   std::vector<float> alibi_slopes_;
 };
 

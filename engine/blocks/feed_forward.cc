@@ -17,12 +17,12 @@ absl::StatusOr<FeedForward> FeedForward::Load(WeightReader& weights, const std::
 }
 
 absl::Status FeedForward::Apply(const Tensor& x, Tensor& y, bool accumulate) const {
-  auto hidden = LinearRows(x, fc1_.weight, fc1_.bias, {false, activation_});
+  auto hidden = LinearRows(x, fc1_, {false, activation_});
   if (!hidden.ok()) return hidden.status();
   if (!y.is_contiguous())
     return absl::InvalidArgumentError("FeedForward output must be contiguous");
   Tensor out = y.FlattenRows();
-  return Linear(hidden->FlattenRows(), fc2_.weight, fc2_.bias, out, {accumulate});
+  return Linear(hidden->FlattenRows(), fc2_, out, {accumulate});
 }
 
 }  // namespace attnserve

@@ -21,11 +21,14 @@ absl::StatusOr<MultiHeadAttention> LoadAttention(WeightReader& weights, const st
       {".v_proj", v, config.key_input_dim(), &w.v_weight, &w.v_bias},
       {".out_proj", config.out_dim(), v, &w.out_weight, &w.out_bias},
   };
+  // Plain tensors: MultiHeadAttention fuses q, k, v before it packs.
   for (const auto& p : projections) {
-    auto linear = weights.TakeLinear(prefix + p.name, p.out, p.in, bias);
-    if (!linear.ok()) return linear.status();
-    *p.weight = std::move(linear->weight);
-    *p.bias = std::move(linear->bias);
+    auto weight = weights.Take(prefix + p.name + ".weight", {p.out, p.in});
+    if (!weight.ok()) return weight.status();
+    *p.weight = *std::move(weight);
+    auto bias_tensor = weights.TakeIf(bias, prefix + p.name + ".bias", {p.out});
+    if (!bias_tensor.ok()) return bias_tensor.status();
+    *p.bias = *std::move(bias_tensor);
   }
   auto layer = MultiHeadAttention::Create(config, std::move(w));
   if (!layer.ok()) {

@@ -9,7 +9,7 @@
 namespace attnserve {
 namespace {
 
-constexpr int64_t kBlock = 64;  // output columns per work item: 192 KB of weights at K = 768
+constexpr int64_t kBlock = PackedWeight::kPanelWidth;  // output columns per work item
 
 void Activate(Activation activation, float* values, int64_t n) {
   switch (activation) {
@@ -80,6 +80,68 @@ void BlockProducts(const Tensor& x, const Tensor& weight, int64_t begin, int64_t
   }
 }
 
+// block[r][0, end - begin) + bias, activated, into (or added to) columns [begin, end) of y.
+void StoreBlock(float block[kFewRowsMax][kBlock], int64_t m, int64_t begin, int64_t end,
+                const Tensor& bias, Tensor& y, MatmulEpilogue epilogue) {
+  for (int64_t r = 0; r < m; ++r) {
+    float* values = block[r];
+    if (!bias.empty()) vec::Axpy(1.0f, bias.data() + begin, values, end - begin);
+    Activate(epilogue.activation, values, end - begin);
+    float* out = y.row(r) + begin;
+    if (epilogue.accumulate) {
+      vec::Axpy(1.0f, values, out, end - begin);
+    } else {
+      std::copy(values, values + (end - begin), out);
+    }
+  }
+}
+
+// All 64 columns of panel j for kRows rows of x into block[r][0, 64). The panel is read in
+// slices of kSliceRows rows (16 KB): the first column group brings a slice from memory, the
+// others find it in L1. Accumulators: kRows x kVectors vectors of 8 columns, at most 8.
+template <int kRows>
+void PanelProducts(const Tensor& x, const PackedWeight& weight, int64_t j,
+                   float block[kFewRowsMax][kBlock]) {
+  constexpr int64_t kSliceRows = 64;
+  const float* panel = weight.panel(j);
+  const int64_t k = weight.k();
+  const float* rows[kRows];
+  for (int r = 0; r < kRows; ++r) rows[r] = x.row(r);
+  for (int r = 0; r < kRows; ++r) std::fill(block[r], block[r] + kBlock, 0.0f);
+#ifdef ATTNSERVE_AVX2
+  constexpr int kVectors = kRows == 1 ? 8 : kRows == 2 ? 4 : 2;
+  for (int64_t slice = 0; slice < k; slice += kSliceRows) {
+    const int64_t slice_end = std::min(k, slice + kSliceRows);
+    for (int group = 0; group < 8 / kVectors; ++group) {
+      const int64_t column = group * kVectors * 8;
+      __m256 acc[kRows][kVectors];
+      for (int r = 0; r < kRows; ++r) {
+        for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm256_loadu_ps(block[r] + column + 8 * v);
+      }
+      const float* w = panel + slice * kBlock + column;
+      for (int64_t i = slice; i < slice_end; ++i, w += kBlock) {
+        __m256 wv[kVectors];
+        for (int v = 0; v < kVectors; ++v) wv[v] = _mm256_load_ps(w + 8 * v);
+        for (int r = 0; r < kRows; ++r) {
+          const __m256 xv = _mm256_broadcast_ss(rows[r] + i);
+          for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm256_fmadd_ps(xv, wv[v], acc[r][v]);
+        }
+      }
+      for (int r = 0; r < kRows; ++r) {
+        for (int v = 0; v < kVectors; ++v) _mm256_storeu_ps(block[r] + column + 8 * v, acc[r][v]);
+      }
+    }
+  }
+#else
+  for (int64_t i = 0; i < k; ++i) {
+    const float* w = panel + i * kBlock;
+    for (int r = 0; r < kRows; ++r) {
+      for (int64_t c = 0; c < kBlock; ++c) block[r][c] += rows[r][i] * w[c];
+    }
+  }
+#endif
+}
+
 }  // namespace
 
 void FewRowsLinear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y,
@@ -103,17 +165,31 @@ void FewRowsLinear(const Tensor& x, const Tensor& weight, const Tensor& bias, Te
         BlockProducts<4>(x, weight, begin, end, block);
         break;
     }
-    for (int64_t r = 0; r < m; ++r) {
-      float* values = block[r];
-      if (!bias.empty()) vec::Axpy(1.0f, bias.data() + begin, values, end - begin);
-      Activate(epilogue.activation, values, end - begin);
-      float* out = y.row(r) + begin;
-      if (epilogue.accumulate) {
-        vec::Axpy(1.0f, values, out, end - begin);
-      } else {
-        std::copy(values, values + (end - begin), out);
-      }
+    StoreBlock(block, m, begin, end, bias, y, epilogue);
+  });
+}
+
+void FewRowsLinear(const Tensor& x, const PackedWeight& weight, const Tensor& bias, Tensor& y,
+                   MatmulEpilogue epilogue) {
+  const int64_t m = x.dim(0), n = weight.n();
+  ParallelFor(weight.panels(), [&](int64_t j) {
+    const int64_t begin = j * kBlock, end = std::min(n, begin + kBlock);
+    float block[kFewRowsMax][kBlock];
+    switch (m) {
+      case 1:
+        PanelProducts<1>(x, weight, j, block);
+        break;
+      case 2:
+        PanelProducts<2>(x, weight, j, block);
+        break;
+      case 3:
+        PanelProducts<3>(x, weight, j, block);
+        break;
+      default:
+        PanelProducts<4>(x, weight, j, block);
+        break;
     }
+    StoreBlock(block, m, begin, end, bias, y, epilogue);
   });
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "engine/matmul.h"
+#include "engine/packed_weight.h"
 #include "engine/tensor.h"
 
 namespace attnserve {
@@ -18,6 +19,10 @@ inline constexpr int64_t kFewRowsMax = 4;
 
 // Same contract as Linear() (shapes already checked), for 1 <= x.dim(0) <= kFewRowsMax.
 void FewRowsLinear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y,
+                   MatmulEpilogue epilogue);
+// The same from packed weights: each thread streams whole panels front to back, and a panel row
+// gives 64 output columns at once, so no horizontal sums are needed.
+void FewRowsLinear(const Tensor& x, const PackedWeight& weight, const Tensor& bias, Tensor& y,
                    MatmulEpilogue epilogue);
 
 }  // namespace attnserve

@@ -32,6 +32,7 @@ absl::StatusOr<LinearWeights> WeightReader::TakeLinear(const std::string& prefix
   auto weight = Take(prefix + ".weight", {out, in});
   if (!weight.ok()) return weight.status();
   linear.weight = *std::move(weight);
+  linear.packed = PackedWeight::PackIfFaster(linear.weight);
   auto bias_tensor = TakeIf(bias, prefix + ".bias", {out});
   if (!bias_tensor.ok()) return bias_tensor.status();
   linear.bias = *std::move(bias_tensor);

@@ -7,14 +7,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/matmul.h"
 #include "engine/safetensors.h"
 
 namespace attnserve {
-
-// An nn.Linear: weight [out, in], bias [out] (empty without bias).
-struct LinearWeights {
-  Tensor weight, bias;
-};
 
 class WeightReader {
  public:
@@ -25,7 +21,8 @@ class WeightReader {
   // Present exactly when `present`: biases follow the config's `bias` setting.
   absl::StatusOr<Tensor> TakeIf(bool present, const std::string& name, const Shape& shape);
 
-  // `<prefix>.weight` [out, in] and, when `bias`, `<prefix>.bias` [out].
+  // `<prefix>.weight` [out, in] and, when `bias`, `<prefix>.bias` [out]; the weight packed
+  // where that is faster (PackedWeight::PackIfFaster).
   absl::StatusOr<LinearWeights> TakeLinear(const std::string& prefix, int64_t out, int64_t in,
                                            bool bias);
 

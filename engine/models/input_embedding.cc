@@ -71,7 +71,7 @@ absl::StatusOr<PaddedBatch> InputEmbedding::EmbedFeatures(const PaddedBatch& fea
       !status.ok()) {
     return status;
   }
-  auto projected = LinearRows(features.values, input_proj_.weight, input_proj_.bias);
+  auto projected = LinearRows(features.values, input_proj_);
   if (!projected.ok()) return projected.status();
   PaddedBatch x{*std::move(projected), features.lengths};
   ZeroPadding(x.values, x.lengths);

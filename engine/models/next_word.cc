@@ -65,7 +65,7 @@ absl::StatusOr<Tensor> NextWordModel::Logits(const TokenSequences& contexts) con
     if (!states.ok()) return states.status();
     pooled = LastRows(*states);
   }
-  return LinearRows(pooled, lm_head_.weight, lm_head_.bias);
+  return LinearRows(pooled, lm_head_);
 }
 
 }  // namespace attnserve

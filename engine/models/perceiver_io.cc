@@ -51,7 +51,7 @@ absl::StatusOr<Tensor> PerceiverIO::Forward(const ModelInputs& inputs) const {
   if (!latent_memory.ok()) return latent_memory.status();
   auto decoded = decode_->Forward(RepeatForBatch(output_queries_, x->batch()), &*latent_memory);
   if (!decoded.ok()) return decoded.status();
-  return LinearRows(*decoded, output_proj_.weight, output_proj_.bias);
+  return LinearRows(*decoded, output_proj_);
 }
 
 }  // namespace attnserve

@@ -51,7 +51,7 @@ absl::StatusOr<Tensor> SetTransformer::Forward(const ModelInputs& inputs) const 
   if (!states.ok()) return states.status();
   auto pooled = pma_->Forward(*states);
   if (!pooled.ok()) return pooled.status();
-  return LinearRows(*pooled, output_proj_.weight, output_proj_.bias);
+  return LinearRows(*pooled, output_proj_);
 }
 
 }  // namespace attnserve

@@ -69,6 +69,48 @@ TEST(LinearTest, MatchesReferenceForEveryEpilogue) {
   }
 }
 
+// Panel j of a packed weight holds columns [64j, 64j + 64) of Wᵀ, K padded to 16 with zeros.
+TEST(PackedWeightTest, LaysOutPanelsOfWTransposed) {
+  const Tensor w = Random({150, 43}, 1);
+  const PackedWeight packed = PackedWeight::Pack(w);
+  ASSERT_EQ(packed.panels(), 3);
+  ASSERT_EQ(packed.padded_k(), 48);
+  for (int64_t j = 0; j < packed.panels(); ++j) {
+    for (int64_t r = 0; r < packed.padded_k(); ++r) {
+      for (int64_t c = 0; c < PackedWeight::kPanelWidth; ++c) {
+        const int64_t column = j * PackedWeight::kPanelWidth + c;
+        const float expected = r < 43 && column < 150 ? w.row(column)[r] : 0.0f;
+        ASSERT_EQ(packed.panel(j)[r * PackedWeight::kPanelWidth + c], expected)
+            << "panel " << j << " row " << r << " column " << c;
+      }
+    }
+  }
+}
+
+// The packed path: the engine's panel kernel up to kFewRowsMax rows, then oneDNN on chunks of
+// fixed row counts (600 = 512 + 64 + 16 + 8, 13 = 8 + 5). On CPUs where packing does not pay,
+// oneDNN runs the packed layout on a slow kernel, still exactly.
+TEST(LinearTest, MatchesReferenceFromPackedWeights) {
+  const int64_t n = 150, k = 43;
+  const Tensor w = Random({n, k}, 1), b = Random({n}, 2);
+  for (int64_t m : {1, 2, 3, 4, 5, 13, 64, 600}) {
+    const Tensor x = Random({m, k}, 3 + m);
+    for (Activation activation : {Activation::kNone, Activation::kGeluErf}) {
+      for (bool with_bias : {false, true}) {
+        for (bool accumulate : {false, true}) {
+          const LinearWeights linear{w, with_bias ? b : Tensor(), PackedWeight::Pack(w)};
+          Tensor y = Random({m, n}, 99);
+          const Tensor y0 = accumulate ? y.Clone() : Tensor();
+          ASSERT_TRUE(Linear(x, linear, y, {accumulate, activation}).ok());
+          EXPECT_TRUE(AllClose(y, Reference(x, w, linear.bias, y0, activation), 1e-4f, 1e-4f))
+              << "m=" << m << " activation=" << static_cast<int>(activation)
+              << " bias=" << with_bias << " accumulate=" << accumulate;
+        }
+      }
+    }
+  }
+}
+
 TEST(LinearTest, ReadsAndWritesStridedRows) {
   for (int64_t m : {3, 7}) {
     const Tensor wide_x = Random({m, 50}, 4), wide_w = Random({30, 50}, 5);
@@ -121,6 +163,13 @@ TEST(LinearTest, HotPathPrimitivesAreNeverReferenceKernels) {
   Tensor contributions({9, heads * d});
   Tensor head_out = contributions.Slice(1, d, d);
   ASSERT_TRUE(Linear(x.Slice(1, dh, dh), out_weight.Slice(1, dh, dh), Tensor(), head_out).ok());
+  if (PackedWeight::PackingIsFaster()) {  // 9 rows: chunks of 8 and 1
+    const Tensor w = Random({3 * d, d}, 2);
+    ASSERT_TRUE(Linear(x, LinearWeights{w, Random({3 * d}, 3), PackedWeight::Pack(w)}, qkv).ok());
+    const Tensor w2 = Random({d, 4 * d}, 6);
+    ASSERT_TRUE(
+        Linear(ffn, LinearWeights{w2, Random({d}, 7), PackedWeight::Pack(w2)}, out, {true}).ok());
+  }
 
   const auto primitives = CreatedMatmulPrimitives();
   ASSERT_FALSE(primitives.empty());

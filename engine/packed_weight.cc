@@ -1,0 +1,67 @@
+#include "engine/packed_weight.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <dnnl.hpp>
+#include <string>
+
+#include "engine/dnnl_context.h"
+#include "engine/parallel.h"
+
+namespace attnserve {
+namespace {
+
+// Asks oneDNN which weight layout it wants for a fixed-shape matmul and which kernel it picks:
+// BA16a64b with brgemm means packing pays (AVX-512); plain weights mean it does not (AVX2).
+bool OneDnnWantsPackedWeights() {
+  using dnnl::memory;
+  const memory::dim m = 64, k = 256, n = 256;
+  const memory::desc src({m, k}, memory::data_type::f32, memory::format_tag::ab);
+  const memory::desc any({k, n}, memory::data_type::f32, memory::format_tag::any);
+  const memory::desc dst({m, n}, memory::data_type::f32, memory::format_tag::ab);
+  const dnnl::matmul::primitive_desc desc(dnnl::matmul::desc(src, any, dst), DnnlEngine());
+  const memory::desc packed({k, n}, memory::data_type::f32, memory::format_tag::BA16a64b);
+  return desc.weights_desc() == packed &&
+         std::string(desc.impl_info_str()).find("brg") != std::string::npos;
+}
+
+bool PackingIsFasterUncached() {
+  const char* setting = std::getenv("ATTNSERVE_PACK_WEIGHTS");
+  if (setting != nullptr && std::string(setting) == "0") return false;
+  return OneDnnWantsPackedWeights();
+}
+
+}  // namespace
+
+bool PackedWeight::PackingIsFaster() {
+  static const bool faster = PackingIsFasterUncached();
+  return faster;
+}
+
+PackedWeight PackedWeight::Pack(const Tensor& weight) {
+  PackedWeight packed;
+  packed.n_ = weight.dim(0);
+  packed.k_ = weight.dim(1);
+  packed.padded_k_ = (packed.k_ + kDepthBlock - 1) / kDepthBlock * kDepthBlock;
+  const size_t floats = static_cast<size_t>(packed.panels() * packed.padded_k_ * kPanelWidth);
+  // aligned_alloc wants a multiple of the alignment: panels are 64 floats wide, so it is.
+  float* data = static_cast<float*>(std::aligned_alloc(64, floats * sizeof(float)));
+  packed.storage_ = std::shared_ptr<float>(data, std::free);
+  ParallelFor(packed.panels(), [&](int64_t j) {
+    float* panel = data + j * packed.padded_k_ * kPanelWidth;
+    std::memset(panel, 0, packed.padded_k_ * kPanelWidth * sizeof(float));
+    const int64_t columns = std::min(kPanelWidth, packed.n_ - j * kPanelWidth);
+    for (int64_t c = 0; c < columns; ++c) {
+      const float* row = weight.row(j * kPanelWidth + c);
+      for (int64_t r = 0; r < packed.k_; ++r) panel[r * kPanelWidth + c] = row[r];
+    }
+  });
+  return packed;
+}
+
+PackedWeight PackedWeight::PackIfFaster(const Tensor& weight) {
+  return PackingIsFaster() ? Pack(weight) : PackedWeight();
+}
+
+}  // namespace attnserve
