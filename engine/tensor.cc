@@ -1,5 +1,7 @@
 #include "engine/tensor.h"
 
+#include <malloc.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -15,7 +17,22 @@ int64_t Product(const Shape& shape) {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
 }
 
+// Activations are allocated and freed on every forward pass. With glibc's defaults, large blocks
+// come from fresh mmaps and the top of the heap is trimmed back to the system, so every pass
+// page-faults and zeroes its working set again: 11% of a GPT-2-small prefill in the kernel
+// (perf), 6-10% of its time. Freed memory stays in the process instead (resident memory settles
+// at the peak working set); blocks above 32 MB (glibc's largest threshold) are still mapped.
+void KeepFreedMemory() {
+  static const bool configured = [] {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    return true;
+  }();
+  (void)configured;
+}
+
 std::shared_ptr<float> AllocateAligned(int64_t count) {
+  KeepFreedMemory();
   size_t bytes = static_cast<size_t>(count) * sizeof(float);
   // aligned_alloc wants a multiple of the alignment.
   bytes = (bytes + Tensor::kAlignment - 1) / Tensor::kAlignment * Tensor::kAlignment;
