@@ -22,13 +22,12 @@ struct MatmulKey {
 
   bool packed() const { return rows > 0; }
   auto Tie() const {
-    return std::tie(rows, k, n, lda, ldw, ldc, has_bias, epilogue.accumulate,
-                    epilogue.activation);
+    return std::tie(rows, k, n, lda, ldw, ldc, has_bias, epilogue.accumulate, epilogue.activation);
   }
   bool operator<(const MatmulKey& other) const { return Tie() < other.Tie(); }
   std::string ToString() const {
-    return absl::StrCat(packed() ? absl::StrCat("rows=", rows, " packed ") : "", "k=", k,
-                        " n=", n, " lda=", lda, " ldw=", ldw, " ldc=", ldc, " bias=", has_bias,
+    return absl::StrCat(packed() ? absl::StrCat("rows=", rows, " packed ") : "", "k=", k, " n=", n,
+                        " lda=", lda, " ldw=", ldw, " ldc=", ldc, " bias=", has_bias,
                         " activation=", static_cast<int>(epilogue.activation),
                         " accumulate=", epilogue.accumulate);
   }
@@ -131,9 +130,8 @@ void ExecuteMatmul(const MatmulKey& key, int64_t first, int64_t rows, const Tens
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
   if (!bias.empty()) {
-    args.emplace(DNNL_ARG_BIAS,
-                 memory(memory::desc({1, key.n}, memory::data_type::f32, {key.n, 1}), engine,
-                        const_cast<float*>(bias.data())));
+    args.emplace(DNNL_ARG_BIAS, memory(memory::desc({1, key.n}, memory::data_type::f32, {key.n, 1}),
+                                       engine, const_cast<float*>(bias.data())));
   }
   matmul.primitive.execute(DnnlStream(), args);
 }

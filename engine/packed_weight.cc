@@ -1,9 +1,12 @@
 #include "engine/packed_weight.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <dnnl.hpp>
+#include <new>
 #include <string>
 
 #include "engine/dnnl_context.h"
@@ -44,9 +47,17 @@ PackedWeight PackedWeight::Pack(const Tensor& weight) {
   packed.n_ = weight.dim(0);
   packed.k_ = weight.dim(1);
   packed.padded_k_ = (packed.k_ + kDepthBlock - 1) / kDepthBlock * kDepthBlock;
-  const size_t floats = static_cast<size_t>(packed.panels() * packed.padded_k_ * kPanelWidth);
-  // aligned_alloc wants a multiple of the alignment: panels are 64 floats wide, so it is.
-  float* data = static_cast<float*>(std::aligned_alloc(64, floats * sizeof(float)));
+  const size_t bytes =
+      static_cast<size_t>(packed.panels() * packed.padded_k_ * kPanelWidth) * sizeof(float);
+  // Large weights start on a 2 MB boundary with transparent huge pages requested: decoding
+  // streams every weight for every token, and with 4 KB pages that is a TLB miss every 4 KB.
+  constexpr size_t kHugePage = 2 << 20;
+  void* memory = nullptr;
+  if (posix_memalign(&memory, bytes >= kHugePage ? kHugePage : 64, bytes) != 0) {
+    throw std::bad_alloc();
+  }
+  if (bytes >= kHugePage) madvise(memory, bytes, MADV_HUGEPAGE);
+  float* data = static_cast<float*>(memory);
   packed.storage_ = std::shared_ptr<float>(data, std::free);
   ParallelFor(packed.panels(), [&](int64_t j) {
     float* panel = data + j * packed.padded_k_ * kPanelWidth;

@@ -73,7 +73,9 @@ ModelWorker::ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerO
       metrics_(metrics),
       queue_length_(metrics.queue_length.Add({{"model", name_}})),
       end_of_text_(model_->tokenizer ? model_->tokenizer->SpecialId("<|endoftext|>") : -1),
-      weight_pages_(model_->weight_file),
+      // Packed weights sit on huge pages and need no warming; walking the file would only make
+      // its released pages resident again.
+      weight_pages_(model_->weights_packed ? MappedBytes{} : model_->weight_file),
       thread_([this] { Run(); }) {
   metrics.queue_capacity.Add({{"model", name_}}).Set(static_cast<double>(options_.max_queue_size));
 }

@@ -1,9 +1,12 @@
 #include "engine/models/model.h"
 
+#include <sys/mman.h>
+
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "engine/packed_weight.h"
 
 namespace attnserve {
 
@@ -50,6 +53,14 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory) {
   if (!status.ok()) return status;
   if (auto status = weights.CheckAllTaken(); !status.ok()) return status;
   if (config->token_inputs()) model->tokenizer.emplace(config->tokenizer.special_tokens);
+  model->weights_packed = PackedWeight::PackingIsFaster();
+  if (model->weights_packed) {
+    // Packing read every matmul weight once; without this those file pages would stay resident
+    // beside their packed copies. The mapping is read-only, so dropped pages simply fault back
+    // in from the page cache when the engine reads them (embedding rows, norms, a tied LM head).
+    madvise(const_cast<uint8_t*>(model->weight_file.bytes.data()), model->weight_file.bytes.size(),
+            MADV_DONTNEED);
+  }
   return model;
 }
 

@@ -28,6 +28,9 @@ struct Model {
   std::unique_ptr<SetTransformer> set_transformer;
   std::optional<ByteTokenizer> tokenizer;  // models with token inputs
   MappedBytes weight_file;                 // model.safetensors, where the weights live
+  // The matmul weights were copied into packed buffers (PackedWeight) and the file's pages
+  // released: the engine reads the rest of the file (embeddings, norms) on demand.
+  bool weights_packed = false;
 };
 
 // Reads and validates the directory: every field of config.json, every tensor's presence,

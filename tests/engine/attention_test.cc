@@ -9,6 +9,7 @@
 #include "engine/attention/linear.h"
 #include "engine/attention/multi_head.h"
 #include "engine/attention/pointer.h"
+#include "engine/attention/scaled_dot_product.h"
 #include "tests/tensor_compare.h"
 
 namespace attnserve {
@@ -133,6 +134,25 @@ TEST(AttentionTest, CausalQueriesAlignToTheEndOfTheKeys) {
     auto tail = layer->Forward({x.Slice(1, 27, 3).Clone(), {3}}, &keys);
     ASSERT_TRUE(full.ok() && tail.ok());
     EXPECT_TRUE(AllClose(*tail, full->Slice(1, 27, 3)));
+  }
+}
+
+// Decoding's kernel (up to 4 queries, keys read in place, eight at a time) against the tiled
+// kernel for many queries: the last query of a causal pass over 45 keys, with ALiBi, at head
+// widths on and off its vector paths (dk multiple of 8, dv multiple of 64, or neither).
+TEST(ScaledDotProductTest, DecodingKernelMatchesTheTiledKernel) {
+  const int64_t heads = 3, time = 45;
+  const std::vector<float> slopes = {0.5f, 0.25f, 0.125f};
+  for (auto [dk, dv] : {std::pair<int64_t, int64_t>{64, 64}, {8, 128}, {12, 20}}) {
+    const Tensor q = Random({1, time, heads * dk}, 1), k = Random({1, time, heads * dk}, 2);
+    const Tensor v = Random({1, time, heads * dv}, 3);
+    const ScoreOptions options{0.125f, true, slopes};
+    const std::vector<int64_t> all = {time}, one = {1};
+    Tensor full({1, time, heads * dv}), last({1, 1, heads * dv});
+    ScaledDotProductAttention(q, all, k, v, all, heads, options, full);
+    ScaledDotProductAttention(q.Slice(1, time - 1, 1), one, k, v, all, heads, options, last);
+    EXPECT_TRUE(AllClose(last, full.Slice(1, time - 1, 1), 1e-5f, 1e-5f))
+        << "dk=" << dk << " dv=" << dv;
   }
 }
 
