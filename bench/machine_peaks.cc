@@ -1,9 +1,13 @@
 // The two ceilings the comparison suite measures the engine against, in the same run:
 //   sgemm_gflops   one large matmul (2048 x 2048 x 2048) through the engine's oneDNN path
 //   read_gbs       streaming reads of a 1 GiB buffer, far beyond the caches, on every thread
-// Prints {"sgemm_gflops": ..., "read_gbs": ...} (medians of 10 after warm-up).
+// Prints {"sgemm_gflops": ..., "read_gbs": ...}: the best of 10 runs after warm-up, since a
+// ceiling is what the machine can do, and on a shared machine a median mixes in the neighbours.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <vector>
 
@@ -15,7 +19,7 @@ namespace attnserve {
 namespace {
 
 template <typename Fn>
-double MedianSeconds(Fn fn) {
+double BestSeconds(Fn fn) {
   for (int i = 0; i < 2; ++i) fn();
   std::vector<double> times;
   for (int i = 0; i < 10; ++i) {
@@ -24,8 +28,7 @@ double MedianSeconds(Fn fn) {
     times.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return *std::min_element(times.begin(), times.end());
 }
 
 double SgemmGflops() {
@@ -33,7 +36,7 @@ double SgemmGflops() {
   Tensor a({n, n}), b({n, n}), c({n, n});
   a.Fill(0.5f);
   b.Fill(0.25f);
-  const double seconds = MedianSeconds([&] {
+  const double seconds = BestSeconds([&] {
     if (!Linear(a, b, Tensor(), c).ok()) std::abort();
   });
   return 2.0 * n * n * n / seconds * 1e-9;
@@ -60,9 +63,16 @@ double ReadGigabytesPerSecond() {
   constexpr int64_t kFloats = int64_t{1} << 28;  // 1 GiB
   constexpr int64_t kChunks = 64;
   Tensor buffer({kFloats});
+  // On huge pages, as the engine's packed weights are: with 4 KB pages the TLB misses, not the
+  // memory, set the pace (33 against 50+ GB/s measured).
+  constexpr uintptr_t kHugePage = 2 << 20;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(buffer.data());
+  const uintptr_t aligned = (begin + kHugePage - 1) / kHugePage * kHugePage;
+  madvise(reinterpret_cast<void*>(aligned), begin + kFloats * sizeof(float) - aligned,
+          MADV_HUGEPAGE);
   buffer.Fill(1.0f);
   std::vector<float> sums(kChunks);
-  const double seconds = MedianSeconds([&] {
+  const double seconds = BestSeconds([&] {
     ParallelFor(kChunks, [&](int64_t chunk) {
       sums[chunk] = Sum(buffer.data() + chunk * (kFloats / kChunks), kFloats / kChunks);
     });
