@@ -71,8 +71,13 @@ PackedWeight PackedWeight::Pack(const Tensor& weight) {
   return packed;
 }
 
+bool PackedWeight::WorthPacking(int64_t n, int64_t k) {
+  constexpr int64_t kMinFloats = 1 << 18;
+  return n * k >= kMinFloats && PackingIsFaster();
+}
+
 PackedWeight PackedWeight::PackIfFaster(const Tensor& weight) {
-  return PackingIsFaster() ? Pack(weight) : PackedWeight();
+  return WorthPacking(weight.dim(0), weight.dim(1)) ? Pack(weight) : PackedWeight();
 }
 
 }  // namespace attnserve

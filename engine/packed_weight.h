@@ -25,10 +25,15 @@ class PackedWeight {
   PackedWeight() = default;
   // The packed copy of weight [N, K] (rows may be strided).
   static PackedWeight Pack(const Tensor& weight);
-  // Pack(weight) where this CPU's oneDNN multiplies faster from packed weights (see above), else
-  // an empty PackedWeight. ATTNSERVE_PACK_WEIGHTS=0 in the environment turns packing off.
+  // Pack(weight) when WorthPacking(weight's shape), else an empty PackedWeight.
   static PackedWeight PackIfFaster(const Tensor& weight);
+  // Whether this CPU's oneDNN multiplies faster from packed weights (see above).
+  // ATTNSERVE_PACK_WEIGHTS=0 in the environment turns packing off.
   static bool PackingIsFaster();
+  // PackingIsFaster() and the weight [n, k] holds at least 1 MB. Below that either kernel takes
+  // microseconds, and a small model's weights stay in its mapped file, where the server's page
+  // warmer keeps their translations cached (docs/serving.md).
+  static bool WorthPacking(int64_t n, int64_t k);
 
   bool empty() const { return storage_ == nullptr; }
   int64_t n() const { return n_; }

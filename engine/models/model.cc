@@ -53,7 +53,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory) {
   if (!status.ok()) return status;
   if (auto status = weights.CheckAllTaken(); !status.ok()) return status;
   if (config->token_inputs()) model->tokenizer.emplace(config->tokenizer.special_tokens);
-  model->weights_packed = PackedWeight::PackingIsFaster();
+  // Every layer has a [model_dim, model_dim]-sized projection or larger (out_proj).
+  model->weights_packed = PackedWeight::WorthPacking(config->model_dim, config->model_dim);
   if (model->weights_packed) {
     // Packing read every matmul weight once; without this those file pages would stay resident
     // beside their packed copies. The mapping is read-only, so dropped pages simply fault back

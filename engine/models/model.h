@@ -28,8 +28,8 @@ struct Model {
   std::unique_ptr<SetTransformer> set_transformer;
   std::optional<ByteTokenizer> tokenizer;  // models with token inputs
   MappedBytes weight_file;                 // model.safetensors, where the weights live
-  // The matmul weights were copied into packed buffers (PackedWeight) and the file's pages
-  // released: the engine reads the rest of the file (embeddings, norms) on demand.
+  // The layers' matmul weights were copied into packed buffers (PackedWeight::WorthPacking) and
+  // the file's pages released: the engine reads the rest (embeddings, norms) on demand.
   bool weights_packed = false;
 };
 
