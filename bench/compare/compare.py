@@ -182,9 +182,11 @@ def plot(results, image_dir):
     ax.barh([r - height / 2 for r in rows], over_ort, height, label="vs ONNX Runtime 1.30")
     ax.barh([r + height / 2 for r in rows], over_torch, height, label="vs PyTorch 1.13")
     ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xscale("log", base=2)
     ax.set_yticks(list(rows), labels, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("attnserve speed-up (peer ms / attnserve ms), same run, 2 threads")
+    ax.set_xlabel("attnserve speed-up (peer ms / attnserve ms, log scale), same run, "
+                  "2 threads")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     path = os.path.join(image_dir, "compare_speedup.png")
