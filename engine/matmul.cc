@@ -147,9 +147,10 @@ absl::Status LinearWith(const Tensor& x, const Tensor& weight, const PackedWeigh
   if (weight.dim(1) != k || y.dim(0) != m || y.dim(1) != n ||
       (!bias.empty() && (bias.size() != n || !bias.is_contiguous())) ||
       (!packed.empty() && (packed.n() != n || packed.k() != k))) {
-    return absl::InvalidArgumentError(absl::StrCat("Linear: shapes disagree: x ", x.ShapeString(),
-                                                   ", weight ", weight.ShapeString(), ", bias ",
-                                                   bias.ShapeString(), ", y ", y.ShapeString()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Linear: shapes disagree: x ", x.ShapeString(), ", weight ", weight.ShapeString(),
+        packed.empty() ? "" : absl::StrCat(" (packed [", packed.n(), ", ", packed.k(), "])"),
+        ", bias ", bias.ShapeString(), ", y ", y.ShapeString()));
   }
   if (m == 0) return absl::OkStatus();
   if (m <= kFewRowsMax) {
@@ -167,7 +168,7 @@ absl::Status LinearWith(const Tensor& x, const Tensor& weight, const PackedWeigh
   }
   // Fixed row counts from a bounded set: the largest power of two up to 512 that fits, and the
   // last 1-7 rows as they come. Each chunk runs at full speed (brgemm keeps ~210 GFLOP/s down to
-  // 5 rows), and at most 10 primitives per weight shape are ever created.
+  // 5 rows), and at most 14 primitives per weight shape are ever created.
   for (int64_t first = 0; first < m;) {
     int64_t rows = m - first;
     if (rows >= 8) {

@@ -142,54 +142,42 @@ void PanelProducts(const Tensor& x, const PackedWeight& weight, int64_t j,
 #endif
 }
 
+// body.operator()<m>() for 1 <= m <= kFewRowsMax: the kernels are unrolled per row count.
+template <typename Body>
+void WithRowCount(int64_t m, const Body& body) {
+  switch (m) {
+    case 1:
+      return body.template operator()<1>();
+    case 2:
+      return body.template operator()<2>();
+    case 3:
+      return body.template operator()<3>();
+    default:
+      return body.template operator()<4>();
+  }
+}
+
 }  // namespace
 
 void FewRowsLinear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y,
                    MatmulEpilogue epilogue) {
-  const int64_t m = x.dim(0), n = weight.dim(0);
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-  ParallelFor(blocks, [&](int64_t index) {
+  const int64_t n = weight.dim(0);
+  ParallelFor((n + kBlock - 1) / kBlock, [&](int64_t index) {
     const int64_t begin = index * kBlock, end = std::min(n, begin + kBlock);
     float block[kFewRowsMax][kBlock];
-    switch (m) {
-      case 1:
-        BlockProducts<1>(x, weight, begin, end, block);
-        break;
-      case 2:
-        BlockProducts<2>(x, weight, begin, end, block);
-        break;
-      case 3:
-        BlockProducts<3>(x, weight, begin, end, block);
-        break;
-      default:
-        BlockProducts<4>(x, weight, begin, end, block);
-        break;
-    }
-    StoreBlock(block, m, begin, end, bias, y, epilogue);
+    WithRowCount(x.dim(0),
+                 [&]<int kRows>() { BlockProducts<kRows>(x, weight, begin, end, block); });
+    StoreBlock(block, x.dim(0), begin, end, bias, y, epilogue);
   });
 }
 
 void FewRowsLinear(const Tensor& x, const PackedWeight& weight, const Tensor& bias, Tensor& y,
                    MatmulEpilogue epilogue) {
-  const int64_t m = x.dim(0), n = weight.n();
   ParallelFor(weight.panels(), [&](int64_t j) {
-    const int64_t begin = j * kBlock, end = std::min(n, begin + kBlock);
+    const int64_t begin = j * kBlock, end = std::min(weight.n(), begin + kBlock);
     float block[kFewRowsMax][kBlock];
-    switch (m) {
-      case 1:
-        PanelProducts<1>(x, weight, j, block);
-        break;
-      case 2:
-        PanelProducts<2>(x, weight, j, block);
-        break;
-      case 3:
-        PanelProducts<3>(x, weight, j, block);
-        break;
-      default:
-        PanelProducts<4>(x, weight, j, block);
-        break;
-    }
-    StoreBlock(block, m, begin, end, bias, y, epilogue);
+    WithRowCount(x.dim(0), [&]<int kRows>() { PanelProducts<kRows>(x, weight, j, block); });
+    StoreBlock(block, x.dim(0), begin, end, bias, y, epilogue);
   });
 }
 
