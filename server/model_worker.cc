@@ -419,11 +419,15 @@ void ModelWorker::StartGenerations(const std::vector<std::shared_ptr<Task>>& tas
     for (Generation& g : started) g.task->Finish(logits.status());
     return;
   }
+  // Counted before the first tokens go out: a caller who has seen one sees its sequence counted.
+  auto& active = metrics_.active_sequences.Add({{"model", name_}});
+  active.Set(static_cast<double>(generations_.size() + started.size()));
   for (size_t i = 0; i < started.size(); ++i) {
     metrics_.first_token.Add({{"model", name_}})
         .Observe(absl::ToDoubleSeconds(absl::Now() - started[i].task->enqueued));
     if (Emit(started[i], logits->row(i))) generations_.push_back(std::move(started[i]));
   }
+  active.Set(static_cast<double>(generations_.size()));
 }
 
 void ModelWorker::StepGenerations() {
