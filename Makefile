@@ -10,7 +10,7 @@ FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard '*.h' '
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = safetensors_fuzz model_config_fuzz
 
-.PHONY: deps configure build test serve bench bench-model bench-server bench-compare container-test fuzz format \
+.PHONY: deps configure build test serve bench bench-model bench-server bench-compare container-test test-asan fuzz format \
         format-check clean
 
 deps:
@@ -48,6 +48,15 @@ bench-compare: build
 # Builds the OCI image with podman and checks it end to end (scripts/container-test.sh).
 container-test:
 	bash scripts/container-test.sh
+
+# The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/: any
+# report fails the test that triggered it, leaks included (LeakSanitizer runs at exit).
+test-asan: deps
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNSERVE_SANITIZE=address,undefined \
+	  -DATTNSERVE_WERROR=$(WERROR) -DATTNSERVE_PYTHON=$(PYTHON)
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS)
 
 # libFuzzer (clang) on the safetensors and config parsers, FUZZ_SECONDS per target, starting
 # from the committed corpus; new inputs collect in build-fuzz/corpus/.
