@@ -251,6 +251,22 @@ void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengt
                                int64_t num_heads, const ScoreOptions& options, Tensor& out) {
   const int64_t batch = q.dim(0), queries = q.dim(1);
   const int64_t dk = q.dim(2) / num_heads, dv = v.dim(2) / num_heads;
+  // Head h of sequence b with its keys and values read in place from k and v.
+  const auto head_in_place = [&](int64_t b, int64_t h) {
+    return HeadView{q.data() + b * q.stride(0) + h * dk,
+                    q.stride(1),
+                    k.data() + b * k.stride(0) + h * dk,
+                    k.stride(1),
+                    v.data() + b * v.stride(0) + h * dv,
+                    v.stride(1),
+                    out.data() + b * out.stride(0) + h * dv,
+                    out.stride(1),
+                    q_lengths[b],
+                    k_lengths[b],
+                    dk,
+                    dv,
+                    options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h]};
+  };
   if (queries <= kFewQueries) {
     ParallelFor(batch * num_heads * queries, [&](int64_t index) {
       const int64_t i = index % queries, bh = index / queries;
@@ -262,20 +278,7 @@ void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengt
       }
       thread_local std::vector<float> scores;
       scores.resize(std::max<int64_t>(k_lengths[b], 1));
-      const HeadView head{q.data() + b * q.stride(0) + h * dk,
-                          q.stride(1),
-                          k.data() + b * k.stride(0) + h * dk,
-                          k.stride(1),
-                          v.data() + b * v.stride(0) + h * dv,
-                          v.stride(1),
-                          out.data() + b * out.stride(0) + h * dv,
-                          out.stride(1),
-                          q_lengths[b],
-                          k_lengths[b],
-                          dk,
-                          dv,
-                          options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h]};
-      AttendQueryInPlace(head, i, options, scores.data());
+      AttendQueryInPlace(head_in_place(b, h), i, options, scores.data());
     });
     return;
   }
@@ -291,19 +294,9 @@ void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengt
         // Each thread's score rows, reused across calls.
         thread_local std::vector<float> scores;
         scores.resize(kRows * packed.keys_padded);
-        HeadView head{q.data() + b * q.stride(0) + h * dk,
-                      q.stride(1),
-                      packed.keys_transposed.data() + bh * dk * packed.keys_padded,
-                      packed.keys_padded,
-                      v.data() + b * v.stride(0) + h * dv,
-                      v.stride(1),
-                      out.data() + b * out.stride(0) + h * dv,
-                      out.stride(1),
-                      q_lengths[b],
-                      k_lengths[b],
-                      dk,
-                      dv,
-                      options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h]};
+        HeadView head = head_in_place(b, h);
+        head.keys = packed.keys_transposed.data() + bh * dk * packed.keys_padded;
+        head.key_stride = packed.keys_padded;
         if (!packed.values_copy.empty()) {
           head.values = packed.values_copy.data() + bh * v.dim(1) * packed.dv_padded;
           head.value_stride = packed.dv_padded;
