@@ -8,9 +8,10 @@ PYTHON ?= /usr/bin/python3
 FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard '*.h' '*.cc')
 
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = safetensors_fuzz model_config_fuzz
+FUZZ_TARGETS = safetensors_fuzz model_config_fuzz tokenizer_fuzz request_fuzz
 
-.PHONY: deps configure build test serve bench bench-model bench-server bench-compare container-test test-asan fuzz format \
+.PHONY: deps configure build test serve bench bench-model bench-server bench-compare container-test test-asan \
+        test-tsan fuzz format \
         format-check clean
 
 deps:
@@ -58,16 +59,35 @@ test-asan: deps
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
 
-# libFuzzer (clang) on the safetensors and config parsers, FUZZ_SECONDS per target, starting
-# from the committed corpus; new inputs collect in build-fuzz/corpus/.
+# The server's concurrency under ThreadSanitizer in build-tsan/: the end-to-end server tests
+# (batching, queue limits and deadlines, cancellation, SIGTERM drains, several models at once),
+# three replicas draining under load, and the request corpus through the in-process service. Any
+# report fails the run: the servers halt on one, and reports left in build-tsan/reports are
+# printed. One compute thread per model (the tests' default), as Debian's OpenMP is not
+# instrumented.
+TSAN_TESTS = e2e_server|e2e_replicas|request_fuzz_corpus|ServingOptions|CpuQuota
+test-tsan: deps
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNSERVE_SANITIZE=thread \
+	  -DATTNSERVE_WERROR=$(WERROR) -DATTNSERVE_PYTHON=$(PYTHON)
+	cmake --build build-tsan -j $(JOBS) --target attnserve attn-bench request_fuzz_replay \
+	  server_units_test python_stubs fuzz_models
+	rm -rf build-tsan/reports && mkdir -p build-tsan/reports
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 log_path=$(CURDIR)/build-tsan/reports/tsan" \
+	  ctest --output-on-failure -R '$(TSAN_TESTS)'; status=$$?; \
+	  if ls reports/tsan* >/dev/null 2>&1; then cat reports/tsan*; exit 1; fi; exit $$status
+
+# libFuzzer (clang, ASan + UBSan) on the safetensors and config parsers, the tokenizer and the
+# service's request path, FUZZ_SECONDS per target, starting from the committed corpus; new
+# inputs collect in build-fuzz/corpus/, crashes in build-fuzz/ (crash-*), and fail the target.
 fuzz: deps
 	cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DATTNSERVE_FUZZ=ON
+	  -DATTNSERVE_FUZZ=ON -DATTNSERVE_WERROR=$(WERROR) -DATTNSERVE_PYTHON=$(PYTHON)
 	cmake --build build-fuzz -j $(JOBS)
 	for target in $(FUZZ_TARGETS); do \
 	  corpus=$${target%_fuzz}; mkdir -p build-fuzz/corpus/$$corpus && \
-	  build-fuzz/tests/fuzz/$$target build-fuzz/corpus/$$corpus tests/fuzz/corpus/$$corpus \
-	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 || exit 1; \
+	  (cd build-fuzz && ATTNSERVE_FUZZ_MODELS=tests/fuzz/models OMP_NUM_THREADS=1 \
+	    tests/fuzz/$$target corpus/$$corpus ../tests/fuzz/corpus/$$corpus \
+	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1) || exit 1; \
 	done
 
 format:

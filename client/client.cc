@@ -102,16 +102,15 @@ Client::Client(std::shared_ptr<grpc::Channel> channel)
       health_(grpc::health::v1::Health::NewStub(channel_)) {}
 
 Client::~Client() {
-  absl::MutexLock lock(&mutex_);
-  mutex_.Await(absl::Condition(
-      +[](int64_t* in_flight) { return *in_flight == 0; }, &async_in_flight_));
+  std::unique_lock lock(mutex_);
+  all_answered_.wait(lock, [this] { return async_in_flight_ == 0; });
 }
 
 template <typename Request, typename Response, typename Method>
 void Client::StartAsync(Method method, const Request& request, Done<Response> done,
                         const CallOptions& call) {
   {
-    absl::MutexLock lock(&mutex_);
+    std::lock_guard lock(mutex_);
     ++async_in_flight_;
   }
   auto* state = new AsyncCall<Request, Response>{{}, request, {}, std::move(done)};
@@ -125,8 +124,8 @@ void Client::StartAsync(Method method, const Request& request, Done<Response> do
         owned->done(FromGrpc(status));
       }
     }
-    absl::MutexLock lock(&mutex_);  // last: the Client may be destroyed once this is released
-    --async_in_flight_;
+    std::lock_guard lock(mutex_);  // last: the Client may be destroyed once this is released
+    if (--async_in_flight_ == 0) all_answered_.notify_all();
   });
 }
 

@@ -10,13 +10,14 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "proto/attnserve/v1/inference.grpc.pb.h"
@@ -95,8 +96,9 @@ class Client {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Inference::Stub> stub_;
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
-  absl::Mutex mutex_;
-  int64_t async_in_flight_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::mutex mutex_;  // guards async_in_flight_
+  std::condition_variable all_answered_;
+  int64_t async_in_flight_ = 0;
 };
 
 // The gRPC status as an absl::Status: the codes are the same numbers.

@@ -2,10 +2,10 @@
 
 #include <map>
 #include <memory>
+#include <shared_mutex>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "engine/dnnl_context.h"
 #include "engine/kernels/few_rows_linear.h"
 
@@ -91,19 +91,19 @@ class MatmulCache {
 
   const CachedMatmul& Lookup(const MatmulKey& key) {
     {
-      absl::ReaderMutexLock lock(&mutex_);
+      std::shared_lock lock(mutex_);
       auto it = entries_.find(key);
       if (it != entries_.end()) return *it->second;
     }
     // Creation takes milliseconds; do it outside the lock, keep the first one inserted.
     auto created = std::make_unique<CachedMatmul>(CreateMatmul(key));
-    absl::MutexLock lock(&mutex_);
+    std::lock_guard lock(mutex_);
     auto [it, inserted] = entries_.try_emplace(key, std::move(created));
     return *it->second;
   }
 
   std::vector<PrimitiveInfo> List() {
-    absl::ReaderMutexLock lock(&mutex_);
+    std::shared_lock lock(mutex_);
     std::vector<PrimitiveInfo> list;
     for (const auto& [key, entry] : entries_)
       list.push_back({key.ToString(), entry->implementation});
@@ -111,8 +111,8 @@ class MatmulCache {
   }
 
  private:
-  absl::Mutex mutex_;
-  std::map<MatmulKey, std::unique_ptr<CachedMatmul>> entries_ ABSL_GUARDED_BY(mutex_);
+  std::shared_mutex mutex_;  // guards entries_
+  std::map<MatmulKey, std::unique_ptr<CachedMatmul>> entries_;
 };
 
 bool RowsAreDense(const Tensor& t) { return t.rank() == 2 && t.stride(1) == 1; }

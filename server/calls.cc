@@ -3,7 +3,7 @@
 namespace attnserve::server {
 
 void GenerateCall::Send(v1::GenerateResponse event) {
-  absl::MutexLock lock(&mutex_);
+  std::lock_guard lock(mutex_);
   if (broken_) return;
   pending_.push_back(std::move(event));
   if (!writing_) Advance();
@@ -12,7 +12,7 @@ void GenerateCall::Send(v1::GenerateResponse event) {
 void GenerateCall::Complete(absl::Status status) {
   std::optional<grpc::Status> finish;
   {
-    absl::MutexLock lock(&mutex_);
+    std::lock_guard lock(mutex_);
     final_status_ = scope_.Finish(status);
     if (!writing_) finish = Advance();
   }
@@ -22,7 +22,7 @@ void GenerateCall::Complete(absl::Status status) {
 void GenerateCall::OnWriteDone(bool ok) {
   std::optional<grpc::Status> finish;
   {
-    absl::MutexLock lock(&mutex_);
+    std::lock_guard lock(mutex_);
     writing_ = false;
     pending_.pop_front();
     if (!ok) {

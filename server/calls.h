@@ -7,9 +7,9 @@
 
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 
-#include "absl/synchronization/mutex.h"
 #include "server/rpc_scope.h"
 #include "server/task.h"
 
@@ -67,15 +67,15 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
  private:
   // Starts the next write, or finishes once every event is out; returns the status to finish
   // with, which the caller passes to Finish after unlocking (Finish may delete this at once).
-  std::optional<grpc::Status> Advance() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  std::optional<grpc::Status> Advance();
 
   RpcScope scope_;
-  absl::Mutex mutex_;
-  std::deque<v1::GenerateResponse> pending_ ABSL_GUARDED_BY(mutex_);  // front: being written
-  bool writing_ ABSL_GUARDED_BY(mutex_) = false;
-  bool broken_ ABSL_GUARDED_BY(mutex_) = false;  // a write failed: the client is gone
-  std::optional<grpc::Status> final_status_ ABSL_GUARDED_BY(mutex_);
-  bool finished_ ABSL_GUARDED_BY(mutex_) = false;
+  std::mutex mutex_;                          // guards what follows
+  std::deque<v1::GenerateResponse> pending_;  // front: being written
+  bool writing_ = false;
+  bool broken_ = false;  // a write failed: the client is gone
+  std::optional<grpc::Status> final_status_;
+  bool finished_ = false;
 };
 
 }  // namespace attnserve::server

@@ -63,6 +63,17 @@ int64_t Sample(const float* logits, int64_t vocab, const GenerateOptions& option
   return ids[draw(rng)];
 }
 
+// The tokens a task puts through the engine before its first answer: what its queue wait is
+// estimated from.
+int64_t InputTokens(const Task& task) {
+  int64_t tokens = 0;
+  for (const auto* sequences : {&task.sequences, &task.sources, &task.embed_inputs.tokens}) {
+    for (const auto& sequence : *sequences) tokens += static_cast<int64_t>(sequence.size());
+  }
+  for (int64_t length : task.embed_inputs.features.lengths) tokens += length;
+  return std::max<int64_t>(tokens, 1);
+}
+
 }  // namespace
 
 ModelWorker::ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerOptions options,
@@ -72,6 +83,7 @@ ModelWorker::ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerO
       options_(options),
       metrics_(metrics),
       queue_length_(metrics.queue_length.Add({{"model", name_}})),
+      active_sequences_(metrics.active_sequences.Add({{"model", name_}})),
       end_of_text_(model_->tokenizer ? model_->tokenizer->SpecialId("<|endoftext|>") : -1),
       // Packed weights sit on huge pages and need no warming; walking the file would only make
       // its released pages resident again.
@@ -83,29 +95,53 @@ ModelWorker::ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerO
 ModelWorker::~ModelWorker() { Drain(); }
 
 absl::Status ModelWorker::Submit(std::shared_ptr<Task> task) {
+  const int64_t tokens = InputTokens(*task);
   {
-    absl::MutexLock lock(&mutex_);
+    std::lock_guard lock(mutex_);
     if (draining_) return absl::UnavailableError("the server is shutting down");
     if (static_cast<int64_t>(queue_.size()) >= options_.max_queue_size) {
       return absl::UnavailableError(absl::StrCat("model ", name_, " has ", queue_.size(),
                                                  " requests queued, its limit; retry later"));
     }
+    // A request the queue ahead of it would make miss its deadline is refused now, while the
+    // caller can still retry elsewhere, rather than failing late. The estimate may use 80% of
+    // the time left: it comes from past batches, and CPU contention and sending the answers add
+    // to it (7% late at ten times capacity on these machines, tests/e2e/server_test.py). A
+    // request that would miss its deadline even alone is left to it: a retry would not help.
+    if (task->deadline != absl::InfiniteFuture()) {
+      const absl::Time now = absl::Now();
+      const absl::Time limit = now + 0.8 * (task->deadline - now);
+      const auto queued = static_cast<int64_t>(queue_.size());
+      const absl::Time answered =
+          completion_.Completion(now, queued, queued_tokens_, tokens, options_.max_batch_size);
+      if (answered > limit && now + completion_.Alone(tokens) <= limit) {
+        return absl::UnavailableError(
+            absl::StrCat("model ", name_, " would answer after the request's deadline (", queued,
+                         " requests queued, about ",
+                         absl::FormatDuration(absl::Trunc(answered - now, absl::Milliseconds(1))),
+                         " of work); retry later"));
+      }
+    }
+    queued_tokens_ += tokens;
     queue_.push_back(std::move(task));
     queue_length_.Set(static_cast<double>(queue_.size()));
   }
-  // Counted once the lock is free, so the spinning scheduler does not run into a held mutex: a
-  // contended absl::Mutex costs it a futex call, and a system call here flushes the TLB right
-  // before the engine runs (see DESIGN.md). The count may briefly lag behind, or go below zero
-  // when the scheduler takes the task first.
+  // Signalled and counted once the lock is free, so the spinning scheduler does not run into a
+  // held mutex: a contended mutex costs it a futex call, and a system call here flushes the TLB
+  // right before the engine runs (see DESIGN.md). The signal makes no system call unless the
+  // scheduler sleeps. The count may briefly lag behind, or go below zero when the scheduler
+  // takes the task first.
+  work_ready_.notify_one();
   queued_.fetch_add(1, std::memory_order_release);
   return absl::OkStatus();
 }
 
 void ModelWorker::Drain() {
   {
-    absl::MutexLock lock(&mutex_);
+    std::lock_guard lock(mutex_);
     draining_ = true;
   }
+  work_ready_.notify_one();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -119,20 +155,17 @@ std::vector<std::shared_ptr<Task>> ModelWorker::TakeWork() {
       if (weight_pages_.Step(kPagesPerLook) == 0) __builtin_ia32_pause();
     }
   }
-  absl::MutexLock lock(&mutex_);
+  std::unique_lock lock(mutex_);
   const bool decoding = !generations_.empty();
-  auto has_work = [&]() ABSL_SHARED_LOCKS_REQUIRED(mutex_) {
-    return !queue_.empty() || decoding || draining_;
-  };
-  mutex_.Await(absl::Condition(&has_work));
+  work_ready_.wait(lock, [&] { return !queue_.empty() || decoding || draining_; });
   // Nothing decoding: give a lone request a moment's company, so concurrent ones share a batch.
   if (!decoding && !queue_.empty()) {
-    auto full = [&]() ABSL_SHARED_LOCKS_REQUIRED(mutex_) {
-      return static_cast<int64_t>(queue_.size()) >= options_.max_batch_size || draining_;
-    };
-    // absl::Mutex takes about 100 µs to time out even on a deadline already past: check first.
     const absl::Time deadline = queue_.front()->enqueued + options_.max_queue_delay;
-    if (absl::Now() < deadline) mutex_.AwaitWithDeadline(absl::Condition(&full), deadline);
+    if (absl::Now() < deadline) {
+      work_ready_.wait_until(lock, absl::ToChronoTime(deadline), [&] {
+        return static_cast<int64_t>(queue_.size()) >= options_.max_batch_size || draining_;
+      });
+    }
   }
   std::vector<std::shared_ptr<Task>> taken;
   int64_t generation_slots = options_.max_batch_size - static_cast<int64_t>(generations_.size());
@@ -145,6 +178,7 @@ std::vector<std::shared_ptr<Task>> ModelWorker::TakeWork() {
       }
       --generation_slots;
     }
+    queued_tokens_ -= InputTokens(**it);
     taken.push_back(std::move(*it));
     it = queue_.erase(it);
   }
@@ -158,11 +192,14 @@ void ModelWorker::Run() {
   while (true) {
     std::vector<std::shared_ptr<Task>> work = TakeWork();
     {
-      absl::MutexLock lock(&mutex_);
+      std::lock_guard lock(mutex_);
       if (draining_ && work.empty() && queue_.empty() && generations_.empty()) return;
     }
-    std::vector<std::shared_ptr<Task>> next_token, score, generate;
     const absl::Time now = absl::Now();
+    int64_t tokens = 0;
+    for (const auto& task : work) tokens += InputTokens(*task);
+    if (tokens > 0) completion_.IterationStarted(now, tokens);
+    std::vector<std::shared_ptr<Task>> next_token, score, generate;
     for (auto& task : work) {
       if (task->cancelled.load()) {
         task->Finish(absl::CancelledError("the caller cancelled the request"));
@@ -194,6 +231,7 @@ void ModelWorker::Run() {
     if (!score.empty()) RunScore(score);
     if (!generate.empty()) StartGenerations(generate);
     StepGenerations();
+    completion_.IterationEnded(absl::Now());
   }
 }
 
@@ -420,30 +458,27 @@ void ModelWorker::StartGenerations(const std::vector<std::shared_ptr<Task>>& tas
     return;
   }
   // Counted before the first tokens go out: a caller who has seen one sees its sequence counted.
-  auto& active = metrics_.active_sequences.Add({{"model", name_}});
-  active.Set(static_cast<double>(generations_.size() + started.size()));
+  active_sequences_.Increment(static_cast<double>(started.size()));
   for (size_t i = 0; i < started.size(); ++i) {
     metrics_.first_token.Add({{"model", name_}})
         .Observe(absl::ToDoubleSeconds(absl::Now() - started[i].task->enqueued));
     if (Emit(started[i], logits->row(i))) generations_.push_back(std::move(started[i]));
   }
-  active.Set(static_cast<double>(generations_.size()));
 }
 
 void ModelWorker::StepGenerations() {
   const absl::Time now = absl::Now();
   std::erase_if(generations_, [&](Generation& g) {
     if (g.task->cancelled.load()) {
-      g.task->Finish(absl::CancelledError("the caller cancelled the request"));
+      End(g, absl::CancelledError("the caller cancelled the request"));
       return true;
     }
     if (g.task->expired(now)) {
-      g.task->Finish(absl::DeadlineExceededError("the deadline passed during generation"));
+      End(g, absl::DeadlineExceededError("the deadline passed during generation"));
       return true;
     }
     return false;
   });
-  metrics_.active_sequences.Add({{"model", name_}}).Set(static_cast<double>(generations_.size()));
   if (generations_.empty()) return;
   std::vector<Generation*> pointers;
   TokenSequences next;
@@ -453,7 +488,7 @@ void ModelWorker::StepGenerations() {
   }
   auto logits = Advance(pointers, next);
   if (!logits.ok()) {
-    for (Generation& g : generations_) g.task->Finish(logits.status());
+    for (Generation& g : generations_) End(g, logits.status());
     generations_.clear();
     return;
   }
@@ -462,7 +497,13 @@ void ModelWorker::StepGenerations() {
     if (Emit(generations_[i], logits->row(i))) running.push_back(std::move(generations_[i]));
   }
   generations_ = std::move(running);
-  metrics_.active_sequences.Add({{"model", name_}}).Set(static_cast<double>(generations_.size()));
+}
+
+void ModelWorker::End(Generation& g, absl::Status status) {
+  g.state.reset();
+  g.seq2seq.reset();
+  active_sequences_.Increment(-1.0);
+  g.task->Finish(std::move(status));
 }
 
 absl::StatusOr<Tensor> ModelWorker::Advance(const std::vector<Generation*>& generations,
@@ -488,7 +529,7 @@ bool ModelWorker::Emit(Generation& g, const float* logits) {
     event.mutable_finish()->set_prompt_tokens(g.prompt_tokens);
     event.mutable_finish()->set_generated_tokens(g.generated);
     g.task->Emit(std::move(event));
-    g.task->Finish(absl::OkStatus());
+    End(g, absl::OkStatus());
     return false;
   };
   if (id == end_of_text_) return finish(v1::FINISH_REASON_END_OF_TEXT);

@@ -6,18 +6,20 @@
 // step: continuous batching, sequences join and leave between steps.
 #pragma once
 
+#include <condition_variable>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/models/model.h"
 #include "engine/page_warmer.h"
+#include "server/completion_estimate.h"
 #include "server/server_metrics.h"
 #include "server/task.h"
 #include "server/token_text.h"
@@ -40,7 +42,8 @@ class ModelWorker {
               ServerMetrics& metrics);
   ~ModelWorker();  // drains, then joins the thread
 
-  // Queues a validated task; UNAVAILABLE (retryable) when the queue is full or draining.
+  // Queues a validated task; UNAVAILABLE (retryable) when the queue is full, when the work queued
+  // ahead would make it miss its deadline, or when draining.
   absl::Status Submit(std::shared_ptr<Task> task);
   // Stops accepting work and returns once everything accepted has finished.
   void Drain();
@@ -71,21 +74,29 @@ class ModelWorker {
                                  const TokenSequences& tokens);
   // Samples from one row of logits, emits the token or finishes; false when finished.
   bool Emit(Generation& generation, const float* logits);
+  // Frees a counted generation's cache and uncounts it, then completes its call: a caller who
+  // has seen the end never sees the sequence still held.
+  void End(Generation& generation, absl::Status status);
 
   const std::string name_;
   const std::unique_ptr<Model> model_;
   const WorkerOptions options_;
   ServerMetrics& metrics_;
   metrics::Gauge& queue_length_;
+  metrics::Gauge& active_sequences_;  // generations counted from prefill until End
   const int64_t end_of_text_;
 
-  absl::Mutex mutex_;
-  std::deque<std::shared_ptr<Task>> queue_ ABSL_GUARDED_BY(mutex_);
+  // std::mutex rather than absl::Mutex: Debian builds abseil without ThreadSanitizer's
+  // annotations, so make test-tsan would not see absl::Mutex's ordering.
+  std::mutex mutex_;                    // guards what follows
+  std::condition_variable work_ready_;  // queue_ grew, or draining_ was set
+  std::deque<std::shared_ptr<Task>> queue_;
+  int64_t queued_tokens_ = 0;       // input tokens of queue_'s tasks
   std::atomic<int64_t> queued_{0};  // about queue_.size(), read without the lock by the idle spin
-  bool draining_ ABSL_GUARDED_BY(mutex_) = false;
-  bool idle_ ABSL_GUARDED_BY(mutex_) = true;  // no generation running and nothing in hand
-  std::vector<Generation> generations_;       // scheduler thread only
-  PageWarmer weight_pages_;                   // scheduler thread only
+  CompletionEstimate completion_;
+  bool draining_ = false;
+  std::vector<Generation> generations_;  // scheduler thread only
+  PageWarmer weight_pages_;              // scheduler thread only
   std::thread thread_;
 };
 

@@ -33,15 +33,20 @@ std::string Utf8Stream::Push(int64_t id) {
   }
   const char byte = static_cast<char>(id);
   bytes_.push_back(byte);
+  std::string out;
+  // A byte that cannot continue the pending character ends it as invalid, and then starts
+  // afresh: it may lead a character of its own (found by tests/fuzz/tokenizer_fuzz).
+  if (!pending_.empty() && (static_cast<unsigned char>(byte) & 0xC0) != 0x80) {
+    out = SanitizeUtf8(pending_);
+    pending_.clear();
+  }
   pending_.push_back(byte);
   const int needed = SequenceLength(static_cast<unsigned char>(pending_[0]));
-  if (needed == 0 || static_cast<int>(pending_.size()) >= needed ||
-      (pending_.size() > 1 && (static_cast<unsigned char>(byte) & 0xC0) != 0x80)) {
-    std::string out = SanitizeUtf8(pending_);
+  if (needed == 0 || static_cast<int>(pending_.size()) >= needed) {
+    out += SanitizeUtf8(pending_);
     pending_.clear();
-    return out;
   }
-  return "";
+  return out;
 }
 
 }  // namespace attnserve::server

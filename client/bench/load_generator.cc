@@ -1,11 +1,10 @@
 #include "client/bench/load_generator.h"
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <random>
 #include <thread>
-
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 
 namespace attnserve::client {
 namespace {
@@ -25,15 +24,15 @@ class Recorder {
   }
   void Add(Sample sample) {
     if (sample.due < measure_from_) return;  // warm-up
-    absl::MutexLock lock(&mutex_);
+    std::lock_guard lock(mutex_);
     samples_.push_back(std::move(sample));
   }
   std::vector<Sample> Snapshot() {
-    absl::MutexLock lock(&mutex_);
+    std::lock_guard lock(mutex_);
     return samples_;
   }
   std::vector<Sample> Take() {
-    absl::MutexLock lock(&mutex_);
+    std::lock_guard lock(mutex_);
     return std::move(samples_);
   }
 
@@ -41,8 +40,8 @@ class Recorder {
   const absl::Time measure_from_;
   const RunLimits limits_;
   std::atomic<int64_t> admitted_{0};
-  absl::Mutex mutex_;
-  std::vector<Sample> samples_ ABSL_GUARDED_BY(mutex_);
+  std::mutex mutex_;  // guards samples_
+  std::vector<Sample> samples_;
 };
 
 // Closed loop: each client calls again as soon as it is answered.
@@ -92,9 +91,12 @@ LevelResult RunLevel(const Workload& workload, const LoadLevel& level, const Run
   const absl::Time start = absl::Now();
   const absl::Time measure_from = start + limits.warmup;
   Recorder recorder(measure_from, limits);
-  absl::Notification finished;
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool finished = false;  // guarded by mutex
   std::thread reporter([&] {
-    while (!finished.WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
+    std::unique_lock lock(mutex);
+    while (!wake.wait_for(lock, std::chrono::milliseconds(200), [&] { return finished; })) {
       const absl::Time now = absl::Now();
       if (progress && now > measure_from) progress(recorder.Snapshot(), now - measure_from);
     }
@@ -107,7 +109,11 @@ LevelResult RunLevel(const Workload& workload, const LoadLevel& level, const Run
   LevelResult result;
   result.level = level;
   result.elapsed = absl::Now() - measure_from;
-  finished.Notify();
+  {
+    std::lock_guard lock(mutex);
+    finished = true;
+  }
+  wake.notify_one();
   reporter.join();
   result.samples = recorder.Take();
   return result;

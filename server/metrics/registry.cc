@@ -70,7 +70,7 @@ Histogram::Histogram(std::vector<double> bounds)
 
 void Histogram::Observe(double value) {
   const size_t bucket = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
-  absl::MutexLock lock(&mutex_);
+  std::lock_guard lock(mutex_);
   ++counts_[bucket];
   sum_ += value;
 }
@@ -78,7 +78,7 @@ void Histogram::Observe(double value) {
 Histogram::Snapshot Histogram::Read() const {
   Snapshot snapshot;
   snapshot.bounds = bounds_;
-  absl::MutexLock lock(&mutex_);
+  std::lock_guard lock(mutex_);
   uint64_t running = 0;
   for (uint64_t count : counts_) {
     running += count;
@@ -96,29 +96,29 @@ std::vector<double> ExponentialBuckets(double start, double factor, int count) {
 }
 
 Family<Counter>& Registry::AddCounter(const std::string& name, const std::string& help) {
-  absl::MutexLock lock(&mutex_);
+  std::lock_guard lock(mutex_);
   return *counters_.emplace_back(std::make_unique<Family<Counter>>(name, help));
 }
 
 Family<Gauge>& Registry::AddGauge(const std::string& name, const std::string& help) {
-  absl::MutexLock lock(&mutex_);
+  std::lock_guard lock(mutex_);
   return *gauges_.emplace_back(std::make_unique<Family<Gauge>>(name, help));
 }
 
 Family<Histogram>& Registry::AddHistogram(const std::string& name, const std::string& help,
                                           std::vector<double> bounds) {
-  absl::MutexLock lock(&mutex_);
+  std::lock_guard lock(mutex_);
   return *histograms_.emplace_back(
       std::make_unique<Family<Histogram>>(name, help, std::move(bounds)));
 }
 
 void Registry::OnCollect(std::function<void()> collect) {
-  absl::MutexLock lock(&mutex_);
+  std::lock_guard lock(mutex_);
   collectors_.push_back(std::move(collect));
 }
 
 std::string Registry::Serialize() const {
-  absl::MutexLock lock(&mutex_);
+  std::lock_guard lock(mutex_);
   for (const auto& collect : collectors_) collect();
   std::string out;
   for (const auto& family : counters_) {

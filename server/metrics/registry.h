@@ -7,10 +7,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
-
-#include "absl/synchronization/mutex.h"
 
 namespace attnserve::metrics {
 
@@ -51,9 +50,9 @@ class Histogram {
 
  private:
   const std::vector<double> bounds_;
-  mutable absl::Mutex mutex_;
-  std::vector<uint64_t> counts_ ABSL_GUARDED_BY(mutex_);  // per bucket, last is +Inf
-  double sum_ ABSL_GUARDED_BY(mutex_) = 0.0;
+  mutable std::mutex mutex_;      // guards what follows
+  std::vector<uint64_t> counts_;  // per bucket, last is +Inf
+  double sum_ = 0.0;
 };
 
 // Bucket bounds a, a·f, a·f², ... (count of them).
@@ -69,7 +68,7 @@ class Family {
 
   // The metric with these labels, created on first use; the reference stays valid.
   Metric& Add(const Labels& labels) {
-    absl::MutexLock lock(&mutex_);
+    std::lock_guard lock(mutex_);
     auto& slot = metrics_[labels];
     if (!slot) {
       if constexpr (std::is_same_v<Metric, Histogram>) {
@@ -85,15 +84,15 @@ class Family {
   const std::string& help() const { return help_; }
   template <typename Visit>
   void ForEach(Visit visit) const {
-    absl::MutexLock lock(&mutex_);
+    std::lock_guard lock(mutex_);
     for (const auto& [labels, metric] : metrics_) visit(labels, *metric);
   }
 
  private:
   const std::string name_, help_;
   const std::vector<double> bounds_;
-  mutable absl::Mutex mutex_;
-  std::map<Labels, std::unique_ptr<Metric>> metrics_ ABSL_GUARDED_BY(mutex_);
+  mutable std::mutex mutex_;  // guards metrics_
+  std::map<Labels, std::unique_ptr<Metric>> metrics_;
 };
 
 class Registry {
@@ -109,11 +108,11 @@ class Registry {
   std::string Serialize() const;
 
  private:
-  mutable absl::Mutex mutex_;
-  std::vector<std::unique_ptr<Family<Counter>>> counters_ ABSL_GUARDED_BY(mutex_);
-  std::vector<std::unique_ptr<Family<Gauge>>> gauges_ ABSL_GUARDED_BY(mutex_);
-  std::vector<std::unique_ptr<Family<Histogram>>> histograms_ ABSL_GUARDED_BY(mutex_);
-  std::vector<std::function<void()>> collectors_ ABSL_GUARDED_BY(mutex_);
+  mutable std::mutex mutex_;  // guards what follows
+  std::vector<std::unique_ptr<Family<Counter>>> counters_;
+  std::vector<std::unique_ptr<Family<Gauge>>> gauges_;
+  std::vector<std::unique_ptr<Family<Histogram>>> histograms_;
+  std::vector<std::function<void()>> collectors_;
 };
 
 }  // namespace attnserve::metrics

@@ -181,6 +181,27 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(finish.reason, pb.FINISH_REASON_CONTEXT_FULL)
         self.assertLessEqual(len(tokens), 3)
 
+    def test_requests_at_the_maximum_context_are_served_and_past_it_refused(self):
+        limit = self.stub.GetModel(pb.GetModelRequest(model=MODEL)).max_context
+        at_limit = pb.Sequence(text="m" * limit)
+        past_limit = pb.Sequence(tokens=pb.TokenIds(ids=[109] * (limit + 1)))
+        self.assertEqual(self.stub.NextToken(pb.NextTokenRequest(
+            model=MODEL, sequences=[at_limit]), timeout=60).results[0].input_tokens, limit)
+        self.assertEqual(len(self.stub.Score(pb.ScoreRequest(model=MODEL, sequence=at_limit),
+                                             timeout=60).tokens), limit - 1)
+        tokens, finish = self.generate("m" * (limit - 1), max_tokens=10)
+        self.assertEqual((len(tokens), finish.reason), (1, pb.FINISH_REASON_CONTEXT_FULL))
+        for method, request in (
+                ("NextToken", pb.NextTokenRequest(model=MODEL, sequences=[past_limit])),
+                ("Score", pb.ScoreRequest(model=MODEL, sequence=past_limit)),
+                ("Generate", pb.GenerateRequest(model=MODEL, prompt=at_limit))):
+            with self.subTest(method=method), self.assertRaises(grpc.RpcError) as raised:
+                result = getattr(self.stub, method)(request, timeout=60)
+                if method == "Generate":
+                    list(result)
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn(str(limit), raised.exception.details())
+
     def test_score_is_consistent_with_next_token(self):
         text = "Hello there"
         score = self.stub.Score(pb.ScoreRequest(model=MODEL, sequence=pb.Sequence(text=text)))
@@ -272,6 +293,32 @@ class ServerTest(unittest.TestCase):
             time.sleep(0.05)
         self.assertEqual(self.server.metric_value("attnserve_active_sequences"), 0)
 
+    def test_a_killed_client_frees_its_sequence(self):
+        # A client process that dies mid-stream (no cancel sent; its connection just closes).
+        client = subprocess.Popen([sys.executable, "-c", f"""
+import sys
+sys.path.insert(0, {os.environ['ATTNSERVE_STUBS']!r})
+import grpc
+from attnserve.v1 import inference_pb2 as pb, inference_pb2_grpc as pb_grpc
+stub = pb_grpc.InferenceStub(grpc.insecure_channel("127.0.0.1:{self.server.port}"))
+stream = stub.Generate(pb.GenerateRequest(model="{MODEL}", prompt=pb.Sequence(text="The"),
+                                          max_tokens=1000))
+next(stream)
+print("streaming", flush=True)
+sys.stdin.read()
+"""], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            self.assertEqual(client.stdout.readline().strip(), b"streaming")
+            self.assertGreaterEqual(self.server.metric_value("attnserve_active_sequences"), 1)
+        finally:
+            client.kill()
+            client.wait()
+        deadline = time.time() + 5
+        while time.time() < deadline and self.server.metric_value("attnserve_active_sequences"):
+            time.sleep(0.05)
+        self.assertEqual(self.server.metric_value("attnserve_active_sequences"), 0)
+        self.assertEqual(len(self.next_token("still serving").results), 1)
+
     def test_metrics_pass_promtool(self):
         self.next_token("metrics please")
         text = self.server.metrics()
@@ -286,60 +333,132 @@ class ServerTest(unittest.TestCase):
 
 
 class LifecycleTest(unittest.TestCase):
-    def test_sigterm_drains_in_flight_requests_and_exits_zero(self):
+    def test_sigterm_under_load_loses_no_accepted_request(self):
         server = Server()
         try:
-            results, errors = [], []
+            finishes, codes, lock = [], [], threading.Lock()
+            stop = threading.Event()
 
-            def call(i):
+            def stream(i):
                 try:
-                    tokens = []
                     for event in server.stub.Generate(pb.GenerateRequest(
                             model=MODEL, prompt=pb.Sequence(text=f"Story {i}:"), max_tokens=40),
                             timeout=60):
                         if event.HasField("finish"):
-                            results.append(event.finish)
-                        tokens.append(event)
+                            with lock:
+                                finishes.append(event.finish)
                 except grpc.RpcError as e:
-                    errors.append(e.code())
+                    with lock:
+                        codes.append(e.code())
 
-            threads = [threading.Thread(target=call, args=(i,)) for i in range(6)]
+            def unary(i):
+                # Calls until the server refuses one: every call before was answered in full.
+                while not stop.is_set():
+                    try:
+                        response = server.stub.NextToken(pb.NextTokenRequest(
+                            model=MODEL, sequences=[pb.Sequence(text=f"caller {i} " * 20)] * 4),
+                            timeout=60)
+                        with lock:
+                            codes.append(grpc.StatusCode.OK if len(response.results) == 4
+                                         else "short")
+                    except grpc.RpcError as e:
+                        with lock:
+                            codes.append(e.code())
+                        return
+
+            threads = [threading.Thread(target=stream, args=(i,)) for i in range(6)]
+            threads += [threading.Thread(target=unary, args=(i,)) for i in range(4)]
             for t in threads:
                 t.start()
             deadline = time.time() + 10
             while server.metric_value("attnserve_active_sequences") < 1 and time.time() < deadline:
                 time.sleep(0.01)
             code = server.terminate()
+            stop.set()
             for t in threads:
                 t.join()
             self.assertEqual(code, 0, server.output())
             # Every call the server accepted ran to its end (all its tokens, or the model's
             # end of text); a call that arrived after the drain began was refused, never cut.
-            self.assertEqual(len(results) + len(errors), 6)
-            for finish in results:
+            for finish in finishes:
                 self.assertTrue(
                     finish.reason == pb.FINISH_REASON_MAX_TOKENS and finish.generated_tokens == 40
                     or finish.reason == pb.FINISH_REASON_END_OF_TEXT, finish)
-            self.assertTrue(all(e == grpc.StatusCode.UNAVAILABLE for e in errors), errors)
-            self.assertGreaterEqual(len(results), 1)
+            self.assertEqual(set(codes) - {grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE},
+                             set(), codes)
+            self.assertGreaterEqual(len(finishes), 1)
+            self.assertGreaterEqual(codes.count(grpc.StatusCode.OK), 1)
+            self.assertIn("drained", server.output())
         finally:
             server.stop()
 
-    def test_a_broken_model_directory_does_not_stop_the_others(self):
+    def test_corrupted_model_directories_are_refused_and_the_others_serve(self):
+        demo = os.path.abspath(os.environ["ATTNSERVE_MODELS"] + "/demo")
+        with open(os.path.join(demo, "config.json")) as f:
+            config = json.load(f)
+        with open(os.path.join(demo, "model.safetensors"), "rb") as f:
+            weights = f.read()
+        header_length = struct.unpack("<Q", weights[:8])[0]
+        deeper = dict(config, num_layers=config["num_layers"] + 1)
+        broken = {  # name: (config.json text, model.safetensors bytes, what the error names)
+            "truncated": (json.dumps(config), weights[:len(weights) // 2], "model.safetensors"),
+            "bad_header": (json.dumps(config), struct.pack("<Q", 1 << 40) + weights[8:],
+                           "model.safetensors"),
+            "garbled_header": (json.dumps(config),
+                               weights[:8] + b"{" * header_length + weights[8 + header_length:],
+                               "model.safetensors"),
+            "missing_tensor": (json.dumps(deeper), weights, f"layers.{config['num_layers']}."),
+            "not_json": ("{", weights, "config.json"),
+            "incomplete_config": ('{"format_version": 1, "architecture": "causal_lm"}', weights,
+                                  "config.json"),
+            "no_weights": (json.dumps(config), None, "model.safetensors"),
+        }
         with tempfile.TemporaryDirectory() as repository:
-            os.symlink(os.path.abspath(os.environ["ATTNSERVE_MODELS"] + "/demo"),
-                       os.path.join(repository, "good"))
-            broken = os.path.join(repository, "broken")
-            os.makedirs(broken)
-            with open(os.path.join(broken, "config.json"), "w") as f:
-                f.write('{"format_version": 1, "architecture": "causal_lm"}')
+            os.symlink(demo, os.path.join(repository, "good"))
+            for name, (config_text, weight_bytes, _) in broken.items():
+                os.makedirs(os.path.join(repository, name))
+                with open(os.path.join(repository, name, "config.json"), "w") as f:
+                    f.write(config_text)
+                if weight_bytes is not None:
+                    with open(os.path.join(repository, name, "model.safetensors"), "wb") as f:
+                        f.write(weight_bytes)
             server = Server(models=repository)
             try:
                 listing = server.stub.ListModels(pb.ListModelsRequest())
                 self.assertEqual([m.name for m in listing.models], ["good"])
-                self.assertEqual(listing.failed[0].name, "broken")
-                self.assertIn("config.json", listing.failed[0].error)
-                self.assertIn("broken", server.output())
+                errors = {failure.name: failure.error for failure in listing.failed}
+                self.assertEqual(sorted(errors), sorted(broken))
+                for name, (_, _, fragment) in broken.items():
+                    with self.subTest(name=name):
+                        self.assertIn(fragment, errors[name])
+                        self.assertIn(name, server.output())
+                self.assertEqual(len(server.stub.NextToken(pb.NextTokenRequest(
+                    model="good", sequences=[pb.Sequence(text="ok")])).results), 1)
+            finally:
+                server.stop()
+
+    def test_no_model_name_reaches_the_filesystem(self):
+        # A valid model sits beside the repository: no name a request can send reaches it.
+        with tempfile.TemporaryDirectory() as root:
+            repository = os.path.join(root, "repository")
+            os.makedirs(repository)
+            demo = os.path.abspath(os.environ["ATTNSERVE_MODELS"] + "/demo")
+            os.symlink(demo, os.path.join(repository, "good"))
+            os.symlink(demo, os.path.join(root, "outside"))
+            server = Server(models=repository)
+            try:
+                names = ["outside", "../outside", "good/../../outside", "./good", "good/",
+                         os.path.join(root, "outside"), "%2e%2e/outside", "good\0", "..",
+                         ".", "/", "g" * 100000]
+                for name in names:
+                    with self.subTest(name=name[:40]), \
+                            self.assertRaises(grpc.RpcError) as raised:
+                        server.stub.NextToken(pb.NextTokenRequest(
+                            model=name, sequences=[pb.Sequence(text="x")]), timeout=10)
+                    self.assertEqual(raised.exception.code(), grpc.StatusCode.NOT_FOUND)
+                    self.assertLess(len(raised.exception.details()), 300)
+                self.assertEqual(len(server.stub.NextToken(pb.NextTokenRequest(
+                    model="good", sequences=[pb.Sequence(text="ok")])).results), 1)
             finally:
                 server.stop()
 
@@ -563,7 +682,83 @@ class MessageLimitTest(unittest.TestCase):
 
 
 class OverloadTest(unittest.TestCase):
+    """Ten times the demo model's capacity, open loop, each call with a 1 s deadline: the excess
+    is refused with UNAVAILABLE at once, what is accepted is answered in time, and the server
+    serves at full rate again when the load drops. The figures go to standard output."""
+
+    REQUEST = pb.NextTokenRequest(model=MODEL, sequences=[
+        pb.Sequence(text=f"{i} " + "overload " * 10) for i in range(4)])
+    DEADLINE = 1.0
+
+    def closed_loop_rate(self, server, seconds=2.0, clients=4):
+        done, stop = [0] * clients, time.time() + seconds
+
+        def client(i):
+            while time.time() < stop:
+                server.stub.NextToken(self.REQUEST, timeout=30)
+                done[i] += 1
+        with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+            list(pool.map(client, range(clients)))
+        return sum(done) / seconds
+
+    def open_loop(self, server, rate, seconds):
+        outcomes, lock = [], threading.Lock()
+
+        def record(start):
+            def done(future):
+                code = future.code()
+                with lock:
+                    outcomes.append((code, time.time() - start))
+            return done
+
+        futures, start = [], time.time()
+        for i in range(int(rate * seconds)):
+            due = start + i / rate
+            if due > time.time():
+                time.sleep(due - time.time())
+            future = server.stub.NextToken.future(self.REQUEST, timeout=self.DEADLINE)
+            future.add_done_callback(record(time.time()))
+            futures.append(future)
+        for future in futures:
+            future.exception()  # waits for the call to end
+        return outcomes
+
+    def test_ten_times_capacity(self):
+        server = Server()
+        try:
+            self.closed_loop_rate(server, seconds=0.5)  # warm-up
+            capacity = self.closed_loop_rate(server)
+            outcomes = self.open_loop(server, rate=10 * capacity, seconds=3.0)
+            refused = sorted(t for code, t in outcomes if code == grpc.StatusCode.UNAVAILABLE)
+            served = sorted(t for code, t in outcomes if code == grpc.StatusCode.OK)
+            late = [t for code, t in outcomes if code == grpc.StatusCode.DEADLINE_EXCEEDED]
+            recovered = self.closed_loop_rate(server)
+
+            def ms(values, q):
+                return 1000 * values[min(len(values) - 1, int(q * len(values)))] if values else 0
+            print(f"\noverload: capacity {capacity:.1f} req/s, offered {10 * capacity:.0f} req/s "
+                  f"for 3 s: {len(served)} served (p50 {ms(served, 0.5):.0f} ms, p99 "
+                  f"{ms(served, 0.99):.0f} ms, deadline {self.DEADLINE * 1000:.0f} ms), "
+                  f"{len(refused)} refused with UNAVAILABLE (p50 {ms(refused, 0.5):.1f} ms, p99 "
+                  f"{ms(refused, 0.99):.1f} ms), {len(late)} past their deadline; "
+                  f"afterwards {recovered:.1f} req/s", flush=True)
+            self.assertEqual(len(served) + len(refused) + len(late), len(outcomes),
+                             {code for code, _ in outcomes})
+            self.assertGreater(len(refused), len(outcomes) // 2)
+            self.assertGreater(len(served), 0)
+            # Accepted requests are answered within their deadline (a misestimate on a noisy
+            # machine may let one in a hundred slip).
+            self.assertLessEqual(len(late), len(served) // 100 + 1)
+            self.assertLess(ms(served, 0.99), self.DEADLINE * 1000)
+            # A refusal does not wait behind the work it would have queued for.
+            self.assertLess(ms(refused, 0.5), 50)
+            self.assertGreater(recovered, 0.7 * capacity)
+            self.assertIsNone(server.process.poll())
+        finally:
+            server.stop()
+
     def test_a_full_queue_answers_unavailable_at_once(self):
+        # Without deadlines, the queue's length bounds the wait.
         server = Server("--max_batch_size=1", "--max_queue_size=2", "--max_queue_delay_ms=0")
         try:
             long_prompt = pb.Sequence(text="w" * 1000)
@@ -572,8 +767,7 @@ class OverloadTest(unittest.TestCase):
                 start = time.time()
                 try:
                     server.stub.NextToken(pb.NextTokenRequest(model=MODEL,
-                                                              sequences=[long_prompt] * 8),
-                                          timeout=60)
+                                                              sequences=[long_prompt] * 8))
                     return "OK", time.time() - start
                 except grpc.RpcError as e:
                     return e.code(), time.time() - start
@@ -585,7 +779,6 @@ class OverloadTest(unittest.TestCase):
             self.assertEqual(len(refused) + len(served), 24, outcomes)
             self.assertGreater(len(refused), 0)
             self.assertGreater(len(served), 0)
-            # Refusals do not wait behind the work they would have queued for.
             self.assertLess(sorted(refused)[len(refused) // 2], min(served + [1.0]), outcomes)
             self.assertEqual(len(server.stub.ListModels(pb.ListModelsRequest()).models), 1)
         finally:

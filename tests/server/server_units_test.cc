@@ -5,8 +5,10 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "server/completion_estimate.h"
 #include "server/cpu_quota.h"
 #include "server/model_repository.h"
+#include "server/token_text.h"
 
 namespace attnserve::server {
 namespace {
@@ -69,6 +71,51 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
     EXPECT_TRUE(absl::StrContains(refused.status().message(), fragment)) << refused.status();
     EXPECT_TRUE(absl::StrContains(refused.status().message(), "serving.json"));
   }
+}
+
+TEST(Utf8StreamTest, PiecesAreValidAndAddUpToTheDecodedText) {
+  const ByteTokenizer tokenizer({{"<|endoftext|>", 256}});
+  Utf8Stream stream(tokenizer);
+  // "日" arrives byte by byte and comes out whole.
+  EXPECT_EQ(stream.Push(0xE6), "");
+  EXPECT_EQ(stream.Push(0x97), "");
+  EXPECT_EQ(stream.Push(0xA5), "\xE6\x97\xA5");
+  // 0xCB leads a two-byte character that 0xD3 does not continue: 0xCB is invalid, and 0xD3
+  // leads "Ӣ" with 0xA2, as in the decoded text (found by the tokenizer fuzzer).
+  EXPECT_EQ(stream.Push(0xCB), "");
+  EXPECT_EQ(stream.Push(0xD3), "\xEF\xBF\xBD");
+  EXPECT_EQ(stream.Push(0xA2), "\xD3\xA2");
+  // A special token flushes a pending partial character.
+  EXPECT_EQ(stream.Push(0xE6), "");
+  EXPECT_EQ(stream.Push(256), "\xEF\xBF\xBD<|endoftext|>");
+  EXPECT_EQ(stream.bytes(), "\xE6\x97\xA5\xCB\xD3\xA2\xE6");
+}
+
+TEST(CompletionEstimateTest, CountsTheRunningIterationTheWorkAheadAndAFullBatch) {
+  CompletionEstimate estimate;
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  // Nothing measured yet: no estimate, whatever waits.
+  EXPECT_EQ(estimate.Completion(t0, 50, 500, 10, 4), absl::InfinitePast());
+  // One iteration of 100 ms over 1000 tokens: 100 µs per token.
+  estimate.IterationStarted(t0, 1000);
+  estimate.IterationEnded(t0 + absl::Milliseconds(100));
+  EXPECT_EQ(estimate.Alone(50), absl::Milliseconds(5));
+  // Idle (nothing running, nothing queued): no estimate, the request just runs.
+  EXPECT_EQ(estimate.Completion(t0, 0, 0, 10, 4), absl::InfinitePast());
+  // 9 requests of 100 tokens ahead, batches of 4: 90 ms for them; the request shares the third
+  // batch with the ninth and two more of its own size: 30 ms.
+  EXPECT_EQ(estimate.Completion(t0, 9, 900, 100, 4), t0 + absl::Milliseconds(120));
+  // An iteration of 1000 tokens 40 ms under way has 60 ms left; then a batch of 4 x 100 tokens.
+  estimate.IterationStarted(t0, 1000);
+  EXPECT_EQ(estimate.Completion(t0 + absl::Milliseconds(40), 0, 0, 100, 4),
+            t0 + absl::Milliseconds(140));
+  // A slower iteration counts at once (500 ms over 1000 tokens); a faster one moves the average
+  // a quarter of the way (to 0.75 x 200 + 0.25 x 40 = 160 ms per 1000 tokens).
+  estimate.IterationEnded(t0 + absl::Milliseconds(500));
+  EXPECT_EQ(estimate.Alone(1000), absl::Milliseconds(500));
+  estimate.IterationStarted(t0, 1000);
+  estimate.IterationEnded(t0 + absl::Milliseconds(40));
+  EXPECT_EQ(estimate.Alone(1000), absl::Milliseconds(160));
 }
 
 }  // namespace

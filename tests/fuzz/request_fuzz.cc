@@ -1,0 +1,201 @@
+// libFuzzer target: arbitrary request messages through the Inference service, in process, the
+// way a remote client reaches it: routing by model name, validation, the model's scheduler and
+// the engine. The first byte picks the RPC, the rest is its request (binary protobuf; bytes that
+// do not parse are skipped). The repository (ATTNSERVE_FUZZ_MODELS) holds a causal LM, an
+// encoder-decoder and an encoder, so every RPC reaches a model that answers it.
+//
+// Every call must end with OK or a refusal that names its problem (INVALID_ARGUMENT, or
+// NOT_FOUND for an unknown model), an answer must be what was asked for, and no sequence may
+// stay active after its call ends.
+#include <grpcpp/grpcpp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "proto/attnserve/v1/inference.grpc.pb.h"
+#include "server/inference_service.h"
+
+namespace attnserve::server {
+namespace {
+
+void Require(bool condition, const std::string& what) {
+  if (!condition) {
+    std::fprintf(stderr, "request_fuzz: %s\n", what.c_str());
+    std::abort();
+  }
+}
+
+struct InProcessServer {
+  metrics::Registry registry;
+  ServerMetrics server_metrics{registry};
+  std::unique_ptr<ModelRepository> repository;
+  std::unique_ptr<InferenceService> service;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<v1::Inference::Stub> stub;
+};
+
+InProcessServer* the_server = nullptr;
+
+void RequireAnswered(const grpc::Status& status, const std::string& method) {
+  const auto code = status.error_code();
+  Require(code == grpc::StatusCode::OK || code == grpc::StatusCode::INVALID_ARGUMENT ||
+              code == grpc::StatusCode::NOT_FOUND,
+          method + " ended with code " + std::to_string(code) + ": " + status.error_message());
+  Require(status.ok() || !status.error_message().empty(), method + " refused without a message");
+}
+
+bool AllFinite(const google::protobuf::RepeatedField<float>& values) {
+  for (float v : values) {
+    if (!std::isfinite(v)) return false;
+  }
+  return true;
+}
+
+void CallNextToken(const std::string& bytes) {
+  v1::NextTokenRequest request;
+  if (!request.ParseFromString(bytes)) return;
+  grpc::ClientContext context;
+  v1::NextTokenResponse response;
+  const grpc::Status status = the_server->stub->NextToken(&context, request, &response);
+  RequireAnswered(status, "NextToken");
+  if (!status.ok()) return;
+  Require(response.results_size() == request.sequences_size(), "NextToken: a result per sequence");
+  for (const v1::NextTokenResult& result : response.results()) {
+    Require(result.top_size() > 0, "NextToken: an empty top list");
+    for (int i = 0; i < result.top_size(); ++i) {
+      const float p = result.top(i).probability();
+      Require(p >= 0.0f && p <= 1.0f, "NextToken: a probability outside [0, 1]");
+      Require(i == 0 || p <= result.top(i - 1).probability(), "NextToken: top is not sorted");
+    }
+  }
+}
+
+void CallScore(const std::string& bytes) {
+  v1::ScoreRequest request;
+  if (!request.ParseFromString(bytes)) return;
+  grpc::ClientContext context;
+  v1::ScoreResponse response;
+  const grpc::Status status = the_server->stub->Score(&context, request, &response);
+  RequireAnswered(status, "Score");
+  if (!status.ok()) return;
+  for (const v1::TokenScore& token : response.tokens()) {
+    Require(token.log_probability() <= 1e-5f, "Score: a log-probability above 0");
+  }
+}
+
+void CallEmbed(const std::string& bytes) {
+  v1::EmbedRequest request;
+  if (!request.ParseFromString(bytes)) return;
+  grpc::ClientContext context;
+  v1::EmbedResponse response;
+  const grpc::Status status = the_server->stub->Embed(&context, request, &response);
+  RequireAnswered(status, "Embed");
+  if (!status.ok()) return;
+  Require(
+      response.embeddings_size() == std::max(request.sequences_size(), request.feature_sets_size()),
+      "Embed: an embedding per input");
+  for (const v1::Embedding& embedding : response.embeddings()) {
+    Require(embedding.values_size() == embedding.rows() * embedding.width(),
+            "Embed: values are not rows x width");
+    Require(AllFinite(embedding.values()), "Embed: a value that is not finite");
+  }
+}
+
+void CallGenerate(const std::string& bytes) {
+  v1::GenerateRequest request;
+  if (!request.ParseFromString(bytes)) return;
+  // Few tokens keep each input fast; the length limits are validation's, tested at any value.
+  if (request.max_tokens() == 0 || request.max_tokens() > 8) request.set_max_tokens(8);
+  grpc::ClientContext context;
+  auto reader = the_server->stub->Generate(&context, request);
+  v1::GenerateResponse event;
+  int64_t tokens = 0;
+  bool finished = false;
+  while (reader->Read(&event)) {
+    Require(!finished, "Generate: an event after the finish");
+    if (event.has_finish()) {
+      finished = true;
+      Require(event.finish().generated_tokens() == tokens, "Generate: finish miscounts tokens");
+    } else {
+      ++tokens;
+    }
+  }
+  const grpc::Status status = reader->Finish();
+  RequireAnswered(status, "Generate");
+  if (status.ok()) {
+    Require(finished, "Generate: OK without a finish event");
+    Require(tokens <= request.max_tokens(), "Generate: more tokens than max_tokens");
+  }
+}
+
+void CallGetModel(const std::string& bytes) {
+  v1::GetModelRequest request;
+  if (!request.ParseFromString(bytes)) return;
+  grpc::ClientContext context;
+  v1::ModelInfo response;
+  RequireAnswered(the_server->stub->GetModel(&context, request, &response), "GetModel");
+}
+
+}  // namespace
+}  // namespace attnserve::server
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  using namespace attnserve::server;
+  const char* models = std::getenv("ATTNSERVE_FUZZ_MODELS");
+  Require(models != nullptr, "set ATTNSERVE_FUZZ_MODELS to the fuzzing model repository");
+  the_server = new InProcessServer;
+  WorkerOptions options;
+  options.max_batch_size = 4;
+  the_server->repository = ModelRepository::Load(models, options, the_server->server_metrics);
+  Require(
+      the_server->repository->workers().size() == 3 && the_server->repository->failures().empty(),
+      std::string("the repository at ") + models + " must hold three models that load");
+  the_server->service =
+      std::make_unique<InferenceService>(*the_server->repository, the_server->server_metrics);
+  grpc::ServerBuilder builder;
+  builder.RegisterService(the_server->service.get());
+  the_server->server = builder.BuildAndStart();
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(-1);
+  the_server->stub =
+      attnserve::v1::Inference::NewStub(the_server->server->InProcessChannel(arguments));
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace attnserve::server;
+  if (size == 0) return 0;
+  const std::string request(reinterpret_cast<const char*>(data) + 1, size - 1);
+  switch (data[0] % 5) {
+    case 0:
+      CallNextToken(request);
+      break;
+    case 1:
+      CallScore(request);
+      break;
+    case 2:
+      CallEmbed(request);
+      break;
+    case 3:
+      CallGenerate(request);
+      break;
+    case 4:
+      CallGetModel(request);
+      break;
+  }
+  // Every call has ended: nothing may still hold a sequence or wait in a queue.
+  double active = 0, queued = 0;
+  the_server->server_metrics.active_sequences.ForEach(
+      [&](const attnserve::metrics::Labels&, const attnserve::metrics::Gauge& gauge) {
+        active += gauge.Value();
+      });
+  the_server->server_metrics.queue_length.ForEach(
+      [&](const attnserve::metrics::Labels&, const attnserve::metrics::Gauge& gauge) {
+        queued += gauge.Value();
+      });
+  Require(active == 0 && queued == 0, "a sequence or a queued request outlived its call");
+  return 0;
+}
