@@ -8,6 +8,9 @@ PYTHON ?= /usr/bin/python3
 FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard '*.h' '*.cc')
 
 FUZZ_SECONDS ?= 60
+# Sanitizer builds: optimized, with line tables only (enough for the reports' stack traces,
+# and much quicker to compile than full debug information).
+SANITIZE_FLAGS = -O2 -g1 -DNDEBUG
 FUZZ_TARGETS = safetensors_fuzz model_config_fuzz tokenizer_fuzz request_fuzz
 
 .PHONY: deps configure build test serve bench bench-model bench-server bench-compare container-test test-asan \
@@ -54,6 +57,7 @@ container-test:
 # report fails the test that triggered it, leaks included (LeakSanitizer runs at exit).
 test-asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNSERVE_SANITIZE=address,undefined \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SANITIZE_FLAGS)" -DATTNSERVE_BENCH=OFF \
 	  -DATTNSERVE_WERROR=$(WERROR) -DATTNSERVE_PYTHON=$(PYTHON)
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -67,6 +71,7 @@ test-asan: deps
 # compute thread, as Debian's OpenMP is not instrumented either.
 test-tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNSERVE_SANITIZE=thread \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SANITIZE_FLAGS)" \
 	  -DATTNSERVE_WERROR=$(WERROR) -DATTNSERVE_PYTHON=$(PYTHON)
 	cmake --build build-tsan -j $(JOBS) --target model_worker_test server_units_test
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1" ctest --output-on-failure -j $(JOBS) \

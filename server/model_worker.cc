@@ -502,7 +502,7 @@ void ModelWorker::StepGenerations() {
 void ModelWorker::End(Generation& g, absl::Status status) {
   g.state.reset();
   g.seq2seq.reset();
-  active_sequences_.Increment(-1.0);
+  active_sequences_.Decrement();
   g.task->Finish(std::move(status));
 }
 
