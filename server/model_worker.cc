@@ -47,10 +47,12 @@ int64_t Sample(const float* logits, int64_t vocab, const GenerateOptions& option
                     [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
   ids.resize(keep);
   std::vector<double> weights(keep);
-  const double top = logits[ids[0]] / options.temperature;
   double total = 0.0;
   for (int64_t i = 0; i < keep; ++i) {
-    weights[i] = std::exp(logits[ids[i]] / options.temperature - top);
+    // Relative to the top logit before dividing, so a tiny temperature gives weights of 1 and
+    // 0, not inf - inf.
+    weights[i] = std::exp((static_cast<double>(logits[ids[i]]) - logits[ids[0]]) /
+                          static_cast<double>(options.temperature));
     total += weights[i];
   }
   if (options.top_p > 0.0f && options.top_p < 1.0f) {
@@ -290,7 +292,11 @@ void ModelWorker::RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks) 
     response.set_model(name_);
     for (const auto& ids : task->sequences) {
       const float* raw = logits->row(row++);
-      for (int64_t v = 0; v < vocab; ++v) scaled[v] = raw[v] / task->temperature;
+      // Shifted by the largest logit before dividing: a tiny temperature (1e-41 passes
+      // validation) then sends the others to -inf rather than every logit to ±inf and the
+      // probabilities to NaN (found by tests/fuzz/request_fuzz).
+      const float max = *std::max_element(raw, raw + vocab);
+      for (int64_t v = 0; v < vocab; ++v) scaled[v] = (raw[v] - max) / task->temperature;
       const float lse = LogSumExp(scaled.data(), vocab);
       v1::NextTokenResult* result = response.add_results();
       result->set_input_tokens(static_cast<int64_t>(ids.size()));

@@ -7,6 +7,7 @@
 // Every call must end with OK or a refusal that names its problem (INVALID_ARGUMENT, or
 // NOT_FOUND for an unknown model), an answer must be what was asked for, and no sequence may
 // stay active after its call ends.
+#include <google/protobuf/stubs/logging.h>
 #include <grpcpp/grpcpp.h>
 
 #include <cmath>
@@ -146,6 +147,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   using namespace attnserve::server;
   const char* models = std::getenv("ATTNSERVE_FUZZ_MODELS");
   Require(models != nullptr, "set ATTNSERVE_FUZZ_MODELS to the fuzzing model repository");
+  // Protobuf logs every string field that is not UTF-8 as it refuses the message; the refusal
+  // is what is tested, the log lines would only bury libFuzzer's.
+  google::protobuf::SetLogHandler(nullptr);
   the_server = new InProcessServer;
   WorkerOptions options;
   options.max_batch_size = 4;
