@@ -24,18 +24,21 @@ void CompletionEstimate::IterationEnded(absl::Time now) {
 absl::Time CompletionEstimate::Completion(absl::Time now, int64_t ahead, int64_t ahead_tokens,
                                           int64_t tokens, int64_t max_batch_size) const {
   const int64_t since = running_since_ns_.load(std::memory_order_relaxed);
-  if (seconds_per_token_.load(std::memory_order_relaxed) == 0.0 || (since == 0 && ahead == 0)) {
-    return absl::InfinitePast();
-  }
+  double per_token = seconds_per_token_.load(std::memory_order_relaxed);
+  if (per_token == 0.0 || (since == 0 && ahead == 0)) return absl::InfinitePast();
   absl::Duration rest = absl::ZeroDuration();
   if (since != 0) {
-    const absl::Time end =
-        absl::FromUnixNanos(since) + Alone(running_tokens_.load(std::memory_order_relaxed));
-    rest = std::max(absl::ZeroDuration(), end - now);
+    // A running iteration that has already taken longer than estimated (the machine got
+    // slower) raises the cost per token at once, for the work ahead too.
+    const auto running = static_cast<double>(running_tokens_.load(std::memory_order_relaxed));
+    const double elapsed = absl::ToDoubleSeconds(now - absl::FromUnixNanos(since));
+    per_token = std::max(per_token, elapsed / running);
+    rest = std::max(absl::ZeroDuration(), absl::Seconds(per_token * running - elapsed));
   }
-  const int64_t beside =
-      std::max<int64_t>(max_batch_size, 1) - 1 - ahead % std::max<int64_t>(max_batch_size, 1);
-  return now + rest + Alone(ahead_tokens + tokens * (1 + beside));
+  const int64_t batch = std::max<int64_t>(max_batch_size, 1);
+  const int64_t beside = batch - 1 - ahead % batch;
+  return now + rest +
+         absl::Seconds(per_token * static_cast<double>(ahead_tokens + tokens * (1 + beside)));
 }
 
 absl::Duration CompletionEstimate::Alone(int64_t tokens) const {
