@@ -21,6 +21,7 @@
 #include "server/environment_flags.h"
 #include "server/inference_service.h"
 #include "server/metrics/http_exposer.h"
+#include "server/protobuf_log.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on");
 ABSL_FLAG(int, port, 50051, "gRPC port");
@@ -183,5 +184,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   absl::ParseCommandLine(argc, argv);
+  attnserve::server::LimitProtobufLogging();
   return attnserve::server::Serve();
 }

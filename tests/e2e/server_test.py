@@ -283,6 +283,20 @@ class ServerTest(unittest.TestCase):
         # Unknown model names do not become metric labels.
         self.assertNotIn('model="nope"', self.server.metrics())
 
+    def test_undecodable_requests_are_refused_without_flooding_the_log(self):
+        # A model name that is not UTF-8: the message does not parse, gRPC refuses it before the
+        # service sees it, and libprotobuf would log every one.
+        raw = self.server.channel.unary_unary("/attnserve.v1.Inference/NextToken",
+                                              request_serializer=lambda b: b,
+                                              response_deserializer=lambda b: b)
+        before = self.server.output().count("libprotobuf")
+        for _ in range(200):
+            with self.assertRaises(grpc.RpcError) as raised:
+                raw(b"\x0a\x04de\xffo\x12\x03\x0a\x01a", timeout=5)
+            self.assertNotEqual(raised.exception.code(), grpc.StatusCode.OK)
+        self.assertLessEqual(self.server.output().count("libprotobuf") - before, 3)
+        self.assertEqual(len(self.next_token("still serving").results), 1)
+
     def test_expired_deadline_is_not_run(self):
         with self.assertRaises(grpc.RpcError) as raised:
             self.stub.NextToken(pb.NextTokenRequest(model=MODEL, sequences=[
