@@ -98,6 +98,7 @@ ModelWorker::~ModelWorker() { Drain(); }
 
 absl::Status ModelWorker::Submit(std::shared_ptr<Task> task) {
   const int64_t tokens = InputTokens(*task);
+  task->input_tokens = tokens;
   {
     std::lock_guard lock(mutex_);
     if (draining_) return absl::UnavailableError("the server is shutting down");
@@ -108,7 +109,7 @@ absl::Status ModelWorker::Submit(std::shared_ptr<Task> task) {
     // A request the queue ahead of it would make miss its deadline is refused now, while the
     // caller can still retry elsewhere, rather than failing late. The estimate may use 80% of
     // the time left: it comes from past batches, and CPU contention and sending the answers add
-    // to it (7% late at ten times capacity on these machines, tests/e2e/server_test.py). A
+    // to it (7% late at ten times capacity on these machines, tests/e2e/overload_test.py). A
     // request that would miss its deadline even alone is left to it: a retry would not help.
     if (task->deadline != absl::InfiniteFuture()) {
       const absl::Time now = absl::Now();
@@ -180,7 +181,7 @@ std::vector<std::shared_ptr<Task>> ModelWorker::TakeWork() {
       }
       --generation_slots;
     }
-    queued_tokens_ -= InputTokens(**it);
+    queued_tokens_ -= (*it)->input_tokens;
     taken.push_back(std::move(*it));
     it = queue_.erase(it);
   }
@@ -199,7 +200,7 @@ void ModelWorker::Run() {
     }
     const absl::Time now = absl::Now();
     int64_t tokens = 0;
-    for (const auto& task : work) tokens += InputTokens(*task);
+    for (const auto& task : work) tokens += task->input_tokens;
     if (tokens > 0) completion_.IterationStarted(now, tokens);
     std::vector<std::shared_ptr<Task>> next_token, score, generate;
     for (auto& task : work) {

@@ -43,6 +43,7 @@ struct Task {
   absl::Time enqueued = absl::Now();
   absl::Time deadline = absl::InfiniteFuture();
   std::atomic<bool> cancelled{false};
+  int64_t input_tokens = 0;  // set by ModelWorker::Submit, for its completion estimate
 
   // Inputs, validated by the service before the task is queued.
   TokenSequences sequences;          // NextToken, Score (one), Generate (one prompt)

@@ -55,14 +55,26 @@ bool AllFinite(const google::protobuf::RepeatedField<float>& values) {
   return true;
 }
 
+template <typename Request, typename Response>
+using UnaryMethod = grpc::Status (v1::Inference::Stub::*)(grpc::ClientContext*, const Request&,
+                                                          Response*);
+
+// Parses `bytes` into `request` and makes the call, which must end as RequireAnswered says; true
+// when it was answered OK, with `response` filled in.
+template <typename Request, typename Response>
+bool CallUnary(const std::string& bytes, const std::string& name,
+               UnaryMethod<Request, Response> method, Request& request, Response& response) {
+  if (!request.ParseFromString(bytes)) return false;
+  grpc::ClientContext context;
+  const grpc::Status status = (the_server->stub.get()->*method)(&context, request, &response);
+  RequireAnswered(status, name);
+  return status.ok();
+}
+
 void CallNextToken(const std::string& bytes) {
   v1::NextTokenRequest request;
-  if (!request.ParseFromString(bytes)) return;
-  grpc::ClientContext context;
   v1::NextTokenResponse response;
-  const grpc::Status status = the_server->stub->NextToken(&context, request, &response);
-  RequireAnswered(status, "NextToken");
-  if (!status.ok()) return;
+  if (!CallUnary(bytes, "NextToken", &v1::Inference::Stub::NextToken, request, response)) return;
   Require(response.results_size() == request.sequences_size(), "NextToken: a result per sequence");
   for (const v1::NextTokenResult& result : response.results()) {
     Require(result.top_size() > 0, "NextToken: an empty top list");
@@ -76,12 +88,8 @@ void CallNextToken(const std::string& bytes) {
 
 void CallScore(const std::string& bytes) {
   v1::ScoreRequest request;
-  if (!request.ParseFromString(bytes)) return;
-  grpc::ClientContext context;
   v1::ScoreResponse response;
-  const grpc::Status status = the_server->stub->Score(&context, request, &response);
-  RequireAnswered(status, "Score");
-  if (!status.ok()) return;
+  if (!CallUnary(bytes, "Score", &v1::Inference::Stub::Score, request, response)) return;
   for (const v1::TokenScore& token : response.tokens()) {
     Require(token.log_probability() <= 1e-5f, "Score: a log-probability above 0");
   }
@@ -89,12 +97,8 @@ void CallScore(const std::string& bytes) {
 
 void CallEmbed(const std::string& bytes) {
   v1::EmbedRequest request;
-  if (!request.ParseFromString(bytes)) return;
-  grpc::ClientContext context;
   v1::EmbedResponse response;
-  const grpc::Status status = the_server->stub->Embed(&context, request, &response);
-  RequireAnswered(status, "Embed");
-  if (!status.ok()) return;
+  if (!CallUnary(bytes, "Embed", &v1::Inference::Stub::Embed, request, response)) return;
   Require(
       response.embeddings_size() == std::max(request.sequences_size(), request.feature_sets_size()),
       "Embed: an embedding per input");
@@ -134,10 +138,8 @@ void CallGenerate(const std::string& bytes) {
 
 void CallGetModel(const std::string& bytes) {
   v1::GetModelRequest request;
-  if (!request.ParseFromString(bytes)) return;
-  grpc::ClientContext context;
   v1::ModelInfo response;
-  RequireAnswered(the_server->stub->GetModel(&context, request, &response), "GetModel");
+  CallUnary(bytes, "GetModel", &v1::Inference::Stub::GetModel, request, response);
 }
 
 }  // namespace
