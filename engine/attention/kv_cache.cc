@@ -1,24 +1,100 @@
 #include "engine/attention/kv_cache.h"
 
+#include <algorithm>
 #include <cstring>
-#include <limits>
 
 namespace attnserve {
 
-LayerCache::LayerCache(int64_t capacity, int64_t key_width, int64_t value_width)
-    : capacity_(capacity), keys_({capacity, key_width}), values_({capacity, value_width}) {}
+int64_t BlockTable::capacity() const {
+  if (pool_ == nullptr) return INT64_MAX;
+  return static_cast<int64_t>(blocks_.size()) * pool_->block_tokens();
+}
 
-LayerCache::LayerCache(LinearAttentionState state)
-    : capacity_(std::numeric_limits<int64_t>::max()), linear_(std::move(state)) {}
+int64_t BlockTable::BlocksFor(int64_t total) const {
+  if (pool_ == nullptr) return 0;
+  const int64_t needed = (total + pool_->block_tokens() - 1) / pool_->block_tokens();
+  return std::max<int64_t>(0, needed - static_cast<int64_t>(blocks_.size()));
+}
+
+bool BlockTable::Reserve(int64_t total) {
+  const int64_t missing = BlocksFor(total);
+  if (missing == 0) return true;
+  if (pool_->free_blocks() < missing) return false;
+  for (int64_t i = 0; i < missing; ++i) blocks_.push_back(pool_->Allocate());
+  return true;
+}
+
+int64_t BlockTable::ReusePrefix(std::span<const int64_t> prompt) {
+  if (pool_ == nullptr || !share_ || !blocks_.empty()) return 0;
+  const int64_t size = pool_->block_tokens();
+  const int64_t reusable = (static_cast<int64_t>(prompt.size()) - 1) / size;  // keep one token
+  int32_t parent = -1;
+  for (int64_t b = 0; b < reusable; ++b) {
+    const int32_t block = pool_->Lookup(parent, prompt.subspan(b * size, size));
+    if (block < 0) break;
+    blocks_.push_back(block);
+    parent = block;
+  }
+  published_ = static_cast<int64_t>(blocks_.size());
+  const int64_t reused = published_ * size;
+  tokens_.assign(prompt.begin(), prompt.begin() + reused);
+  return reused;
+}
+
+void BlockTable::Commit(std::span<const int64_t> fed) {
+  tokens_.insert(tokens_.end(), fed.begin(), fed.end());
+  if (pool_ == nullptr || !share_) return;
+  const int64_t size = pool_->block_tokens();
+  for (; (published_ + 1) * size <= tokens(); ++published_) {
+    const int32_t parent = published_ == 0 ? -1 : blocks_[published_ - 1];
+    pool_->Publish(parent, std::span(tokens_).subspan(published_ * size, size),
+                   blocks_[published_]);
+  }
+}
+
+void BlockTable::Clear() {
+  for (int32_t block : blocks_) pool_->Release(block);
+  blocks_.clear();
+  tokens_.clear();
+  published_ = 0;
+}
+
+void LayerCache::MapBlocks() const {
+  const std::vector<int32_t>& blocks = table_->blocks();
+  key_blocks_.resize(blocks.size());
+  value_blocks_.resize(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    key_blocks_[i] = table_->pool()->keys(layer_, blocks[i]);
+    value_blocks_[i] = table_->pool()->values(layer_, blocks[i]);
+  }
+}
 
 void LayerCache::Append(const float* keys, int64_t key_stride, const float* values,
                         int64_t value_stride, int64_t count) {
+  const KvBlockPool& pool = *table_->pool();
+  const int64_t size = pool.block_tokens();
+  const int64_t key_width = pool.shape().key_width, value_width = pool.shape().value_width;
   for (int64_t i = 0; i < count; ++i) {
-    std::memcpy(keys_.row(length_ + i), keys + i * key_stride, keys_.dim(1) * sizeof(float));
-    std::memcpy(values_.row(length_ + i), values + i * value_stride,
-                values_.dim(1) * sizeof(float));
+    const int64_t row = length_ + i;
+    const int32_t block = table_->blocks()[row / size];
+    std::memcpy(pool.keys(layer_, block) + (row % size) * key_width, keys + i * key_stride,
+                key_width * sizeof(float));
+    std::memcpy(pool.values(layer_, block) + (row % size) * value_width, values + i * value_stride,
+                value_width * sizeof(float));
   }
   length_ += count;
+}
+
+RowBlocks LayerCache::keys() const {
+  MapBlocks();
+  return RowBlocks{key_blocks_.data(), table_->pool()->block_tokens(),
+                   table_->pool()->shape().key_width};
+}
+
+RowBlocks LayerCache::values() const {
+  MapBlocks();
+  return RowBlocks{value_blocks_.data(), table_->pool()->block_tokens(),
+                   table_->pool()->shape().value_width};
 }
 
 }  // namespace attnserve

@@ -193,13 +193,21 @@ absl::StatusOr<Tensor> MultiHeadAttention::Attend(const PaddedBatch& x, const Ke
   return ProjectOutput(std::move(concatenated), x.lengths, head_outputs);
 }
 
-LayerCache MultiHeadAttention::NewCache(int64_t capacity) const {
+LayerCache MultiHeadAttention::NewCache(const BlockTable* table, int64_t layer) const {
   if (config_.kind == AttentionKind::kLinear) {
     return LayerCache(
         LinearAttentionState(config_.num_heads, config_.head_dim_qk, config_.head_dim_v));
   }
-  return LayerCache(capacity, config_.num_heads * config_.head_dim_qk,
-                    config_.num_heads * config_.head_dim_v);
+  return LayerCache(table, layer);
+}
+
+std::optional<KvBlockShape> MultiHeadAttention::CacheShape() const {
+  if (config_.kind == AttentionKind::kLinear) return std::nullopt;
+  KvBlockShape shape;
+  shape.layers = 1;
+  shape.key_width = config_.num_heads * config_.head_dim_qk;
+  shape.value_width = config_.num_heads * config_.head_dim_v;
+  return shape;
 }
 
 absl::StatusOr<Tensor> MultiHeadAttention::ForwardCached(
@@ -216,7 +224,7 @@ absl::StatusOr<Tensor> MultiHeadAttention::ForwardCached(
   }
   // Check every sequence before touching any cache, so an error leaves them all as they were.
   for (int64_t b = 0; b < x.batch(); ++b) {
-    if (caches[b]->length() + x.lengths[b] > caches[b]->capacity()) {
+    if (caches[b]->length() > caches[b]->capacity() - x.lengths[b]) {
       return absl::OutOfRangeError(
           absl::StrCat("sequence ", b, " would reach ", caches[b]->length() + x.lengths[b],
                        " tokens, beyond its cache of ", caches[b]->capacity()));
@@ -227,27 +235,40 @@ absl::StatusOr<Tensor> MultiHeadAttention::ForwardCached(
   auto qkv = LinearRows(x.values, fused_);
   if (!qkv.ok()) return qkv.status();
   Tensor concatenated = Tensor::Zeros({x.batch(), x.time(), v_width});
-  for (int64_t b = 0; b < x.batch(); ++b) {
-    const int64_t count = x.lengths[b];
-    if (count == 0) continue;
-    const Tensor rows = qkv->Select(b);  // [T, qk + qk + v]
-    const float* q = rows.data();
-    const float* k = q + qk_width;
-    const float* v = k + qk_width;
-    LayerCache& cache = *caches[b];
-    Tensor out = concatenated.Slice(0, b, 1);
-    if (cache.is_linear()) {
-      for (int64_t i = 0; i < count; ++i) {
-        cache.linear_state().Step(k + i * rows.stride(0), v + i * rows.stride(0),
-                                  q + i * rows.stride(0), config_.feature_map,
-                                  out.data() + i * out.stride(1));
+  if (config_.kind == AttentionKind::kLinear) {
+    for (int64_t b = 0; b < x.batch(); ++b) {
+      const Tensor rows = qkv->Select(b);  // [T, qk + qk + v]
+      const float* q = rows.data();
+      const float* k = q + qk_width;
+      const float* v = k + qk_width;
+      float* out = concatenated.Select(b).data();
+      for (int64_t i = 0; i < x.lengths[b]; ++i) {
+        caches[b]->linear_state().Step(k + i * rows.stride(0), v + i * rows.stride(0),
+                                       q + i * rows.stride(0), config_.feature_map,
+                                       out + i * concatenated.stride(1));
       }
-      continue;
     }
-    cache.Append(k, rows.stride(0), v, rows.stride(0), count);
-    const std::vector<int64_t> q_lengths = {count}, k_lengths = {cache.length()};
-    Tensor q_view = qkv->Slice(0, b, 1).Slice(2, 0, qk_width);
-    AttendProjected(q_view, q_lengths, cache.keys(), cache.values(), k_lengths, out);
+    return ProjectOutput(std::move(concatenated), x.lengths, nullptr);
+  }
+  // Every sequence's new keys and values join its cache, then one kernel call attends each
+  // sequence's new queries over all of its cached rows.
+  std::vector<RowBlocks> keys, values;
+  std::vector<int64_t> k_lengths;
+  for (int64_t b = 0; b < x.batch(); ++b) {
+    const Tensor rows = qkv->Select(b);
+    const float* k = rows.data() + qk_width;
+    caches[b]->Append(k, rows.stride(0), k + qk_width, rows.stride(0), x.lengths[b]);
+    keys.push_back(caches[b]->keys());
+    values.push_back(caches[b]->values());
+    k_lengths.push_back(caches[b]->length());
+  }
+  const Tensor q = qkv->Slice(2, 0, qk_width);
+  ScaledDotProductAttention(q, x.lengths, keys, values, k_lengths, heads,
+                            {config_.score_scale(), true, alibi_slopes_}, concatenated);
+  if (config_.kind == AttentionKind::kExclusive) {
+    // Each query's own value is among the new rows: row i of the new values is token i's.
+    RemoveOwnValueComponent(concatenated, qkv->Slice(2, 2 * qk_width, v_width), x.lengths,
+                            x.lengths, heads);
   }
   return ProjectOutput(std::move(concatenated), x.lengths, nullptr);
 }

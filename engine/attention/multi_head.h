@@ -2,6 +2,7 @@
 // heads and W_O. Self-attention (keys and values from x) or cross-attention (from a memory).
 #pragma once
 
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -44,8 +45,12 @@ class MultiHeadAttention {
   // The new keys and values are appended; nothing is modified when an error is returned.
   absl::StatusOr<Tensor> ForwardCached(const PaddedBatch& x,
                                        std::span<LayerCache* const> caches) const;
-  // An empty cache for ForwardCached with room for `capacity` tokens.
-  LayerCache NewCache(int64_t capacity) const;
+  // An empty cache for ForwardCached: layer `layer`'s rows in the table's blocks (softmax and
+  // exclusive attention), or a recurrent state (linear attention).
+  LayerCache NewCache(const BlockTable* table, int64_t layer) const;
+  // The key and value widths a block pool needs for this layer; nullopt for linear attention,
+  // which keeps no keys.
+  std::optional<KvBlockShape> CacheShape() const;
 
   const AttentionConfig& config() const { return config_; }
   const AttentionWeights& weights() const { return weights_; }

@@ -50,23 +50,29 @@ inline void TileProduct(const float* const a[kRows], const float* b, int64_t ld,
 
 // Per-call layout of the keys and values, padded to whole tiles so the micro-kernels never
 // branch: keys transposed to [B·H][dk][Tk_pad] (zero past each sequence's length), values
-// either read in place (head width a multiple of the tile) or copied to [B·H][Tk][dv_pad].
+// either read in place (head width a multiple of the tile, each sequence's rows in one block) or
+// copied to [B·H][Tk][dv_pad].
 struct PackedKeysValues {
   int64_t keys_padded = 0;  // Tk rounded up to the tile
   int64_t dv_padded = 0;
+  int64_t keys = 0;  // Tk: the longest sequence's keys
   std::vector<float> keys_transposed;
   std::vector<float> values_copy;  // empty when values are read in place
 };
 
-PackedKeysValues Pack(const Tensor& k, const Tensor& v, std::span<const int64_t> k_lengths,
-                      int64_t heads, int64_t dk, int64_t dv) {
-  const int64_t batch = k.dim(0), keys = k.dim(1);
+PackedKeysValues Pack(std::span<const RowBlocks> k, std::span<const RowBlocks> v,
+                      std::span<const int64_t> k_lengths, int64_t heads, int64_t dk, int64_t dv) {
+  const auto batch = static_cast<int64_t>(k.size());
   PackedKeysValues packed;
-  packed.keys_padded = RoundUp(std::max<int64_t>(keys, 1), kTile);
+  bool values_in_place = dv % kTile == 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    packed.keys = std::max(packed.keys, k_lengths[b]);
+    values_in_place = values_in_place && k_lengths[b] <= v[b].block_rows;
+  }
+  packed.keys_padded = RoundUp(std::max<int64_t>(packed.keys, 1), kTile);
   packed.dv_padded = RoundUp(dv, kTile);
   packed.keys_transposed.resize(batch * heads * dk * packed.keys_padded);
-  const bool copy_values = packed.dv_padded != dv;
-  if (copy_values) packed.values_copy.resize(batch * heads * keys * packed.dv_padded);
+  if (!values_in_place) packed.values_copy.resize(batch * heads * packed.keys * packed.dv_padded);
 
   ParallelFor(batch * heads, [&](int64_t bh) {
     const int64_t b = bh / heads, h = bh % heads;
@@ -74,13 +80,13 @@ PackedKeysValues Pack(const Tensor& k, const Tensor& v, std::span<const int64_t>
     // resize() zeroed the buffer, so key columns past the length stay zero.
     float* kt = packed.keys_transposed.data() + bh * dk * packed.keys_padded;
     for (int64_t j = 0; j < length; ++j) {
-      const float* key = k.data() + b * k.stride(0) + j * k.stride(1) + h * dk;
+      const float* key = k[b].row(j) + h * dk;
       for (int64_t d = 0; d < dk; ++d) kt[d * packed.keys_padded + j] = key[d];
     }
-    if (!copy_values) return;
-    float* vp = packed.values_copy.data() + bh * keys * packed.dv_padded;
+    if (values_in_place) return;
+    float* vp = packed.values_copy.data() + bh * packed.keys * packed.dv_padded;
     for (int64_t j = 0; j < length; ++j) {
-      const float* value = v.data() + b * v.stride(0) + j * v.stride(1) + h * dv;
+      const float* value = v[b].row(j) + h * dv;
       std::copy(value, value + dv, vp + j * packed.dv_padded);
       std::fill(vp + j * packed.dv_padded + dv, vp + (j + 1) * packed.dv_padded, 0.0f);
     }
@@ -92,11 +98,15 @@ PackedKeysValues Pack(const Tensor& k, const Tensor& v, std::span<const int64_t>
 struct HeadView {
   const float* queries;  // row i at queries + i · query_stride, dk wide
   int64_t query_stride;
-  // Packed (tiled kernel): keys transposed, dimension d at keys + d · key_stride.
-  // In place (few queries): key j at keys + j · key_stride.
+  // In place (few queries): key and value rows, this head's columns at key_offset and
+  // value_offset.
+  RowBlocks key_rows, value_rows;
+  int64_t key_offset, value_offset;
+  // Packed (tiled kernel): keys transposed, dimension d at keys + d · key_stride; value j at
+  // values + j · value_stride, a whole number of tiles wide.
   const float* keys;
   int64_t key_stride;
-  const float* values;  // row j at values + j · value_stride, a whole number of tiles wide
+  const float* values;
   int64_t value_stride;
   float* out;  // row i at out + i · out_stride, dv wide
   int64_t out_stride;
@@ -200,15 +210,18 @@ void KeyScores(const float* query, const float* keys, int64_t stride, int64_t dk
   }
 }
 
-// out[0, dv) = Σ_j p[j] · value j over [0, count), the output held in registers for 64
-// columns at a time rather than loaded and stored for every row.
+// out[0, dv) = Σ_j p[j] · value j over [0, count), added to out when `accumulate` (the blocks
+// after a paged cache's first), the output held in registers for 64 columns at a time rather
+// than loaded and stored for every row.
 void WeightedValues(const float* p, const float* values, int64_t stride, int64_t dv, int64_t count,
-                    float* out) {
+                    bool accumulate, float* out) {
   int64_t column = 0;
 #ifdef ATTNSERVE_AVX2
   for (; column + 64 <= dv; column += 64) {
     __m256 acc[8];
-    for (int v = 0; v < 8; ++v) acc[v] = _mm256_setzero_ps();
+    for (int v = 0; v < 8; ++v) {
+      acc[v] = accumulate ? _mm256_loadu_ps(out + column + 8 * v) : _mm256_setzero_ps();
+    }
     for (int64_t j = 0; j < count; ++j) {
       PrefetchRow(values + (j + kPrefetchRows) * stride + column, 64);
       const __m256 weight = _mm256_broadcast_ss(p + j);
@@ -220,7 +233,7 @@ void WeightedValues(const float* p, const float* values, int64_t stride, int64_t
   }
 #endif
   if (column == dv) return;
-  std::fill(out + column, out + dv, 0.0f);
+  if (!accumulate) std::fill(out + column, out + dv, 0.0f);
   for (int64_t j = 0; j < count; ++j) {
     PrefetchRow(values + (j + kPrefetchRows) * stride + column, dv - column);
     vec::Axpy(p[j], values + j * stride + column, out + column, dv - column);
@@ -234,14 +247,19 @@ void AttendQueryInPlace(const HeadView& head, int64_t i, const ScoreOptions& opt
                         float* scores) {
   const int64_t position = head.k_len - head.q_len + i;
   const int64_t limit = options.causal ? std::min(head.k_len, position + 1) : head.k_len;
-  KeyScores(head.queries + i * head.query_stride, head.keys, head.key_stride, head.dk, limit,
-            scores);
+  const int64_t block = head.key_rows.block_rows;
+  for (int64_t j = 0; j < limit; j += block) {
+    KeyScores(head.queries + i * head.query_stride, head.key_rows.row(j) + head.key_offset,
+              head.key_rows.stride, head.dk, std::min(block, limit - j), scores + j);
+  }
   for (int64_t j = 0; j < limit; ++j) {
     scores[j] = scores[j] * options.scale - head.slope * static_cast<float>(std::abs(position - j));
   }
   MaskedSoftmaxRow(scores, limit, limit);
-  WeightedValues(scores, head.values, head.value_stride, head.dv, limit,
-                 head.out + i * head.out_stride);
+  for (int64_t j = 0; j < limit; j += block) {
+    WeightedValues(scores + j, head.value_rows.row(j) + head.value_offset, head.value_rows.stride,
+                   head.dv, std::min(block, limit - j), j > 0, head.out + i * head.out_stride);
+  }
 }
 
 }  // namespace
@@ -249,16 +267,36 @@ void AttendQueryInPlace(const HeadView& head, int64_t i, const ScoreOptions& opt
 void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths, const Tensor& k,
                                const Tensor& v, std::span<const int64_t> k_lengths,
                                int64_t num_heads, const ScoreOptions& options, Tensor& out) {
+  const int64_t batch = q.dim(0);
+  std::vector<const float*> bases(2 * batch);
+  std::vector<RowBlocks> keys, values;
+  for (int64_t b = 0; b < batch; ++b) {
+    bases[2 * b] = k.data() + b * k.stride(0);
+    bases[2 * b + 1] = v.data() + b * v.stride(0);
+    keys.push_back({&bases[2 * b], INT64_MAX, k.stride(1)});
+    values.push_back({&bases[2 * b + 1], INT64_MAX, v.stride(1)});
+  }
+  ScaledDotProductAttention(q, q_lengths, keys, values, k_lengths, num_heads, options, out);
+}
+
+void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths,
+                               std::span<const RowBlocks> k, std::span<const RowBlocks> v,
+                               std::span<const int64_t> k_lengths, int64_t num_heads,
+                               const ScoreOptions& options, Tensor& out) {
   const int64_t batch = q.dim(0), queries = q.dim(1);
-  const int64_t dk = q.dim(2) / num_heads, dv = v.dim(2) / num_heads;
-  // Head h of sequence b with its keys and values read in place from k and v.
+  const int64_t dk = q.dim(2) / num_heads, dv = out.dim(2) / num_heads;
+  // Head h of sequence b with its keys and values read in place.
   const auto head_in_place = [&](int64_t b, int64_t h) {
     return HeadView{q.data() + b * q.stride(0) + h * dk,
                     q.stride(1),
-                    k.data() + b * k.stride(0) + h * dk,
-                    k.stride(1),
-                    v.data() + b * v.stride(0) + h * dv,
-                    v.stride(1),
+                    k[b],
+                    v[b],
+                    h * dk,
+                    h * dv,
+                    nullptr,
+                    0,
+                    k_lengths[b] > 0 ? v[b].blocks[0] + h * dv : nullptr,
+                    v[b].stride,
                     out.data() + b * out.stride(0) + h * dv,
                     out.stride(1),
                     q_lengths[b],
@@ -298,7 +336,7 @@ void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengt
         head.keys = packed.keys_transposed.data() + bh * dk * packed.keys_padded;
         head.key_stride = packed.keys_padded;
         if (!packed.values_copy.empty()) {
-          head.values = packed.values_copy.data() + bh * v.dim(1) * packed.dv_padded;
+          head.values = packed.values_copy.data() + bh * packed.keys * packed.dv_padded;
           head.value_stride = packed.dv_padded;
         }
         const int64_t end = std::min(queries, (block + 1) * kQueryBlock);

@@ -12,6 +12,17 @@
 
 namespace attnserve {
 
+// Keys or values of one sequence in blocks of block_rows rows (a paged cache; the last block may
+// be partly used): row j at blocks[j / block_rows] + (j % block_rows) · stride. A dense tensor
+// is a single block.
+struct RowBlocks {
+  const float* const* blocks;
+  int64_t block_rows;
+  int64_t stride;
+
+  const float* row(int64_t j) const { return blocks[j / block_rows] + (j % block_rows) * stride; }
+};
+
 struct ScoreOptions {
   float scale = 1.0f;
   bool causal = false;
@@ -24,5 +35,10 @@ struct ScoreOptions {
 void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths, const Tensor& k,
                                const Tensor& v, std::span<const int64_t> k_lengths,
                                int64_t num_heads, const ScoreOptions& options, Tensor& out);
+// The same with each sequence's keys and values in blocks: keys[b], values[b].
+void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths,
+                               std::span<const RowBlocks> keys, std::span<const RowBlocks> values,
+                               std::span<const int64_t> k_lengths, int64_t num_heads,
+                               const ScoreOptions& options, Tensor& out);
 
 }  // namespace attnserve

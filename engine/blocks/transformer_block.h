@@ -58,7 +58,9 @@ class TransformerBlock {
                                  Tensor* self_heads = nullptr) const;
 
   absl::StatusOr<KeyValues> ProjectMemory(const PaddedBatch& memory) const;
-  LayerCache NewCache(int64_t capacity) const { return self_attn_->NewCache(capacity); }
+  LayerCache NewCache(const BlockTable* table, int64_t layer) const {
+    return self_attn_->NewCache(table, layer);
+  }
   // The self-attention layer (null in cross-attention-only blocks).
   const MultiHeadAttention* self_attention() const { return self_attn_ ? &*self_attn_ : nullptr; }
   const BlockConfig& config() const { return config_; }

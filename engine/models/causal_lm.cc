@@ -34,6 +34,51 @@ std::vector<std::vector<LayerCache*>> CachesByLayer(std::span<DecoderState* cons
   return caches;
 }
 
+int64_t DecoderState::ReusePrefix(std::span<const int64_t> prompt) {
+  if (position != 0) return 0;
+  const int64_t reused = table.ReusePrefix(prompt);
+  for (LayerCache& layer : layers) {
+    if (!layer.is_linear()) layer.SetLength(reused);
+  }
+  position = reused;
+  return reused;
+}
+
+void DecoderState::Reset() {
+  table.Clear();
+  for (LayerCache& layer : layers) layer.SetLength(0);
+  position = 0;
+}
+
+std::optional<KvBlockShape> StackCacheShape(const LayerStack& stack, int64_t block_tokens) {
+  if (stack.layers().empty()) return std::nullopt;
+  auto shape = stack.layers()[0].self_attention()->CacheShape();
+  if (!shape) return std::nullopt;
+  shape->layers = static_cast<int64_t>(stack.layers().size());
+  shape->block_tokens = block_tokens;
+  return shape;
+}
+
+std::unique_ptr<DecoderState> NewDecoderState(const LayerStack& stack, KvBlockPool* pool,
+                                              bool share_prefixes, int64_t capacity) {
+  std::unique_ptr<KvBlockPool> own_pool;
+  if (pool == nullptr) {
+    if (auto shape = StackCacheShape(stack, KvBlockShape().block_tokens)) {
+      const int64_t blocks =
+          std::max<int64_t>(1, (capacity + shape->block_tokens - 1) / shape->block_tokens);
+      own_pool = *KvBlockPool::Create(*shape, blocks);
+      pool = own_pool.get();
+    }
+  }
+  const bool reserve = own_pool != nullptr;
+  auto state = std::make_unique<DecoderState>(std::move(own_pool), pool, share_prefixes);
+  for (size_t i = 0; i < stack.layers().size(); ++i) {
+    state->layers.push_back(stack.layers()[i].NewCache(&state->table, static_cast<int64_t>(i)));
+  }
+  if (reserve) state->table.Reserve(capacity);
+  return state;
+}
+
 absl::Status CheckRoomFor(std::span<DecoderState* const> states, const TokenSequences& tokens) {
   if (states.size() != tokens.size()) {
     return absl::InvalidArgumentError(
@@ -43,9 +88,8 @@ absl::Status CheckRoomFor(std::span<DecoderState* const> states, const TokenSequ
     if (tokens[b].empty()) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", b, " has no tokens to feed"));
     }
-    const int64_t capacity =
-        states[b]->layers.empty() ? INT64_MAX : states[b]->layers[0].capacity();
-    if (states[b]->position + static_cast<int64_t>(tokens[b].size()) > capacity) {
+    const int64_t capacity = states[b]->table.capacity();
+    if (states[b]->position > capacity - static_cast<int64_t>(tokens[b].size())) {
       return absl::OutOfRangeError(absl::StrCat("sequence ", b, " would reach ",
                                                 states[b]->position + tokens[b].size(),
                                                 " tokens; its context holds ", capacity));
@@ -65,13 +109,26 @@ absl::StatusOr<Tensor> CausalLM::Logits(const TokenSequences& sequences) const {
   return logits;
 }
 
+absl::StatusOr<Tensor> CausalLM::LastLogits(const TokenSequences& sequences) const {
+  auto x = embedding_.EmbedTokens(sequences);
+  if (!x.ok()) return x.status();
+  auto h = stack_->Forward(*std::move(x));
+  if (!h.ok()) return h.status();
+  return LinearRows(LastRows(*h), lm_head_, Tensor());
+}
+
+std::optional<KvBlockShape> CausalLM::CacheShape(int64_t block_tokens) const {
+  return StackCacheShape(*stack_, block_tokens);
+}
+
+std::unique_ptr<DecoderState> CausalLM::NewState(KvBlockPool* pool) const {
+  return NewDecoderState(*stack_, pool, /*share_prefixes=*/true, 0);
+}
+
 std::unique_ptr<DecoderState> CausalLM::NewState(int64_t capacity) const {
-  capacity = std::min(capacity, config_.max_positions);  // the model's maximum context
-  auto state = std::make_unique<DecoderState>();
-  for (const TransformerBlock& layer : stack_->layers()) {
-    state->layers.push_back(layer.NewCache(capacity));
-  }
-  return state;
+  // At most max_positions, the model's maximum context.
+  return NewDecoderState(*stack_, nullptr, /*share_prefixes=*/true,
+                         std::min(capacity, config_.max_positions));
 }
 
 absl::StatusOr<Tensor> CausalLM::Advance(std::span<DecoderState* const> states,
@@ -84,7 +141,10 @@ absl::StatusOr<Tensor> CausalLM::Advance(std::span<DecoderState* const> states,
   if (!x.ok()) return x.status();
   auto h = stack_->Forward(*std::move(x), {}, CachesByLayer(states, stack_->layers().size()));
   if (!h.ok()) return h.status();
-  for (size_t b = 0; b < states.size(); ++b) states[b]->position += h->lengths[b];
+  for (size_t b = 0; b < states.size(); ++b) {
+    states[b]->position += h->lengths[b];
+    states[b]->table.Commit(tokens[b]);
+  }
   return LinearRows(LastRows(*h), lm_head_, Tensor());
 }
 

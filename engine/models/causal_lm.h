@@ -12,8 +12,24 @@
 
 namespace attnserve {
 
-// One sequence's decoding state: a cache per layer and the number of tokens seen.
+// One sequence's decoding state: its blocks in the pool, a cache per layer over them, and the
+// number of tokens seen.
 struct DecoderState {
+  // own_pool: a private pool (NewState(capacity)); else `pool` belongs to the caller.
+  DecoderState(std::unique_ptr<KvBlockPool> own_pool, KvBlockPool* pool, bool share_prefixes)
+      : own_pool(std::move(own_pool)), table(pool, share_prefixes) {}
+  DecoderState(const DecoderState&) = delete;
+  DecoderState& operator=(const DecoderState&) = delete;
+
+  // Starts the state with the published blocks of `prompt`'s longest cached prefix (leaving at
+  // least one token to feed); returns the tokens reused. Only on a fresh state.
+  int64_t ReusePrefix(std::span<const int64_t> prompt);
+  // Frees the blocks and forgets every token (a preempted sequence, to be recomputed). Not for
+  // linear attention, whose state is not in blocks.
+  void Reset();
+
+  std::unique_ptr<KvBlockPool> own_pool;  // declared before the table, which releases into it
+  BlockTable table;
   std::vector<LayerCache> layers;
   int64_t position = 0;
 };
@@ -21,6 +37,12 @@ struct DecoderState {
 // Per layer, the caches of every sequence in a batch: the shape LayerStack::Forward takes.
 std::vector<std::vector<LayerCache*>> CachesByLayer(std::span<DecoderState* const> states,
                                                     size_t layers);
+// The cache shape of a stack's layers (all alike); nullopt for linear attention.
+std::optional<KvBlockShape> StackCacheShape(const LayerStack& stack, int64_t block_tokens);
+// A state over `pool` (or a private pool when null and the stack caches keys) with a cache per
+// layer of `stack`; `capacity` tokens reserved when the pool is private.
+std::unique_ptr<DecoderState> NewDecoderState(const LayerStack& stack, KvBlockPool* pool,
+                                              bool share_prefixes, int64_t capacity);
 // Refuses feeding tokens[b] to states[b] when it would overflow the cache.
 absl::Status CheckRoomFor(std::span<DecoderState* const> states, const TokenSequences& tokens);
 
@@ -32,8 +54,17 @@ class CausalLM {
   // Logits [B, T, vocab] at every position of every sequence, in one pass (zero on padding).
   absl::StatusOr<Tensor> Logits(const TokenSequences& sequences) const;
 
-  // A fresh state with room for `capacity` tokens (at most max_positions, the model's
-  // maximum context): caches are allocated here, once.
+  // Next-token logits [B, vocab] after each sequence's last token, in one pass without caches.
+  absl::StatusOr<Tensor> LastLogits(const TokenSequences& sequences) const;
+
+  // The blocks a pool for this model holds; nullopt when no layer caches keys (linear
+  // attention keeps a constant-size state instead).
+  std::optional<KvBlockShape> CacheShape(int64_t block_tokens) const;
+  // A fresh state whose keys and values go to `pool` (null for linear attention) in blocks
+  // the caller reserves (state->table.Reserve) before each Advance.
+  std::unique_ptr<DecoderState> NewState(KvBlockPool* pool) const;
+  // A fresh state with a private pool and room for `capacity` tokens (at most max_positions,
+  // the model's maximum context), all reserved here, once.
   std::unique_ptr<DecoderState> NewState(int64_t capacity) const;
   // Feeds tokens[b] (a prompt, or the next token) to states[b], all sequences in one batch.
   // Returns the logits after each sequence's last fed token, [B, vocab]. On error no state

@@ -80,8 +80,8 @@ absl::StatusOr<std::vector<KeyValues>> Seq2Seq::ProjectSources(const PaddedBatch
   return projected;
 }
 
-absl::StatusOr<Tensor> Seq2Seq::Logits(const TokenSequences& sources,
-                                       const TokenSequences& targets) const {
+absl::StatusOr<PaddedBatch> Seq2Seq::Decode(const TokenSequences& sources,
+                                            const TokenSequences& targets) const {
   if (sources.size() != targets.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat(sources.size(), " sources for ", targets.size(), " targets"));
@@ -92,7 +92,12 @@ absl::StatusOr<Tensor> Seq2Seq::Logits(const TokenSequences& sources,
   if (!projected.ok()) return projected.status();
   auto x = embedding_.EmbedTokens(targets);
   if (!x.ok()) return x.status();
-  auto h = decoder_->Forward(*std::move(x), *projected);
+  return decoder_->Forward(*std::move(x), *projected);
+}
+
+absl::StatusOr<Tensor> Seq2Seq::Logits(const TokenSequences& sources,
+                                       const TokenSequences& targets) const {
+  auto h = Decode(sources, targets);
   if (!h.ok()) return h.status();
   auto logits = LinearRows(h->values, lm_head_, Tensor());
   if (!logits.ok()) return logits.status();
@@ -100,18 +105,39 @@ absl::StatusOr<Tensor> Seq2Seq::Logits(const TokenSequences& sources,
   return logits;
 }
 
+absl::StatusOr<Tensor> Seq2Seq::LastLogits(const TokenSequences& sources,
+                                           const TokenSequences& targets) const {
+  auto h = Decode(sources, targets);
+  if (!h.ok()) return h.status();
+  return LinearRows(LastRows(*h), lm_head_, Tensor());
+}
+
+std::optional<KvBlockShape> Seq2Seq::CacheShape(int64_t block_tokens) const {
+  return StackCacheShape(*decoder_, block_tokens);
+}
+
 absl::StatusOr<std::unique_ptr<Seq2SeqState>> Seq2Seq::Start(const std::vector<int64_t>& source,
+                                                             KvBlockPool* pool) const {
+  return Start(source, pool, 0);
+}
+
+absl::StatusOr<std::unique_ptr<Seq2SeqState>> Seq2Seq::Start(const std::vector<int64_t>& source,
+                                                             int64_t capacity) const {
+  // At most max_positions, the model's maximum context.
+  return Start(source, nullptr, std::min(capacity, config_.max_positions));
+}
+
+absl::StatusOr<std::unique_ptr<Seq2SeqState>> Seq2Seq::Start(const std::vector<int64_t>& source,
+                                                             KvBlockPool* pool,
                                                              int64_t capacity) const {
   auto memory = Encode({source});
   if (!memory.ok()) return memory.status();
   auto projected = ProjectSources(*memory);
   if (!projected.ok()) return projected.status();
-  capacity = std::min(capacity, config_.max_positions);  // the model's maximum context
   auto state = std::make_unique<Seq2SeqState>();
   state->source = *std::move(projected);
-  for (const TransformerBlock& layer : decoder_->layers()) {
-    state->decoder.layers.push_back(layer.NewCache(capacity));
-  }
+  // The decoder's keys and values depend on the source too: its blocks are never shared.
+  state->decoder = NewDecoderState(*decoder_, pool, /*share_prefixes=*/false, capacity);
   return state;
 }
 
@@ -121,8 +147,8 @@ absl::StatusOr<Tensor> Seq2Seq::Advance(std::span<Seq2SeqState* const> states,
   std::vector<DecoderState*> decoders;
   std::vector<int64_t> starts;
   for (Seq2SeqState* state : states) {
-    decoders.push_back(&state->decoder);
-    starts.push_back(state->decoder.position);
+    decoders.push_back(state->decoder.get());
+    starts.push_back(state->decoder->position);
   }
   if (auto status = CheckRoomFor(decoders, tokens); !status.ok()) return status;
   auto x = embedding_.EmbedTokens(tokens, starts);
@@ -134,7 +160,10 @@ absl::StatusOr<Tensor> Seq2Seq::Advance(std::span<Seq2SeqState* const> states,
   auto h =
       decoder_->Forward(*std::move(x), sources, CachesByLayer(decoders, decoder_->layers().size()));
   if (!h.ok()) return h.status();
-  for (size_t b = 0; b < states.size(); ++b) states[b]->decoder.position += h->lengths[b];
+  for (size_t b = 0; b < states.size(); ++b) {
+    decoders[b]->position += h->lengths[b];
+    decoders[b]->table.Commit(tokens[b]);
+  }
   return LinearRows(LastRows(*h), lm_head_, Tensor());
 }
 

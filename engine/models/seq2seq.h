@@ -16,7 +16,7 @@ namespace attnserve {
 // One sequence's decoding state: self-attention caches, and the cross-attention keys and values
 // of its encoded source, projected once per decoder layer.
 struct Seq2SeqState {
-  DecoderState decoder;
+  std::unique_ptr<DecoderState> decoder;
   std::vector<KeyValues> source;  // per decoder layer, batch of 1
 };
 
@@ -28,7 +28,17 @@ class Seq2Seq {
   // Logits [B, T_target, vocab] at every target position, in one pass.
   absl::StatusOr<Tensor> Logits(const TokenSequences& sources, const TokenSequences& targets) const;
 
-  // Encodes the source once; the state then decodes with room for `capacity` target tokens.
+  // Next-token logits [B, vocab] after each target's last token, in one pass without caches.
+  absl::StatusOr<Tensor> LastLogits(const TokenSequences& sources,
+                                    const TokenSequences& targets) const;
+
+  // The blocks a pool for the decoder's self-attention holds; nullopt for linear attention.
+  std::optional<KvBlockShape> CacheShape(int64_t block_tokens) const;
+  // Encodes the source once; the state then decodes into blocks of `pool` that the caller
+  // reserves (state->decoder.table.Reserve) before each Advance.
+  absl::StatusOr<std::unique_ptr<Seq2SeqState>> Start(const std::vector<int64_t>& source,
+                                                      KvBlockPool* pool) const;
+  // The same with a private pool and room for `capacity` target tokens.
   absl::StatusOr<std::unique_ptr<Seq2SeqState>> Start(const std::vector<int64_t>& source,
                                                       int64_t capacity) const;
   // Feeds tokens[b] to states[b] (all in one batch); returns [B, vocab] after each last token.
@@ -41,6 +51,11 @@ class Seq2Seq {
   absl::StatusOr<PaddedBatch> Encode(const TokenSequences& sources) const;
   // Per decoder layer, the cross-attention keys and values of an encoded batch.
   absl::StatusOr<std::vector<KeyValues>> ProjectSources(const PaddedBatch& memory) const;
+  absl::StatusOr<std::unique_ptr<Seq2SeqState>> Start(const std::vector<int64_t>& source,
+                                                      KvBlockPool* pool, int64_t capacity) const;
+  // The decoder's final states after each target token.
+  absl::StatusOr<PaddedBatch> Decode(const TokenSequences& sources,
+                                     const TokenSequences& targets) const;
 
   ModelConfig config_;
   InputEmbedding embedding_;

@@ -1,0 +1,104 @@
+#include "engine/attention/kv_block_pool.h"
+
+#include <sys/mman.h>
+
+#include <cassert>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+
+namespace attnserve {
+
+absl::StatusOr<std::unique_ptr<KvBlockPool>> KvBlockPool::Create(const KvBlockShape& shape,
+                                                                 int64_t blocks) {
+  if (shape.layers < 1 || shape.key_width < 1 || shape.value_width < 1 || shape.block_tokens < 1 ||
+      blocks < 1 || blocks > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV block pool: bad shape (", shape.layers, " layers, widths ", shape.key_width, "/",
+        shape.value_width, ", ", shape.block_tokens, " tokens per block) or block count ", blocks));
+  }
+  const size_t bytes = static_cast<size_t>(blocks) * static_cast<size_t>(shape.BlockBytes());
+  // Anonymous memory: untouched blocks cost address space only, never resident memory.
+  void* storage = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (storage == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("KV block pool: cannot map ", bytes, " bytes for ", blocks, " blocks"));
+  }
+  return std::unique_ptr<KvBlockPool>(
+      new KvBlockPool(shape, blocks, static_cast<float*>(storage), bytes));
+}
+
+KvBlockPool::KvBlockPool(const KvBlockShape& shape, int64_t blocks, float* storage, size_t bytes)
+    : shape_(shape),
+      storage_(storage),
+      bytes_(bytes),
+      references_(blocks, 0),
+      generations_(blocks, 0),
+      published_(blocks, index_.end()),
+      lru_place_(blocks) {
+  // Block 0 first, so the resident part of the pool grows from its start.
+  for (int64_t b = blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
+}
+
+KvBlockPool::~KvBlockPool() { munmap(storage_, bytes_); }
+
+int32_t KvBlockPool::Allocate() {
+  int32_t block = -1;
+  if (!free_.empty()) {
+    block = free_.back();
+    free_.pop_back();
+  } else if (!unreferenced_published_.empty()) {
+    block = unreferenced_published_.front();
+    unreferenced_published_.pop_front();
+    Unpublish(block);
+  } else {
+    return -1;
+  }
+  ++generations_[block];
+  references_[block] = 1;
+  return block;
+}
+
+void KvBlockPool::Retain(int32_t block) {
+  if (references_[block]++ == 0) {
+    // Only published blocks are found while unreferenced.
+    assert(published_[block] != index_.end());
+    unreferenced_published_.erase(lru_place_[block]);
+  }
+}
+
+void KvBlockPool::Release(int32_t block) {
+  assert(references_[block] > 0);
+  if (--references_[block] > 0) return;
+  if (published_[block] != index_.end()) {
+    lru_place_[block] = unreferenced_published_.insert(unreferenced_published_.end(), block);
+  } else {
+    free_.push_back(block);
+  }
+}
+
+KvBlockPool::PrefixKey KvBlockPool::KeyFor(int32_t parent, std::span<const int64_t> tokens) const {
+  return PrefixKey{parent, parent < 0 ? 0 : generations_[parent],
+                   std::vector<int64_t>(tokens.begin(), tokens.end())};
+}
+
+int32_t KvBlockPool::Lookup(int32_t parent, std::span<const int64_t> tokens) {
+  auto it = index_.find(KeyFor(parent, tokens));
+  if (it == index_.end()) return -1;
+  Retain(it->second);
+  return it->second;
+}
+
+void KvBlockPool::Publish(int32_t parent, std::span<const int64_t> tokens, int32_t block) {
+  assert(references_[block] > 0 && published_[block] == index_.end());
+  auto [it, inserted] = index_.emplace(KeyFor(parent, tokens), block);
+  if (inserted) published_[block] = it;
+}
+
+void KvBlockPool::Unpublish(int32_t block) {
+  index_.erase(published_[block]);
+  published_[block] = index_.end();
+}
+
+}  // namespace attnserve

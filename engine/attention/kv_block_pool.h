@@ -1,0 +1,112 @@
+// The paged KV cache's storage: keys and values of every cached sequence live in fixed-size
+// blocks of one pool, sized once (by the server, from its memory budget). A sequence holds the
+// blocks its tokens use, so memory follows the tokens in use, not sequences × maximum context
+// (vLLM's PagedAttention). Block b of layer l holds block_tokens rows of keys and of values.
+//
+// Prefix reuse: a full block whose keys and values are fixed by the tokens before and in it (a
+// causal LM's) can be published under those tokens. A later sequence with the same prefix
+// retains the published blocks instead of computing them again. Published blocks stay indexed
+// after their last holder releases them, until the pool needs them back (least recently
+// released first). Keys name a block's parent by index and generation, and a reused block
+// starts a new generation, so an index entry can never match a prefix it was not computed from.
+//
+// Not thread-safe: one model's scheduler thread owns its pool.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <span>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace attnserve {
+
+struct KvBlockShape {
+  int64_t layers = 0;       // layers with a key/value cache
+  int64_t key_width = 0;    // H·dk
+  int64_t value_width = 0;  // H·dv
+  int64_t block_tokens = 32;
+
+  // Bytes of one block across every layer.
+  int64_t BlockBytes() const {
+    return layers * block_tokens * (key_width + value_width) * static_cast<int64_t>(sizeof(float));
+  }
+};
+
+class KvBlockPool {
+ public:
+  // Reserves address space for `blocks` blocks; pages become resident as blocks are written.
+  static absl::StatusOr<std::unique_ptr<KvBlockPool>> Create(const KvBlockShape& shape,
+                                                             int64_t blocks);
+  ~KvBlockPool();
+  KvBlockPool(const KvBlockPool&) = delete;
+  KvBlockPool& operator=(const KvBlockPool&) = delete;
+
+  const KvBlockShape& shape() const { return shape_; }
+  int64_t block_tokens() const { return shape_.block_tokens; }
+  int64_t total_blocks() const { return static_cast<int64_t>(references_.size()); }
+  // Blocks Allocate can hand out now: never used, released, or published but unreferenced.
+  int64_t free_blocks() const {
+    return static_cast<int64_t>(free_.size() + unreferenced_published_.size());
+  }
+  int64_t used_blocks() const { return total_blocks() - free_blocks(); }
+
+  // A block with one reference, or -1 when every block is referenced. Takes never-published
+  // blocks first, then evicts the least recently released published block.
+  int32_t Allocate();
+  void Retain(int32_t block);
+  void Release(int32_t block);
+
+  // The published block that follows `parent` (-1: the sequence's start) and holds exactly
+  // `tokens` (block_tokens ids), retained for the caller; -1 when there is none.
+  int32_t Lookup(int32_t parent, std::span<const int64_t> tokens);
+  // Publishes a full, referenced `block` holding `tokens` after `parent`. When that prefix is
+  // published already (two sequences computed it at once), the block stays private.
+  void Publish(int32_t parent, std::span<const int64_t> tokens, int32_t block);
+
+  float* keys(int64_t layer, int32_t block) const {
+    return layer_base(layer) + block * shape_.block_tokens * shape_.key_width;
+  }
+  float* values(int64_t layer, int32_t block) const {
+    return layer_base(layer) + total_blocks() * shape_.block_tokens * shape_.key_width +
+           block * shape_.block_tokens * shape_.value_width;
+  }
+
+ private:
+  struct PrefixKey {
+    int32_t parent;
+    uint64_t parent_generation;
+    std::vector<int64_t> tokens;
+    bool operator<(const PrefixKey& other) const {
+      return std::tie(parent, parent_generation, tokens) <
+             std::tie(other.parent, other.parent_generation, other.tokens);
+    }
+  };
+  using Index = std::map<PrefixKey, int32_t>;
+
+  KvBlockPool(const KvBlockShape& shape, int64_t blocks, float* storage, size_t bytes);
+  float* layer_base(int64_t layer) const {
+    return storage_ +
+           layer * total_blocks() * shape_.block_tokens * (shape_.key_width + shape_.value_width);
+  }
+  PrefixKey KeyFor(int32_t parent, std::span<const int64_t> tokens) const;
+  void Unpublish(int32_t block);
+
+  KvBlockShape shape_;
+  float* storage_;
+  size_t bytes_;
+  std::vector<int32_t> references_;
+  std::vector<uint64_t> generations_;  // bumped each time a block is handed out anew
+  std::vector<int32_t> free_;          // unreferenced and unpublished; back is handed out first
+  Index index_;
+  std::vector<Index::iterator> published_;  // per block: its index entry, or index_.end()
+  // Published blocks nobody references, least recently released first, and each one's place.
+  std::list<int32_t> unreferenced_published_;
+  std::vector<std::list<int32_t>::iterator> lru_place_;
+};
+
+}  // namespace attnserve
