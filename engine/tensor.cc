@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -31,6 +32,16 @@ void KeepFreedMemory() {
   (void)configured;
 }
 
+std::atomic<int64_t> tensor_bytes{0}, tensor_peak_bytes{0};
+
+void CountAllocated(int64_t bytes) {
+  const int64_t now = tensor_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  int64_t peak = tensor_peak_bytes.load(std::memory_order_relaxed);
+  while (now > peak &&
+         !tensor_peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
 std::shared_ptr<float> AllocateAligned(int64_t count) {
   KeepFreedMemory();
   size_t bytes = static_cast<size_t>(count) * sizeof(float);
@@ -39,10 +50,20 @@ std::shared_ptr<float> AllocateAligned(int64_t count) {
   if (bytes == 0) bytes = Tensor::kAlignment;
   void* memory = std::aligned_alloc(Tensor::kAlignment, bytes);
   if (memory == nullptr) throw std::bad_alloc();
-  return std::shared_ptr<float>(static_cast<float*>(memory), [](float* p) { std::free(p); });
+  CountAllocated(static_cast<int64_t>(bytes));
+  return std::shared_ptr<float>(static_cast<float*>(memory), [bytes](float* p) {
+    tensor_bytes.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+    std::free(p);
+  });
 }
 
 }  // namespace
+
+int64_t TensorBytesInUse() { return tensor_bytes.load(std::memory_order_relaxed); }
+int64_t TensorPeakBytes() { return tensor_peak_bytes.load(std::memory_order_relaxed); }
+void ResetTensorPeakBytes() {
+  tensor_peak_bytes.store(tensor_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
 
 Shape ContiguousStrides(const Shape& shape) {
   Shape strides(shape.size());

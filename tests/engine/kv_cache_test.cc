@@ -147,7 +147,8 @@ class DemoDecodingTest : public ::testing::Test {
   }
   static float MaxDifference(const Tensor& a, const Tensor& b) {
     float most = 0.0f;
-    for (int64_t i = 0; i < a.size(); ++i) most = std::max(most, std::abs(a.data()[i] - b.data()[i]));
+    for (int64_t i = 0; i < a.size(); ++i)
+      most = std::max(most, std::abs(a.data()[i] - b.data()[i]));
     return most;
   }
   std::unique_ptr<Model> model_;
