@@ -11,30 +11,33 @@ int64_t RoundUp(int64_t n, int64_t multiple) { return (n + multiple - 1) / multi
 
 int64_t ActivationBytes(const ModelConfig& c, const EngineCall& call) {
   const int64_t d = c.model_dim, key_width = c.num_heads * c.head_dim_qk;
-  // The attention kernel pads each head's values to whole 16-column tiles.
-  const int64_t value_width = c.num_heads * RoundUp(c.head_dim_v, 16);
+  // The softmax kernel pads each head's values to whole 16-column tiles.
+  const int64_t value_width =
+      c.num_heads *
+      (c.attention == AttentionKind::kLinear ? c.head_dim_v : RoundUp(c.head_dim_v, 16));
   // Floats per token alive at once in a layer: the residual stream, its copy, the normed input
   // and the sublayer's output; the fused projections and the heads, or the feed-forward hidden
   // layer (the measured peak of the demo model is 8·d per token: within this).
   const int64_t per_token = 4 * d + c.ffn_dim + 2 * key_width + 2 * value_width;
-  // Rows that go through the layers besides the inputs: latents, inducing points, seeds.
-  const int64_t extra_rows = c.num_latents + c.num_outputs + c.num_inducing + c.num_seeds;
-  const int64_t rows = call.batch * (call.time + extra_rows);
-  int64_t floats = rows * per_token;
+  // Rows that go through the layers: the inputs, or a Perceiver's latents and output queries
+  // (its inputs are only attended to), plus a Set Transformer's inducing points and seeds.
+  const bool perceiver = c.num_latents > 0;
+  const int64_t layer_rows = call.batch * (perceiver ? c.num_latents + c.num_outputs
+                                                     : call.time + c.num_inducing + c.num_seeds);
+  const int64_t input_rows = call.batch * call.time;
+  int64_t floats = layer_rows * per_token;
   // Keys transposed and values copied for the tiled kernel, over every key a query sees.
-  floats +=
-      call.batch * RoundUp(call.cached + call.time + extra_rows, 16) * (key_width + value_width);
+  floats += call.batch * RoundUp(call.cached + call.time, 16) * (key_width + value_width);
   // Input features, embeddings and pooling.
-  floats += rows * (std::max<int64_t>(c.input_dim, 0) + 2 * d);
+  floats += input_rows * (std::max<int64_t>(c.input_dim, 0) + 2 * d);
   if (call.source_time > 0) {
-    // The encoder's pass over the sources, then each decoder layer's projection of them, kept
-    // for the whole call and stacked once more per step.
+    // The encoder's pass over the sources (freed as the decoder starts), then each decoder
+    // layer's projection of them, kept for the whole call.
     const int64_t source_rows = call.batch * call.source_time;
-    floats += source_rows * per_token +
-              2 * source_rows * (key_width + value_width) * c.num_decoder_layers;
+    floats += source_rows * (per_token / 2 + (key_width + value_width) * c.num_decoder_layers / 2);
   }
   floats += call.logits_rows * c.vocab_size;
-  floats += call.head_layers * call.batch * call.time * (c.num_heads * d + value_width);
+  floats += call.head_layers * input_rows * (c.num_heads * d + value_width);
   const int64_t bytes = floats * static_cast<int64_t>(sizeof(float));
   return bytes + bytes / 4 + (1 << 20);
 }
