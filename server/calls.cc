@@ -6,6 +6,7 @@ void GenerateCall::Send(v1::GenerateResponse event) {
   std::lock_guard lock(mutex_);
   if (broken_) return;
   pending_.push_back(std::move(event));
+  unsent_.store(static_cast<int64_t>(pending_.size()), std::memory_order_relaxed);
   if (!writing_) Advance();
 }
 
@@ -32,8 +33,11 @@ void GenerateCall::OnWriteDone(bool ok) {
       broken_ = true;
       pending_.clear();
     }
+    unsent_.store(static_cast<int64_t>(pending_.size()), std::memory_order_relaxed);
     finish = Advance();
   }
+  // A paused stream may resume now that its client read.
+  if (task_ && task_->wake) task_->wake();
   if (finish) Finish(*finish);
 }
 

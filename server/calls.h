@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -23,7 +24,9 @@ class CallTask {
 
  protected:
   void Cancel() {
-    if (task_) task_->cancelled = true;
+    if (!task_) return;
+    task_->cancelled = true;
+    if (task_->wake) task_->wake();
   }
   std::shared_ptr<Task> task_;
 };
@@ -61,6 +64,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
   void Send(v1::GenerateResponse event) override;
   void Complete(absl::Status status) override;
   void OnWriteDone(bool ok) override;
+  int64_t Unsent() const override { return unsent_.load(std::memory_order_relaxed); }
   void OnCancel() override { Cancel(); }
   void OnDone() override { delete this; }
 
@@ -72,6 +76,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
   RpcScope scope_;
   std::mutex mutex_;                          // guards what follows
   std::deque<v1::GenerateResponse> pending_;  // front: being written
+  std::atomic<int64_t> unsent_{0};            // pending_.size(), for the scheduler
   bool writing_ = false;
   bool broken_ = false;  // a write failed: the client is gone
   std::optional<grpc::Status> final_status_;

@@ -114,6 +114,7 @@ void InferenceService::Start(grpc::CallbackServerContext* context, const char* m
     return call->Complete(status);
   }
   task->deadline = absl::FromChrono(context->deadline());
+  task->wake = [worker = *worker] { worker->Poke(); };
   call->Attach(task);
   // Once queued, the task is the scheduler's: it completes the call, this thread never again.
   if (auto status = (*worker)->Submit(task); !status.ok()) call->Complete(status);

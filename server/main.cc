@@ -33,6 +33,14 @@ ABSL_FLAG(int, max_batch_size, 32, "Most requests (or decoding sequences) in one
 // 0, as Triton's default: requests that arrive while the engine is busy batch up anyway.
 ABSL_FLAG(int, max_queue_delay_ms, 0, "Longest wait for a batch to fill before running it");
 ABSL_FLAG(int, max_queue_size, 256, "Requests queued per model before UNAVAILABLE");
+ABSL_FLAG(int64_t, max_batch_tokens, 16384,
+          "Most tokens per engine call and per NextToken, Score or Embed request (lowered to what "
+          "each model's share of memory holds)");
+ABSL_FLAG(int64_t, prefill_chunk_tokens, 256,
+          "Most prompt tokens fed per step while other generations decode (chunked prefill)");
+ABSL_FLAG(int64_t, memory_limit_mb, 0,
+          "Memory the process may use (0: the cgroup's limit, as in a container, else physical "
+          "memory); shared out among the models' KV caches, activations and answers");
 ABSL_FLAG(int, idle_spin_us, 300,
           "How long an idle model scheduler polls for work before sleeping (0: never)");
 ABSL_FLAG(int, drain_timeout_s, 30, "On SIGTERM, how long in-flight requests may take");
@@ -102,7 +110,12 @@ int Serve() {
   options.max_queue_size = std::max(1, absl::GetFlag(FLAGS_max_queue_size));
   options.compute_threads = threads;
   options.idle_spin = absl::Microseconds(std::max(0, absl::GetFlag(FLAGS_idle_spin_us)));
-  auto repository = ModelRepository::Load(absl::GetFlag(FLAGS_model_repository), options, metrics);
+  options.max_batch_tokens = std::max<int64_t>(1, absl::GetFlag(FLAGS_max_batch_tokens));
+  options.prefill_chunk_tokens = std::max<int64_t>(1, absl::GetFlag(FLAGS_prefill_chunk_tokens));
+  options.max_response_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  const MemoryLimit limit = DetectMemoryLimit(absl::GetFlag(FLAGS_memory_limit_mb) << 20);
+  auto repository =
+      ModelRepository::Load(absl::GetFlag(FLAGS_model_repository), options, limit, metrics);
   if (repository->workers().empty()) {
     std::cerr << "attnserve: no model loaded from " << absl::GetFlag(FLAGS_model_repository)
               << "\n";

@@ -13,6 +13,7 @@ namespace attnserve::server {
 
 std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
                                                        const WorkerOptions& options,
+                                                       const MemoryLimit& limit,
                                                        ServerMetrics& metrics) {
   auto repository = std::make_unique<ModelRepository>();
   std::error_code error;
@@ -24,26 +25,50 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
     repository->failures_[root] = "cannot list the model repository: " + error.message();
   }
   std::sort(directories.begin(), directories.end());
+  const auto fail = [&](const std::string& name, const absl::Status& status) {
+    std::cerr << "attnserve: model " << name << " not loaded: " << status.message() << "\n";
+    repository->failures_[name] = std::string(status.message());
+  };
+  struct Loaded {
+    std::string name;
+    std::unique_ptr<Model> model;
+    WorkerOptions options;
+  };
+  std::vector<Loaded> loaded;
   for (const auto& directory : directories) {
     const std::string name = directory.filename().string();
     auto model = LoadModel(directory.string());
     if (!model.ok()) {
-      std::cerr << "attnserve: model " << name << " not loaded: " << model.status().message()
-                << "\n";
-      repository->failures_[name] = std::string(model.status().message());
+      fail(name, model.status());
       continue;
     }
     auto model_options = ServingOptionsFor(directory.string(), options);
     if (!model_options.ok()) {
-      std::cerr << "attnserve: model " << name
-                << " not loaded: " << model_options.status().message() << "\n";
-      repository->failures_[name] = std::string(model_options.status().message());
+      fail(name, model_options.status());
       continue;
     }
-    std::cerr << "attnserve: model " << name << " loaded (" << (*model)->config.architecture
-              << ")\n";
-    repository->workers_[name] =
-        std::make_unique<ModelWorker>(name, *std::move(model), *model_options, metrics);
+    loaded.push_back({name, *std::move(model), *model_options});
+  }
+  // Shared out once every model's weights are resident (or mapped): what is left is theirs.
+  const MemoryPlan plan =
+      PlanMemory(limit, ResidentBytes(), static_cast<int>(std::max<size_t>(loaded.size(), 1)));
+  std::cerr << "attnserve: memory limit " << (plan.limit.bytes >> 20) << " MiB ("
+            << plan.limit.source << "), " << (plan.resident >> 20) << " MiB resident, "
+            << (plan.reserve >> 20) << " MiB reserved, " << (plan.per_model >> 20)
+            << " MiB per model\n";
+  for (Loaded& entry : loaded) {
+    const bool caches_keys = entry.model->causal_lm != nullptr || entry.model->seq2seq != nullptr;
+    entry.options.budget = SplitModelBudget(plan.per_model, caches_keys);
+    const std::string architecture = entry.model->config.architecture;
+    auto worker = ModelWorker::Create(entry.name, std::move(entry.model), entry.options, metrics);
+    if (!worker.ok()) {
+      fail(entry.name, worker.status());
+      continue;
+    }
+    std::cerr << "attnserve: model " << entry.name << " loaded (" << architecture << "; "
+              << (*worker)->options().max_batch_tokens << " tokens per engine call, KV cache for "
+              << (*worker)->kv_cache_tokens() << " tokens)\n";
+    repository->workers_[entry.name] = *std::move(worker);
   }
   return repository;
 }
@@ -64,7 +89,8 @@ absl::StatusOr<WorkerOptions> ServingOptionsFor(const std::string& directory,
     const std::string& key = item.key();
     const auto& value = item.value();
     if (!value.is_number_integer() ||
-        value.get<int64_t>() < (key == "max_queue_delay_ms" ? 0 : 1)) {
+        value.get<int64_t>() < (key == "max_queue_delay_ms" ? 0 : 1) ||
+        value.get<int64_t>() > (int64_t{1} << 40)) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": field ", key, " must be a ",
                        key == "max_queue_delay_ms" ? "non-negative" : "positive", " integer"));
@@ -76,6 +102,10 @@ absl::StatusOr<WorkerOptions> ServingOptionsFor(const std::string& directory,
       options.max_queue_delay = absl::Milliseconds(number);
     } else if (key == "max_queue_size") {
       options.max_queue_size = number;
+    } else if (key == "max_batch_tokens") {
+      options.max_batch_tokens = number;
+    } else if (key == "prefill_chunk_tokens") {
+      options.prefill_chunk_tokens = number;
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": field ", key, " is not a known setting"));

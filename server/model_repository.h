@@ -8,15 +8,18 @@
 #include <string>
 #include <vector>
 
+#include "server/memory_budget.h"
 #include "server/model_worker.h"
 
 namespace attnserve::server {
 
 class ModelRepository {
  public:
+  // Loads every model, then shares the memory the process may use (`limit`) among them
+  // (PlanMemory) and starts each one's scheduler with its share.
   static std::unique_ptr<ModelRepository> Load(const std::string& root,
                                                const WorkerOptions& options,
-                                               ServerMetrics& metrics);
+                                               const MemoryLimit& limit, ServerMetrics& metrics);
 
   ModelWorker* Find(const std::string& name) const;
   std::vector<const ModelWorker*> workers() const;
@@ -31,7 +34,8 @@ class ModelRepository {
 };
 
 // The server-wide batching settings, overridden by the model directory's optional serving.json
-// ({"max_batch_size": 8, "max_queue_delay_ms": 1, "max_queue_size": 64}).
+// ({"max_batch_size": 8, "max_queue_delay_ms": 1, "max_queue_size": 64,
+//   "max_batch_tokens": 4096, "prefill_chunk_tokens": 128}).
 absl::StatusOr<WorkerOptions> ServingOptionsFor(const std::string& directory,
                                                 const WorkerOptions& defaults);
 

@@ -3,13 +3,13 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
+#include <iostream>
 #include <map>
-#include <numeric>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/responses.h"
+#include "server/sampling.h"
 
 namespace attnserve::server {
 namespace {
@@ -28,43 +28,6 @@ const char* MethodName(TaskKind kind) {
   return "";
 }
 
-// log Σ exp(x), stably.
-float LogSumExp(const float* x, int64_t n) {
-  const float max = *std::max_element(x, x + n);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i] - max));
-  return max + static_cast<float>(std::log(sum));
-}
-
-// Draws a token from logits with temperature, top-k and top-p; greedy at temperature 0.
-int64_t Sample(const float* logits, int64_t vocab, const GenerateOptions& options,
-               std::mt19937_64& rng) {
-  if (options.temperature <= 0.0f) return std::max_element(logits, logits + vocab) - logits;
-  std::vector<int64_t> ids(vocab);
-  std::iota(ids.begin(), ids.end(), 0);
-  int64_t keep = options.top_k > 0 ? std::min(options.top_k, vocab) : vocab;
-  std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(),
-                    [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
-  ids.resize(keep);
-  std::vector<double> weights(keep);
-  double total = 0.0;
-  for (int64_t i = 0; i < keep; ++i) {
-    // Relative to the top logit before dividing, so a tiny temperature gives weights of 1 and
-    // 0, not inf - inf.
-    weights[i] = std::exp((static_cast<double>(logits[ids[i]]) - logits[ids[0]]) /
-                          static_cast<double>(options.temperature));
-    total += weights[i];
-  }
-  if (options.top_p > 0.0f && options.top_p < 1.0f) {
-    double cumulative = 0.0;
-    int64_t cut = 0;
-    while (cut < keep && cumulative < options.top_p * total) cumulative += weights[cut++];
-    weights.resize(std::max<int64_t>(cut, 1));
-  }
-  std::discrete_distribution<int64_t> draw(weights.begin(), weights.end());
-  return ids[draw(rng)];
-}
-
 // The tokens a task puts through the engine before its first answer: what its queue wait is
 // estimated from.
 int64_t InputTokens(const Task& task) {
@@ -76,35 +39,156 @@ int64_t InputTokens(const Task& task) {
   return std::max<int64_t>(tokens, 1);
 }
 
+std::string Megabytes(int64_t bytes) {
+  return absl::StrCat(bytes / (1 << 20), ".", (bytes % (1 << 20)) * 10 / (1 << 20), " MiB");
+}
+
+// When the scheduler has generations but none it can step (all paused), how often it looks at
+// them anyway: for expired deadlines, and wake-ups a test's sink does not send.
+constexpr absl::Duration kPausedPoll = absl::Milliseconds(20);
+
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<ModelWorker>> ModelWorker::Create(std::string name,
+                                                                 std::unique_ptr<Model> model,
+                                                                 WorkerOptions options,
+                                                                 ServerMetrics& metrics) {
+  const ModelConfig& config = model->config;
+  // The most tokens one engine call may take: what the activation budget holds for one
+  // sequence (the cheapest shape per token), at most the configured figure.
+  int64_t fit = 0;
+  for (int64_t step = int64_t{1} << 20; step > 0; step /= 2) {
+    EngineCall call{.batch = 1, .time = fit + step, .logits_rows = 1};
+    if (ActivationBytes(config, call) <= options.budget.activation_bytes) fit += step;
+  }
+  options.max_batch_tokens = std::min(options.max_batch_tokens, fit);
+  options.prefill_chunk_tokens =
+      std::clamp<int64_t>(options.prefill_chunk_tokens, 1, options.max_batch_tokens);
+  const int64_t context = config.token_inputs() ? config.max_positions : 1;
+  if (options.max_batch_tokens < std::max<int64_t>(context, 1)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "model ", name, ": its activation budget of ", Megabytes(options.budget.activation_bytes),
+        " holds ", options.max_batch_tokens, " tokens per engine call, fewer than its context of ",
+        context, "; raise --memory_limit_mb or lower --max_batch_tokens"));
+  }
+  std::optional<KvBlockShape> shape;
+  if (model->causal_lm) shape = model->causal_lm->CacheShape(options.kv_block_tokens);
+  if (model->seq2seq) shape = model->seq2seq->CacheShape(options.kv_block_tokens);
+  std::unique_ptr<KvBlockPool> pool;
+  if (shape) {
+    const int64_t blocks = options.budget.kv_cache_bytes / shape->BlockBytes();
+    const int64_t needed = (config.max_positions + shape->block_tokens - 1) / shape->block_tokens;
+    if (blocks < needed) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "model ", name, ": its KV cache budget of ", Megabytes(options.budget.kv_cache_bytes),
+          " holds ", blocks * shape->block_tokens, " tokens, fewer than its context of ",
+          config.max_positions, "; raise --memory_limit_mb"));
+    }
+    auto created = KvBlockPool::Create(*shape, blocks);
+    if (!created.ok()) return created.status();
+    pool = *std::move(created);
+  }
+  return std::unique_ptr<ModelWorker>(
+      new ModelWorker(std::move(name), std::move(model), options, std::move(pool), metrics));
+}
+
 ModelWorker::ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerOptions options,
-                         ServerMetrics& metrics)
+                         std::unique_ptr<KvBlockPool> pool, ServerMetrics& metrics)
     : name_(std::move(name)),
       model_(std::move(model)),
       options_(options),
+      pool_(std::move(pool)),
       metrics_(metrics),
       queue_length_(metrics.queue_length.Add({{"model", name_}})),
       active_sequences_(metrics.active_sequences.Add({{"model", name_}})),
+      paused_streams_(metrics.paused_streams.Add({{"model", name_}})),
+      kv_used_(metrics.kv_blocks.Add({{"model", name_}, {"state", "used"}})),
+      kv_free_(metrics.kv_blocks.Add({{"model", name_}, {"state", "free"}})),
+      reused_tokens_(metrics.prefix_reused_tokens.Add({{"model", name_}})),
+      preemptions_(metrics.preemptions.Add({{"model", name_}})),
+      step_tokens_(metrics.step_tokens.Add({{"model", name_}})),
       end_of_text_(model_->tokenizer ? model_->tokenizer->SpecialId("<|endoftext|>") : -1),
       // Packed weights sit on huge pages and need no warming; walking the file would only make
       // its released pages resident again.
       weight_pages_(model_->weights_packed ? MappedBytes{} : model_->weight_file),
       thread_([this] { Run(); }) {
   metrics.queue_capacity.Add({{"model", name_}}).Set(static_cast<double>(options_.max_queue_size));
+  metrics.max_batch_tokens.Add({{"model", name_}})
+      .Set(static_cast<double>(options_.max_batch_tokens));
+  UpdateCacheGauges();
 }
 
 ModelWorker::~ModelWorker() { Drain(); }
 
+absl::Status ModelWorker::Refuse(const char* budget, absl::Status status) {
+  metrics_.refused.Add({{"model", name_}, {"budget", budget}}).Increment();
+  return status;
+}
+
+absl::Status ModelWorker::CheckFits(const Task& task, const RequestCost& cost) {
+  if (cost.response_bytes > options_.max_response_bytes) {
+    return Refuse("response_bytes",
+                  absl::ResourceExhaustedError(absl::StrCat(
+                      "the answer would take up to ", cost.response_bytes,
+                      " bytes, over the message limit of ", options_.max_response_bytes,
+                      " (--max_message_bytes); ask for fewer sequences, tokens or values")));
+  }
+  if (task.kind == TaskKind::kGenerate) {
+    if (pool_ && cost.context_tokens > kv_cache_tokens()) {
+      return Refuse("kv_cache",
+                    absl::ResourceExhaustedError(absl::StrCat(
+                        "the prompt and max_tokens need ", cost.context_tokens,
+                        " tokens of KV cache; model ", name_, " has ", kv_cache_tokens())));
+    }
+    return absl::OkStatus();
+  }
+  if (cost.tokens > options_.max_batch_tokens) {
+    return Refuse("tokens", absl::InvalidArgumentError(absl::StrCat(
+                                "the request has ", cost.tokens, " tokens (", cost.call.batch,
+                                " sequences padded to the longest, ", cost.call.time, "); model ",
+                                name_, " takes at most ", options_.max_batch_tokens,
+                                " per request (--max_batch_tokens); split it")));
+  }
+  if (cost.activation_bytes > options_.budget.activation_bytes) {
+    return Refuse("activation_memory",
+                  absl::ResourceExhaustedError(
+                      absl::StrCat("the request needs about ", Megabytes(cost.activation_bytes),
+                                   " of working memory; model ", name_, " has ",
+                                   Megabytes(options_.budget.activation_bytes),
+                                   " per engine call; send fewer or shorter sequences")));
+  }
+  if (cost.response_bytes > options_.budget.response_bytes) {
+    return Refuse(
+        "response_bytes",
+        absl::ResourceExhaustedError(absl::StrCat(
+            "the answer would take up to ", Megabytes(cost.response_bytes), "; model ", name_,
+            " holds at most ", Megabytes(options_.budget.response_bytes), " of answers")));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ModelWorker::Submit(std::shared_ptr<Task> task) {
+  const RequestCost cost = CostOf(*task, *model_);
+  if (auto status = CheckFits(*task, cost); !status.ok()) return status;
   const int64_t tokens = InputTokens(*task);
   task->input_tokens = tokens;
   {
     std::lock_guard lock(mutex_);
     if (draining_) return absl::UnavailableError("the server is shutting down");
     if (static_cast<int64_t>(queue_.size()) >= options_.max_queue_size) {
-      return absl::UnavailableError(absl::StrCat("model ", name_, " has ", queue_.size(),
-                                                 " requests queued, its limit; retry later"));
+      return Refuse("queue", absl::UnavailableError(
+                                 absl::StrCat("model ", name_, " has ", queue_.size(),
+                                              " requests queued, its limit; retry later")));
+    }
+    // Answers wait in memory until their client reads them: admitted ones are counted until
+    // their call is done.
+    const int64_t held = response_bytes_->load();
+    if (held > 0 && held + cost.response_bytes > options_.budget.response_bytes) {
+      return Refuse(
+          "response_bytes",
+          absl::UnavailableError(absl::StrCat(
+              "model ", name_, " holds ", Megabytes(held), " of answers not yet sent, ",
+              "its limit is ", Megabytes(options_.budget.response_bytes), "; retry later")));
     }
     // A request the queue ahead of it would make miss its deadline is refused now, while the
     // caller can still retry elsewhere, rather than failing late. The estimate may use 80% of
@@ -118,13 +202,16 @@ absl::Status ModelWorker::Submit(std::shared_ptr<Task> task) {
       const absl::Time answered =
           completion_.Completion(now, queued, queued_tokens_, tokens, options_.max_batch_size);
       if (answered > limit && now + completion_.Alone(tokens) <= limit) {
-        return absl::UnavailableError(
-            absl::StrCat("model ", name_, " would answer after the request's deadline (", queued,
-                         " requests queued, about ",
-                         absl::FormatDuration(absl::Trunc(answered - now, absl::Milliseconds(1))),
-                         " of work); retry later"));
+        return Refuse("deadline",
+                      absl::UnavailableError(absl::StrCat(
+                          "model ", name_, " would answer after the request's deadline (", queued,
+                          " requests queued, about ",
+                          absl::FormatDuration(absl::Trunc(answered - now, absl::Milliseconds(1))),
+                          " of work); retry later")));
       }
     }
+    response_bytes_->fetch_add(cost.response_bytes);
+    task->HoldResponseBytes(response_bytes_, cost.response_bytes);
     queued_tokens_ += tokens;
     queue_.push_back(std::move(task));
     queue_length_.Set(static_cast<double>(queue_.size()));
@@ -139,6 +226,12 @@ absl::Status ModelWorker::Submit(std::shared_ptr<Task> task) {
   return absl::OkStatus();
 }
 
+void ModelWorker::Poke() {
+  poked_.store(true, std::memory_order_release);
+  std::lock_guard lock(mutex_);  // so the scheduler cannot miss it between its check and wait
+  work_ready_.notify_one();
+}
+
 void ModelWorker::Drain() {
   {
     std::lock_guard lock(mutex_);
@@ -148,8 +241,14 @@ void ModelWorker::Drain() {
   if (thread_.joinable()) thread_.join();
 }
 
+bool ModelWorker::Runnable(Generation& g) const {
+  return g.task->Unsent() < options_.max_unsent_events;
+}
+
 std::vector<std::shared_ptr<Task>> ModelWorker::TakeWork() {
-  if (generations_.empty() && options_.idle_spin > absl::ZeroDuration()) {
+  const bool runnable = std::any_of(generations_.begin(), generations_.end(),
+                                    [&](Generation& g) { return Runnable(g); });
+  if (!runnable && options_.idle_spin > absl::ZeroDuration()) {
     // Meanwhile, re-cache the weights' page translations, a few pages between looks at the queue.
     constexpr int64_t kPagesPerLook = 32;
     weight_pages_.Restart();
@@ -159,10 +258,16 @@ std::vector<std::shared_ptr<Task>> ModelWorker::TakeWork() {
     }
   }
   std::unique_lock lock(mutex_);
-  const bool decoding = !generations_.empty();
-  work_ready_.wait(lock, [&] { return !queue_.empty() || decoding || draining_; });
+  const auto ready = [&] {
+    return !queue_.empty() || runnable || draining_ || poked_.exchange(false);
+  };
+  if (generations_.empty()) {
+    work_ready_.wait(lock, ready);
+  } else {
+    work_ready_.wait_for(lock, absl::ToChronoMicroseconds(kPausedPoll), ready);
+  }
   // Nothing decoding: give a lone request a moment's company, so concurrent ones share a batch.
-  if (!decoding && !queue_.empty()) {
+  if (!runnable && !queue_.empty()) {
     const absl::Time deadline = queue_.front()->enqueued + options_.max_queue_delay;
     if (absl::Now() < deadline) {
       work_ready_.wait_until(lock, absl::ToChronoTime(deadline), [&] {
@@ -170,23 +275,61 @@ std::vector<std::shared_ptr<Task>> ModelWorker::TakeWork() {
       });
     }
   }
+  // Generation slots: running generations whose clients keep up.
+  int64_t slots = options_.max_batch_size;
+  for (Generation& g : generations_) slots -= Runnable(g) ? 1 : 0;
+  // Blocks for new prompts: the free ones, and those of paused streams, which give theirs up
+  // when asked (ReserveBlocks).
+  int64_t free_blocks = pool_ ? pool_->free_blocks() : 0;
+  for (Generation& g : generations_) {
+    if (!Runnable(g)) free_blocks += static_cast<int64_t>(g.decoder().table.blocks().size());
+  }
+  // Unary tasks, FIFO: up to max_batch_size of them, one engine call per kind, within the token
+  // budget and each call's memory. The first always goes, so that a large request cannot
+  // starve.
+  int64_t unary_tokens = 0, unary_tasks = 0;
+  bool unary_open = true;
+  std::map<TaskKind, EngineCall> calls;
   std::vector<std::shared_ptr<Task>> taken;
-  int64_t generation_slots = options_.max_batch_size - static_cast<int64_t>(generations_.size());
-  for (auto it = queue_.begin();
-       it != queue_.end() && static_cast<int64_t>(taken.size()) < options_.max_batch_size;) {
-    if ((*it)->kind == TaskKind::kGenerate) {
-      if (generation_slots <= 0) {
-        ++it;
-        continue;
+  const absl::Time now = absl::Now();
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    Task& task = **it;
+    bool take = task.cancelled.load() || task.expired(now);
+    if (!take && task.kind == TaskKind::kGenerate) {
+      const int64_t prompt = static_cast<int64_t>(task.sequences[0].size());
+      const int64_t blocks = pool_ ? (prompt + pool_->block_tokens()) / pool_->block_tokens() : 0;
+      take = slots > 0 && blocks <= free_blocks;
+      if (take) {
+        --slots;
+        free_blocks -= blocks;
       }
-      --generation_slots;
+    } else if (!take && unary_open) {
+      const RequestCost cost = CostOf(task, *model_);
+      const bool first = unary_tokens == 0;
+      const EngineCall merged =
+          calls.count(task.kind) ? Merge(calls[task.kind], cost.call) : cost.call;
+      take = first || (unary_tasks < options_.max_batch_size &&
+                       unary_tokens + cost.tokens <= options_.max_batch_tokens &&
+                       merged.batch * merged.time <= options_.max_batch_tokens &&
+                       ActivationBytes(model_->config, merged) <= options_.budget.activation_bytes);
+      if (take) {
+        ++unary_tasks;
+        unary_tokens += cost.tokens;
+        if (task.kind != TaskKind::kEmbed) calls[task.kind] = merged;
+      } else {
+        unary_open = false;  // FIFO: nothing overtakes the unary task that waits
+      }
     }
-    queued_tokens_ -= (*it)->input_tokens;
+    if (!take) {
+      ++it;
+      continue;
+    }
+    queued_tokens_ -= task.input_tokens;
     taken.push_back(std::move(*it));
     it = queue_.erase(it);
   }
-  queued_.fetch_sub(static_cast<int64_t>(taken.size()), std::memory_order_release);
   queue_length_.Set(static_cast<double>(queue_.size()));
+  queued_.fetch_sub(static_cast<int64_t>(taken.size()), std::memory_order_relaxed);
   return taken;
 }
 
@@ -202,7 +345,7 @@ void ModelWorker::Run() {
     int64_t tokens = 0;
     for (const auto& task : work) tokens += task->input_tokens;
     if (tokens > 0) completion_.IterationStarted(now, tokens);
-    std::vector<std::shared_ptr<Task>> next_token, score, generate;
+    std::vector<std::shared_ptr<Task>> next_token, score;
     for (auto& task : work) {
       if (task->cancelled.load()) {
         task->Finish(absl::CancelledError("the caller cancelled the request"));
@@ -226,16 +369,21 @@ void ModelWorker::Run() {
           RunEmbed(task);
           break;
         case TaskKind::kGenerate:
-          generate.push_back(std::move(task));
+          StartGeneration(std::move(task));
           break;
       }
     }
     if (!next_token.empty()) RunNextToken(next_token);
     if (!score.empty()) RunScore(score);
-    if (!generate.empty()) StartGenerations(generate);
     StepGenerations();
     completion_.IterationEnded(absl::Now());
   }
+}
+
+absl::Status ModelWorker::EngineFailure(const absl::Status& status) const {
+  std::cerr << "attnserve: model " << name_ << ": engine error on a validated request: " << status
+            << "\n";
+  return absl::InternalError(absl::StrCat("the engine failed: ", status.message()));
 }
 
 void ModelWorker::RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks) {
@@ -245,82 +393,28 @@ void ModelWorker::RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks) 
   for (const auto& task : tasks) {
     for (const auto& ids : task->sequences) {
       sequences.push_back(ids);
-      prompt_tokens += ids.size();
+      prompt_tokens += static_cast<int64_t>(ids.size());
     }
     sources.insert(sources.end(), task->sources.begin(), task->sources.end());
   }
-  absl::StatusOr<Tensor> logits;
-  if (model_->seq2seq) {
-    std::vector<std::unique_ptr<Seq2SeqState>> states;
-    std::vector<Seq2SeqState*> pointers;
-    absl::Status started;
-    for (size_t i = 0; i < sequences.size() && started.ok(); ++i) {
-      auto state = model_->seq2seq->Start(sources[i], static_cast<int64_t>(sequences[i].size()));
-      if (state.ok()) {
-        states.push_back(*std::move(state));
-        pointers.push_back(states.back().get());
-      } else {
-        started = state.status();
-      }
-    }
-    logits = started.ok() ? model_->seq2seq->Advance(pointers, sequences)
-                          : absl::StatusOr<Tensor>(started);
-  } else if (model_->causal_lm) {
-    std::vector<std::unique_ptr<DecoderState>> states;
-    std::vector<DecoderState*> pointers;
-    for (const auto& ids : sequences) {
-      states.push_back(model_->causal_lm->NewState(static_cast<int64_t>(ids.size())));
-      pointers.push_back(states.back().get());
-    }
-    logits = model_->causal_lm->Advance(pointers, sequences);
-  } else {
-    logits = model_->next_word->Logits(sequences);
-  }
+  absl::StatusOr<Tensor> logits = model_->seq2seq ? model_->seq2seq->LastLogits(sources, sequences)
+                                  : model_->causal_lm ? model_->causal_lm->LastLogits(sequences)
+                                                      : model_->next_word->Logits(sequences);
   metrics_.batch_size.Add({{"model", name_}, {"method", "NextToken"}})
       .Observe(static_cast<double>(sequences.size()));
   metrics_.tokens.Add({{"model", name_}, {"kind", "prompt"}}).Increment(prompt_tokens);
+  step_tokens_.Observe(static_cast<double>(prompt_tokens));
   if (!logits.ok()) {
-    for (const auto& task : tasks) task->Finish(logits.status());
+    for (const auto& task : tasks) task->Finish(EngineFailure(logits.status()));
     return;
   }
-  const int64_t vocab = logits->dim(1);
-  const ByteTokenizer& tokenizer = *model_->tokenizer;
   int64_t row = 0;
-  std::vector<float> scaled(vocab);
-  std::vector<int64_t> order(vocab);
   for (const auto& task : tasks) {
     v1::NextTokenResponse response;
     response.set_model(name_);
     for (const auto& ids : task->sequences) {
-      const float* raw = logits->row(row++);
-      // Shifted by the largest logit before dividing: a tiny temperature (1e-41 passes
-      // validation) then sends the others to -inf rather than every logit to ±inf and the
-      // probabilities to NaN (found by tests/fuzz/request_fuzz).
-      const float max = *std::max_element(raw, raw + vocab);
-      for (int64_t v = 0; v < vocab; ++v) scaled[v] = (raw[v] - max) / task->temperature;
-      const float lse = LogSumExp(scaled.data(), vocab);
-      v1::NextTokenResult* result = response.add_results();
-      result->set_input_tokens(static_cast<int64_t>(ids.size()));
-      std::iota(order.begin(), order.end(), 0);
-      const int64_t k = std::min(task->top_k, vocab);
-      std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                        [&](int64_t a, int64_t b) { return scaled[a] > scaled[b]; });
-      for (int64_t i = 0; i < k; ++i) {
-        v1::TokenProbability* top = result->add_top();
-        const float log_p = scaled[order[i]] - lse;
-        top->set_id(order[i]);
-        top->set_text(DisplayText(tokenizer, order[i]));
-        top->set_probability(std::exp(log_p));
-        top->set_log_probability(log_p);
-      }
-      if (task->full_distribution) {
-        std::string packed(vocab * sizeof(float), '\0');
-        for (int64_t v = 0; v < vocab; ++v) {
-          const float p = std::exp(scaled[v] - lse);
-          std::memcpy(packed.data() + v * sizeof(float), &p, sizeof(float));
-        }
-        result->set_distribution(std::move(packed));
-      }
+      AddNextTokenResult(logits->row(row++), logits->dim(1), static_cast<int64_t>(ids.size()),
+                         *task, *model_->tokenizer, response);
     }
     task->next_token = std::move(response);
     task->Finish(absl::OkStatus());
@@ -328,10 +422,9 @@ void ModelWorker::RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks) 
 }
 
 void ModelWorker::RunScore(const std::vector<std::shared_ptr<Task>>& tasks) {
-  TokenSequences sequences;
-  for (const auto& task : tasks) sequences.push_back(task->sequences[0]);
-  TokenSequences sources;
+  TokenSequences sequences, sources;
   for (const auto& task : tasks) {
+    sequences.push_back(task->sequences[0]);
     sources.insert(sources.end(), task->sources.begin(), task->sources.end());
   }
   auto logits = model_->seq2seq ? model_->seq2seq->Logits(sources, sequences)
@@ -339,27 +432,14 @@ void ModelWorker::RunScore(const std::vector<std::shared_ptr<Task>>& tasks) {
   metrics_.batch_size.Add({{"model", name_}, {"method", "Score"}})
       .Observe(static_cast<double>(sequences.size()));
   if (!logits.ok()) {
-    for (const auto& task : tasks) task->Finish(logits.status());
+    for (const auto& task : tasks) task->Finish(EngineFailure(logits.status()));
     return;
   }
-  const int64_t vocab = logits->dim(2);
   for (size_t b = 0; b < tasks.size(); ++b) {
-    const std::vector<int64_t>& ids = sequences[b];
-    metrics_.tokens.Add({{"model", name_}, {"kind", "prompt"}}).Increment(ids.size());
-    v1::ScoreResponse response;
-    response.set_model(name_);
-    double total = 0.0;
-    for (size_t t = 1; t < ids.size(); ++t) {
-      const float* row = logits->Select(b).row(t - 1);
-      const float log_p = row[ids[t]] - LogSumExp(row, vocab);
-      v1::TokenScore* score = response.add_tokens();
-      score->set_id(ids[t]);
-      score->set_text(DisplayText(*model_->tokenizer, ids[t]));
-      score->set_log_probability(log_p);
-      total += log_p;
-    }
-    response.set_total_log_probability(total);
-    tasks[b]->score = std::move(response);
+    metrics_.tokens.Add({{"model", name_}, {"kind", "prompt"}}).Increment(sequences[b].size());
+    tasks[b]->score = MakeScoreResponse(logits->Select(static_cast<int64_t>(b)), sequences[b],
+                                        *model_->tokenizer);
+    tasks[b]->score.set_model(name_);
     tasks[b]->Finish(absl::OkStatus());
   }
 }
@@ -370,9 +450,7 @@ void ModelWorker::RunEmbed(const std::shared_ptr<Task>& task) {
                                                       : inputs.features.batch();
   metrics_.batch_size.Add({{"model", name_}, {"method", "Embed"}})
       .Observe(static_cast<double>(batch));
-  v1::EmbedResponse response;
-  response.set_model(name_);
-  // Each output: a [batch, rows, width] tensor and each sequence's row count.
+  // The output: a [batch, rows, width] tensor and each sequence's row count.
   absl::StatusOr<Tensor> output;
   std::vector<int64_t> rows(batch, 1);
   std::vector<int64_t> lengths;  // tokens per sequence, for the contributions
@@ -390,11 +468,8 @@ void ModelWorker::RunEmbed(const std::shared_ptr<Task>& task) {
         output = states->values;
       } else {
         auto pooled = model_->encoder->Pool(*states, task->pooling);
-        if (pooled.ok()) {
-          output = pooled->Reshape({batch, 1, pooled->dim(1)});
-        } else {
-          output = pooled.status();
-        }
+        output = pooled.ok() ? pooled->Reshape({batch, 1, pooled->dim(1)})
+                             : absl::StatusOr<Tensor>(pooled.status());
       }
     }
   } else {
@@ -403,107 +478,159 @@ void ModelWorker::RunEmbed(const std::shared_ptr<Task>& task) {
     if (output.ok()) rows.assign(batch, output->dim(1));
   }
   if (!output.ok()) {
-    task->Finish(output.status());
+    task->Finish(EngineFailure(output.status()));
     return;
   }
-  const int64_t width = output->dim(2);
-  for (int64_t b = 0; b < batch; ++b) {
-    v1::Embedding* embedding = response.add_embeddings();
-    for (const auto& [layer, per_head] : contributions) {
-      // per_head: [B, T, H, dim]; this sequence's first lengths[b] tokens.
-      v1::HeadContributions* heads = embedding->add_head_contributions();
-      heads->set_layer(static_cast<int32_t>(layer));
-      heads->set_heads(per_head.dim(2));
-      heads->set_rows(lengths[b]);
-      heads->set_width(per_head.dim(3));
-      const float* values = per_head.Select(b).data();
-      heads->mutable_values()->Add(values, values + lengths[b] * per_head.dim(2) * per_head.dim(3));
-    }
-    embedding->set_rows(rows[b]);
-    embedding->set_width(width);
-    for (int64_t r = 0; r < rows[b]; ++r) {
-      const float* row = output->Select(b).row(r);
-      double norm = 0.0;
-      for (int64_t i = 0; i < width; ++i) norm += double(row[i]) * row[i];
-      const float scale = task->normalize ? 1.0f / std::max(std::sqrt(norm), 1e-12) : 1.0f;
-      for (int64_t i = 0; i < width; ++i) embedding->add_values(row[i] * scale);
-    }
-  }
-  task->embed = std::move(response);
+  task->embed = MakeEmbedResponse(*output, rows, task->normalize, contributions, lengths);
+  task->embed.set_model(name_);
   task->Finish(absl::OkStatus());
 }
 
-void ModelWorker::StartGenerations(const std::vector<std::shared_ptr<Task>>& tasks) {
-  std::vector<Generation> started;
-  TokenSequences prompts;
-  for (const auto& task : tasks) {
-    const std::vector<int64_t>& prompt = task->sequences[0];
-    const int64_t capacity = static_cast<int64_t>(prompt.size()) + task->generate.max_tokens;
-    Generation generation{task, nullptr, nullptr, std::mt19937_64(task->generate.seed),
-                          Utf8Stream(*model_->tokenizer)};
-    if (model_->seq2seq) {
-      auto state = model_->seq2seq->Start(task->sources[0], capacity);
-      if (!state.ok()) {
-        task->Finish(state.status());
-        continue;
-      }
-      generation.seq2seq = *std::move(state);
-    } else {
-      generation.state = model_->causal_lm->NewState(capacity);
+void ModelWorker::StartGeneration(std::shared_ptr<Task> task) {
+  Generation g(task, *model_->tokenizer);
+  if (model_->seq2seq) {
+    auto state = model_->seq2seq->Start(task->sources[0], pool_.get());
+    if (!state.ok()) {
+      task->Finish(EngineFailure(state.status()));
+      return;
     }
-    generation.prompt_tokens = static_cast<int64_t>(prompt.size());
-    prompts.push_back(prompt);
-    metrics_.tokens.Add({{"model", name_}, {"kind", "prompt"}}).Increment(prompt.size());
-    started.push_back(std::move(generation));
+    g.seq2seq = *std::move(state);
+  } else {
+    g.state = model_->causal_lm->NewState(pool_.get());
+    g.reused_tokens = g.state->ReusePrefix(g.tokens);
+    reused_tokens_.Increment(static_cast<double>(g.reused_tokens));
   }
-  if (started.empty()) return;
-  std::vector<Generation*> pointers;
-  for (Generation& g : started) pointers.push_back(&g);
-  auto logits = Advance(pointers, prompts);
-  if (!logits.ok()) {
-    for (Generation& g : started) g.task->Finish(logits.status());
-    return;
+  metrics_.tokens.Add({{"model", name_}, {"kind", "prompt"}}).Increment(g.prompt_tokens);
+  // Counted before the first token goes out: a caller who has seen one sees its sequence counted.
+  active_sequences_.Increment();
+  generations_.push_back(std::move(g));
+}
+
+void ModelWorker::Preempt(Generation& g) {
+  g.decoder().Reset();
+  preemptions_.Increment();
+}
+
+bool ModelWorker::ReserveBlocks(Generation& g, int64_t tokens) {
+  DecoderState& decoder = g.decoder();
+  const int64_t total = decoder.position + tokens;
+  if (decoder.table.Reserve(total)) return true;
+  // Take the blocks of paused streams (newest first), whose clients are not reading anyway,
+  // then those of generations newer than g: the oldest always progresses, and recomputing
+  // the newest costs the least.
+  for (auto it = generations_.rbegin(); it != generations_.rend(); ++it) {
+    if (&*it == &g || Runnable(*it) || it->decoder().table.blocks().empty()) continue;
+    Preempt(*it);
+    if (decoder.table.Reserve(total)) return true;
   }
-  // Counted before the first tokens go out: a caller who has seen one sees its sequence counted.
-  active_sequences_.Increment(static_cast<double>(started.size()));
-  for (size_t i = 0; i < started.size(); ++i) {
-    metrics_.first_token.Add({{"model", name_}})
-        .Observe(absl::ToDoubleSeconds(absl::Now() - started[i].task->enqueued));
-    if (Emit(started[i], logits->row(i))) generations_.push_back(std::move(started[i]));
+  for (auto it = generations_.rbegin(); it != generations_.rend() && &*it != &g; ++it) {
+    if (it->decoder().table.blocks().empty()) continue;
+    Preempt(*it);
+    if (decoder.table.Reserve(total)) return true;
   }
+  return false;
 }
 
 void ModelWorker::StepGenerations() {
   const absl::Time now = absl::Now();
-  std::erase_if(generations_, [&](Generation& g) {
-    if (g.task->cancelled.load()) {
-      End(g, absl::CancelledError("the caller cancelled the request"));
-      return true;
+  int64_t paused = 0;
+  for (auto it = generations_.begin(); it != generations_.end();) {
+    if (it->task->cancelled.load()) {
+      End(*it, absl::CancelledError("the caller cancelled the request"));
+    } else if (it->task->expired(now)) {
+      End(*it, absl::DeadlineExceededError("the deadline passed during generation"));
+    } else {
+      paused += Runnable(*it) ? 0 : 1;
+      ++it;
+      continue;
     }
-    if (g.task->expired(now)) {
-      End(g, absl::DeadlineExceededError("the deadline passed during generation"));
-      return true;
-    }
-    return false;
-  });
-  if (generations_.empty()) return;
-  std::vector<Generation*> pointers;
-  TokenSequences next;
+    it = generations_.erase(it);
+  }
+  paused_streams_.Set(static_cast<double>(paused));
+  // Oldest first: decoding generations take one token each, up to max_batch_size; prompts
+  // take chunks of what is left of the step's budget.
+  std::vector<Generation*> decode, prefill;
+  TokenSequences decode_tokens, prefill_tokens;
+  int64_t slots = options_.max_batch_size;
   for (Generation& g : generations_) {
-    pointers.push_back(&g);
-    next.push_back({g.next_token});
+    if (slots == 0) break;
+    if (!Runnable(g)) continue;
+    if (g.unfed() == 1 && ReserveBlocks(g, 1)) {
+      decode.push_back(&g);
+      decode_tokens.push_back({g.tokens.back()});
+      --slots;
+    }
   }
-  auto logits = Advance(pointers, next);
-  if (!logits.ok()) {
-    for (Generation& g : generations_) End(g, logits.status());
-    generations_.clear();
-    return;
+  int64_t budget = decode.empty() ? options_.max_batch_tokens : options_.prefill_chunk_tokens;
+  EngineCall call;
+  for (Generation& g : generations_) {
+    if (slots == 0 || budget == 0) break;
+    if (!Runnable(g) || g.unfed() <= 1) continue;
+    const int64_t chunk = std::min(g.unfed(), budget);
+    const EngineCall one{.batch = 1,
+                         .time = chunk,
+                         .cached = g.decoder().position,
+                         .source_time = g.seq2seq ? g.seq2seq->source[0].lengths[0] : 0,
+                         .logits_rows = 1};
+    const EngineCall merged = prefill.empty() ? one : Merge(call, one);
+    if (!prefill.empty() &&
+        ActivationBytes(model_->config, merged) > options_.budget.activation_bytes) {
+      break;
+    }
+    if (!ReserveBlocks(g, chunk)) continue;
+    const int64_t start = g.decoder().position;
+    prefill.push_back(&g);
+    prefill_tokens.emplace_back(g.tokens.begin() + start, g.tokens.begin() + start + chunk);
+    call = merged;
+    budget -= chunk;
+    --slots;
   }
-  std::vector<Generation> running;
-  for (size_t i = 0; i < generations_.size(); ++i) {
-    if (Emit(generations_[i], logits->row(i))) running.push_back(std::move(generations_[i]));
+  // Preemptions while reserving may have reset generations picked before: feed those again
+  // from the start next step.
+  const auto drop_reset = [](std::vector<Generation*>& batch, TokenSequences& tokens) {
+    for (size_t i = batch.size(); i-- > 0;) {
+      DecoderState& d = batch[i]->decoder();
+      if (d.table.capacity() < d.position + static_cast<int64_t>(tokens[i].size())) {
+        batch.erase(batch.begin() + static_cast<int64_t>(i));
+        tokens.erase(tokens.begin() + static_cast<int64_t>(i));
+      }
+    }
+  };
+  drop_reset(decode, decode_tokens);
+  drop_reset(prefill, prefill_tokens);
+  if (!decode.empty()) Feed(decode, decode_tokens);
+  if (!prefill.empty()) Feed(prefill, prefill_tokens);
+  generations_.remove_if([](const Generation& g) { return g.task == nullptr; });
+  UpdateCacheGauges();
+}
+
+void ModelWorker::Feed(const std::vector<Generation*>& batch, const TokenSequences& tokens) {
+  int64_t fed = 0;
+  for (const auto& t : tokens) fed += static_cast<int64_t>(t.size());
+  step_tokens_.Observe(static_cast<double>(fed));
+  metrics_.batch_size.Add({{"model", name_}, {"method", "Generate"}})
+      .Observe(static_cast<double>(batch.size()));
+  absl::StatusOr<Tensor> logits;
+  if (model_->seq2seq) {
+    std::vector<Seq2SeqState*> states;
+    for (Generation* g : batch) states.push_back(g->seq2seq.get());
+    logits = model_->seq2seq->Advance(states, tokens);
+  } else {
+    std::vector<DecoderState*> states;
+    for (Generation* g : batch) states.push_back(g->state.get());
+    logits = model_->causal_lm->Advance(states, tokens);
   }
-  generations_ = std::move(running);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Generation& g = *batch[i];
+    if (!logits.ok()) {
+      End(g, EngineFailure(logits.status()));
+    } else if (g.unfed() == 0 && !Emit(g, logits->row(static_cast<int64_t>(i)))) {
+      // Finished: End completed it.
+    } else {
+      continue;
+    }
+    g.task = nullptr;  // removed after the step
+  }
 }
 
 void ModelWorker::End(Generation& g, absl::Status status) {
@@ -513,23 +640,13 @@ void ModelWorker::End(Generation& g, absl::Status status) {
   g.task->Finish(std::move(status));
 }
 
-absl::StatusOr<Tensor> ModelWorker::Advance(const std::vector<Generation*>& generations,
-                                            const TokenSequences& tokens) {
-  metrics_.batch_size.Add({{"model", name_}, {"method", "Generate"}})
-      .Observe(static_cast<double>(generations.size()));
-  if (model_->seq2seq) {
-    std::vector<Seq2SeqState*> states;
-    for (Generation* g : generations) states.push_back(g->seq2seq.get());
-    return model_->seq2seq->Advance(states, tokens);
-  }
-  std::vector<DecoderState*> states;
-  for (Generation* g : generations) states.push_back(g->state.get());
-  return model_->causal_lm->Advance(states, tokens);
-}
-
 bool ModelWorker::Emit(Generation& g, const float* logits) {
   const int64_t vocab = model_->config.vocab_size;
   const int64_t id = Sample(logits, vocab, g.task->generate, g.rng);
+  if (g.generated == 0) {
+    metrics_.first_token.Add({{"model", name_}})
+        .Observe(absl::ToDoubleSeconds(absl::Now() - g.task->enqueued));
+  }
   auto finish = [&](v1::FinishReason reason) {
     v1::GenerateResponse event;
     event.mutable_finish()->set_reason(reason);
@@ -554,8 +671,14 @@ bool ModelWorker::Emit(Generation& g, const float* logits) {
   for (const std::string& stop : g.task->generate.stop) {
     if (absl::EndsWith(g.text.bytes(), stop)) return finish(v1::FINISH_REASON_STOP_SEQUENCE);
   }
-  g.next_token = id;
+  g.tokens.push_back(id);
   return true;
+}
+
+void ModelWorker::UpdateCacheGauges() {
+  if (!pool_) return;
+  kv_used_.Set(static_cast<double>(pool_->used_blocks()));
+  kv_free_.Set(static_cast<double>(pool_->free_blocks()));
 }
 
 }  // namespace attnserve::server

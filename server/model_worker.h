@@ -1,16 +1,27 @@
 // One model's scheduler: a thread that owns the model and runs an engine loop over a bounded
-// queue. Each iteration it takes what is waiting (up to max_batch_size, waiting at most
-// max_queue_delay for more), drops requests whose deadline passed or whose caller went away,
-// runs NextToken and Score requests as one engine batch each, starts new generations with a
-// batched prefill, and advances every running generation by one token in one batched decode
-// step: continuous batching, sequences join and leave between steps.
+// queue, admitting work by what it costs (docs/serving.md, "The resource model").
+//
+// Submit refuses at once what can never fit (more tokens than --max_batch_tokens, more
+// activation memory than the model's share, an answer over the message limit, a context
+// larger than the KV cache) and, retryably, what cannot fit now. Each iteration (a step) then:
+//   - drops cancelled and expired work;
+//   - decodes one token for every running generation whose client keeps up (a stream with
+//     max_unsent_events unsent is paused and holds no decoding slot);
+//   - feeds prompts in chunks (prefill_chunk_tokens while others decode), so a long prompt
+//     shares steps with the decoding sequences rather than stalling them;
+//   - runs queued NextToken, Score and Embed requests, FIFO, up to max_batch_tokens;
+// all within the model's memory share. Generations' keys and values live in a paged KV cache
+// (engine/attention/kv_block_pool.h) whose full prompt blocks are reused by later prompts with
+// the same prefix. When the pool runs out, the newest generations (paused ones first) are
+// preempted: their blocks are freed and their tokens fed again once blocks are free.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <list>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,83 +31,126 @@
 #include "engine/models/model.h"
 #include "engine/page_warmer.h"
 #include "server/completion_estimate.h"
+#include "server/generation.h"
+#include "server/memory_budget.h"
+#include "server/request_cost.h"
 #include "server/server_metrics.h"
 #include "server/task.h"
-#include "server/token_text.h"
 
 namespace attnserve::server {
 
 struct WorkerOptions {
-  int64_t max_batch_size = 32;
+  int64_t max_batch_size = 32;  // sequences decoding at once; requests per batch
   absl::Duration max_queue_delay = absl::ZeroDuration();
   int64_t max_queue_size = 256;
   int compute_threads = 1;  // OpenMP threads of this model's engine calls
   // How long the idle scheduler polls for new work before sleeping: a request arriving within
   // it starts without a futex wake-up (about 100 µs on these machines).
   absl::Duration idle_spin = absl::Microseconds(300);
+  // Tokens per engine call, and so per unary request (TEI's name). Lowered at start to what
+  // the model's activation budget holds.
+  int64_t max_batch_tokens = 16384;
+  // Prompt tokens fed per step while other generations decode (vLLM's chunk).
+  int64_t prefill_chunk_tokens = 256;
+  int64_t kv_block_tokens = 32;
+  int64_t max_response_bytes = 16 << 20;  // gRPC's message limit
+  // A Generate stream with this many events unsent is paused until its client reads.
+  int64_t max_unsent_events = 4;
+  ModelBudget budget{int64_t{256} << 20, int64_t{512} << 20, int64_t{256} << 20};
 };
 
 class ModelWorker {
  public:
-  ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerOptions options,
-              ServerMetrics& metrics);
+  // Sizes the KV cache and the token budget from options.budget; refuses a budget that cannot
+  // hold the model's context or one request of it.
+  static absl::StatusOr<std::unique_ptr<ModelWorker>> Create(std::string name,
+                                                             std::unique_ptr<Model> model,
+                                                             WorkerOptions options,
+                                                             ServerMetrics& metrics);
   ~ModelWorker();  // drains, then joins the thread
 
-  // Queues a validated task; UNAVAILABLE (retryable) when the queue is full, when the work queued
-  // ahead would make it miss its deadline, or when draining.
+  // Queues a validated task. INVALID_ARGUMENT or RESOURCE_EXHAUSTED (naming the limit) for a
+  // request that can never fit; UNAVAILABLE (retryable) when the queue is full, when the
+  // answers not yet sent hold the response budget, when the work queued ahead would make it
+  // miss its deadline, or when draining.
   absl::Status Submit(std::shared_ptr<Task> task);
   // Stops accepting work and returns once everything accepted has finished.
   void Drain();
+  // Wakes the scheduler: a paused stream's client read, or a call was cancelled. Any thread.
+  void Poke();
 
   const std::string& name() const { return name_; }
   const Model& model() const { return *model_; }
+  const WorkerOptions& options() const { return options_; }
   int64_t max_context() const { return model_->config.max_positions; }
+  int64_t kv_cache_tokens() const {
+    return pool_ ? pool_->total_blocks() * pool_->block_tokens() : 0;
+  }
 
  private:
-  struct Generation {
-    std::shared_ptr<Task> task;
-    std::unique_ptr<DecoderState> state;    // causal LMs
-    std::unique_ptr<Seq2SeqState> seq2seq;  // encoder-decoders: the encoded source too
-    std::mt19937_64 rng;
-    Utf8Stream text;
-    int64_t prompt_tokens = 0, generated = 0, next_token = -1;
-  };
+  ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerOptions options,
+              std::unique_ptr<KvBlockPool> pool, ServerMetrics& metrics);
 
+  // Refusals of work that can never fit, counted by budget.
+  absl::Status CheckFits(const Task& task, const RequestCost& cost);
+  absl::Status Refuse(const char* budget, absl::Status status);
   void Run();
+  // Waits for work, then takes from the queue what this step can run: unary tasks within the
+  // token and memory budgets, and generations for which there are slots and blocks.
   std::vector<std::shared_ptr<Task>> TakeWork();
+  bool Runnable(Generation& g) const;
+  void StartGeneration(std::shared_ptr<Task> task);
   void RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks);
   void RunScore(const std::vector<std::shared_ptr<Task>>& tasks);
   void RunEmbed(const std::shared_ptr<Task>& task);
-  void StartGenerations(const std::vector<std::shared_ptr<Task>>& tasks);
+  // One step for the generations: decode, then prefill chunks.
   void StepGenerations();
-  // One batched engine step for generations, whichever architecture decodes.
-  absl::StatusOr<Tensor> Advance(const std::vector<Generation*>& generations,
-                                 const TokenSequences& tokens);
+  // Blocks for feeding `tokens` more to g, preempting newer generations when the pool is short;
+  // false when it still cannot.
+  bool ReserveBlocks(Generation& g, int64_t tokens);
+  void Preempt(Generation& g);
+  // Feeds tokens to the generations in one engine call, then samples for those fed in full.
+  void Feed(const std::vector<Generation*>& batch, const TokenSequences& tokens);
   // Samples from one row of logits, emits the token or finishes; false when finished.
   bool Emit(Generation& generation, const float* logits);
-  // Frees a counted generation's cache and uncounts it, then completes its call: a caller who
-  // has seen the end never sees the sequence still held.
+  // Frees a generation's cache and uncounts it, then completes its call: a caller who has seen
+  // the end never sees the sequence still held.
   void End(Generation& generation, absl::Status status);
+  // Answers tasks after an engine error: validation passed, so it is the server's fault.
+  absl::Status EngineFailure(const absl::Status& status) const;
+  void UpdateCacheGauges();
 
   const std::string name_;
   const std::unique_ptr<Model> model_;
   const WorkerOptions options_;
+  const std::unique_ptr<KvBlockPool> pool_;  // null: no layer caches keys
   ServerMetrics& metrics_;
   metrics::Gauge& queue_length_;
-  metrics::Gauge& active_sequences_;  // generations counted from prefill until End
+  metrics::Gauge& active_sequences_;  // generations counted from admission until End
+  metrics::Gauge& paused_streams_;
+  metrics::Gauge& kv_used_;
+  metrics::Gauge& kv_free_;
+  metrics::Counter& reused_tokens_;
+  metrics::Counter& preemptions_;
+  metrics::Histogram& step_tokens_;
   const int64_t end_of_text_;
 
   // std::mutex rather than absl::Mutex: Debian builds abseil without ThreadSanitizer's
   // annotations, so make test-tsan would not see absl::Mutex's ordering.
   std::mutex mutex_;                    // guards what follows
-  std::condition_variable work_ready_;  // queue_ grew, or draining_ was set
+  std::condition_variable work_ready_;  // queue_ grew, a stream drained, or draining_ was set
   std::deque<std::shared_ptr<Task>> queue_;
   int64_t queued_tokens_ = 0;       // input tokens of queue_'s tasks
   std::atomic<int64_t> queued_{0};  // about queue_.size(), read without the lock by the idle spin
+  std::atomic<bool> poked_{false};  // a paused stream's client read, or a call was cancelled
   CompletionEstimate completion_;
   bool draining_ = false;
-  std::vector<Generation> generations_;  // scheduler thread only
-  PageWarmer weight_pages_;              // scheduler thread only
+  // Bytes of answers admitted and not yet sent; shared with the tasks, which give theirs back
+  // when their call is done.
+  const std::shared_ptr<std::atomic<int64_t>> response_bytes_ =
+      std::make_shared<std::atomic<int64_t>>(0);
+  std::list<Generation> generations_;  // scheduler thread only; oldest first
+  PageWarmer weight_pages_;            // scheduler thread only
   std::thread thread_;
 };
 

@@ -32,7 +32,24 @@ ServerMetrics::ServerMetrics(metrics::Registry& registry)
       queue_length(registry.AddGauge("attnserve_queue_length",
                                      "Requests queued for the engine, not yet started.")),
       queue_capacity(registry.AddGauge("attnserve_queue_capacity",
-                                       "Most requests the queue holds before UNAVAILABLE.")) {}
+                                       "Most requests the queue holds before UNAVAILABLE.")),
+      max_batch_tokens(registry.AddGauge("attnserve_max_batch_tokens",
+                                         "Most tokens one engine call (and one request) takes.")),
+      kv_blocks(registry.AddGauge("attnserve_kv_cache_blocks",
+                                  "Blocks of the paged KV cache, used or free.")),
+      prefix_reused_tokens(registry.AddCounter(
+          "attnserve_prefix_reused_tokens_total",
+          "Prompt tokens whose keys and values were reused from cached blocks.")),
+      preemptions(registry.AddCounter(
+          "attnserve_preemptions_total",
+          "Generations whose KV blocks were freed for others, to be recomputed later.")),
+      step_tokens(registry.AddHistogram("attnserve_step_tokens", "Tokens per engine call.",
+                                        ExponentialBuckets(1.0, 2.0, 16))),
+      refused(registry.AddCounter("attnserve_requests_refused_total",
+                                  "Requests refused before running, by the budget they exceeded.")),
+      paused_streams(
+          registry.AddGauge("attnserve_paused_streams",
+                            "Generate streams paused because their clients are not reading.")) {}
 
 void AddProcessMetrics(metrics::Registry& registry) {
   auto& cpu = registry

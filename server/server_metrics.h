@@ -19,6 +19,14 @@ struct ServerMetrics {
   metrics::Family<metrics::Gauge>& active_sequences;  // {model}: decoding right now
   metrics::Family<metrics::Gauge>& queue_length;      // {model}: waiting for the engine
   metrics::Family<metrics::Gauge>& queue_capacity;    // {model}: --max_queue_size
+  // The resource model (docs/serving.md).
+  metrics::Family<metrics::Gauge>& max_batch_tokens;        // {model}: tokens per engine call
+  metrics::Family<metrics::Gauge>& kv_blocks;               // {model, state=used|free}
+  metrics::Family<metrics::Counter>& prefix_reused_tokens;  // {model}
+  metrics::Family<metrics::Counter>& preemptions;           // {model}
+  metrics::Family<metrics::Histogram>& step_tokens;         // {model}: tokens per engine call
+  metrics::Family<metrics::Counter>& refused;               // {model, budget}
+  metrics::Family<metrics::Gauge>& paused_streams;          // {model}: clients not reading
 };
 
 // process_cpu_seconds_total and process_resident_memory_bytes, refreshed at every scrape.

@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -36,6 +38,8 @@ class TaskSink {
   virtual ~TaskSink() = default;
   virtual void Send(v1::GenerateResponse event) = 0;  // Generate: one streamed event
   virtual void Complete(absl::Status status) = 0;     // exactly once, last
+  // Generate: events sent but not yet written to the client (backpressure).
+  virtual int64_t Unsent() const { return 0; }
 };
 
 struct Task {
@@ -44,6 +48,8 @@ struct Task {
   absl::Time deadline = absl::InfiniteFuture();
   std::atomic<bool> cancelled{false};
   int64_t input_tokens = 0;  // set by ModelWorker::Submit, for its completion estimate
+  // Set by ModelWorker::Submit: wakes its scheduler when the task's client read or left.
+  std::function<void()> wake;
 
   // Inputs, validated by the service before the task is queued.
   TokenSequences sequences;          // NextToken, Score (one), Generate (one prompt)
@@ -64,14 +70,26 @@ struct Task {
 
   // The sink outlives the task's stay in the scheduler: it is freed only after Complete.
   Task(TaskKind kind, TaskSink* sink) : kind(kind), sink_(sink) {}
+  // The last holder is the call, once its answer is sent: the answer's bytes go back then.
+  ~Task() {
+    if (response_ledger_) response_ledger_->fetch_sub(response_bytes_);
+  }
+  // Counts `bytes` of answer against `ledger` until the task is destroyed.
+  void HoldResponseBytes(std::shared_ptr<std::atomic<int64_t>> ledger, int64_t bytes) {
+    response_ledger_ = std::move(ledger);
+    response_bytes_ = bytes;
+  }
 
   // Scheduler side.
   void Emit(v1::GenerateResponse event) { sink_->Send(std::move(event)); }
   void Finish(absl::Status status) { std::exchange(sink_, nullptr)->Complete(std::move(status)); }
   bool expired(absl::Time now) const { return now > deadline; }
+  int64_t Unsent() const { return sink_ != nullptr ? sink_->Unsent() : 0; }
 
  private:
   TaskSink* sink_;
+  std::shared_ptr<std::atomic<int64_t>> response_ledger_;
+  int64_t response_bytes_ = 0;
 };
 
 }  // namespace attnserve::server

@@ -155,7 +155,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   the_server = new InProcessServer;
   WorkerOptions options;
   options.max_batch_size = 4;
-  the_server->repository = ModelRepository::Load(models, options, the_server->server_metrics);
+  // A 2 GiB process, as deploy/k8s/base allows: the budgets refuse what would not fit in it.
+  the_server->repository = ModelRepository::Load(models, options, {int64_t{2} << 30, "fuzzer"},
+                                                 the_server->server_metrics);
   Require(
       the_server->repository->workers().size() == 3 && the_server->repository->failures().empty(),
       std::string("the repository at ") + models + " must hold three models that load");

@@ -80,7 +80,9 @@ class ModelWorkerTest : public ::testing::Test {
   std::unique_ptr<ModelWorker> StartWorker(WorkerOptions options = {}) {
     auto model = LoadModel(kDemo);
     EXPECT_TRUE(model.ok()) << model.status();
-    return std::make_unique<ModelWorker>("demo", *std::move(model), options, metrics_);
+    auto worker = ModelWorker::Create("demo", *std::move(model), options, metrics_);
+    EXPECT_TRUE(worker.ok()) << worker.status();
+    return *std::move(worker);
   }
   double Gauge(metrics::Family<metrics::Gauge>& family) {
     double total = 0;

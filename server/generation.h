@@ -1,0 +1,39 @@
+// One Generate request in the scheduler: its tokens, its cache, its sampler and its text. A
+// generation feeds the tokens its cache has not seen yet (the prompt in chunks; then each
+// sampled token; all of them again after a preemption) and samples once it has fed them all.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "engine/models/causal_lm.h"
+#include "engine/models/seq2seq.h"
+#include "server/task.h"
+#include "server/token_text.h"
+
+namespace attnserve::server {
+
+struct Generation {
+  Generation(std::shared_ptr<Task> task, const ByteTokenizer& tokenizer)
+      : task(std::move(task)), rng(this->task->generate.seed), text(tokenizer) {
+    tokens = this->task->sequences[0];
+    prompt_tokens = static_cast<int64_t>(tokens.size());
+  }
+
+  DecoderState& decoder() { return seq2seq ? *seq2seq->decoder : *state; }
+  // Tokens to feed before the next sample.
+  int64_t unfed() { return static_cast<int64_t>(tokens.size()) - decoder().position; }
+
+  std::shared_ptr<Task> task;
+  std::unique_ptr<DecoderState> state;    // causal LMs
+  std::unique_ptr<Seq2SeqState> seq2seq;  // encoder-decoders: the encoded source too
+  std::mt19937_64 rng;
+  Utf8Stream text;
+  std::vector<int64_t> tokens;  // the prompt, then every token sent
+  int64_t prompt_tokens = 0, generated = 0;
+  int64_t reused_tokens = 0;  // of the prompt, from published blocks
+};
+
+}  // namespace attnserve::server

@@ -1,0 +1,72 @@
+#include "server/request_cost.h"
+
+#include <algorithm>
+
+#include "server/responses.h"
+
+namespace attnserve::server {
+namespace {
+
+int64_t Longest(const TokenSequences& sequences) {
+  int64_t longest = 0;
+  for (const auto& s : sequences) longest = std::max(longest, static_cast<int64_t>(s.size()));
+  return longest;
+}
+
+}  // namespace
+
+RequestCost CostOf(const Task& task, const Model& model) {
+  RequestCost cost;
+  EngineCall& call = cost.call;
+  call.source_time = Longest(task.sources);
+  switch (task.kind) {
+    case TaskKind::kNextToken:
+      call.batch = static_cast<int64_t>(task.sequences.size());
+      call.time = Longest(task.sequences);
+      call.logits_rows = call.batch;
+      break;
+    case TaskKind::kScore:
+      call.batch = 1;
+      call.time = Longest(task.sequences);
+      call.logits_rows = call.time;
+      break;
+    case TaskKind::kEmbed: {
+      const ModelInputs& inputs = task.embed_inputs;
+      if (model.config.token_inputs()) {
+        call.batch = static_cast<int64_t>(inputs.tokens.size());
+        call.time = Longest(inputs.tokens);
+      } else {
+        call.batch = inputs.features.batch();
+        call.time = inputs.features.time();
+      }
+      call.head_layers = static_cast<int64_t>(task.head_layers.size());
+      break;
+    }
+    case TaskKind::kGenerate:
+      call.batch = 1;
+      call.time = Longest(task.sequences);
+      call.logits_rows = 1;
+      cost.context_tokens = call.time + task.generate.max_tokens;
+      break;
+  }
+  cost.tokens = call.batch * call.time;
+  cost.activation_bytes = ActivationBytes(model.config, call);
+  cost.response_bytes = ResponseBytesBound(task, model);
+  return cost;
+}
+
+EngineCall Merge(const EngineCall& a, const EngineCall& b) {
+  EngineCall merged;
+  merged.batch = a.batch + b.batch;
+  merged.time = std::max(a.time, b.time);
+  merged.cached = std::max(a.cached, b.cached);
+  merged.source_time = std::max(a.source_time, b.source_time);
+  // Rows of logits: one per sequence, or one per token of the longest.
+  merged.logits_rows = a.logits_rows == a.batch && b.logits_rows == b.batch
+                           ? merged.batch
+                           : merged.batch * merged.time;
+  merged.head_layers = std::max(a.head_layers, b.head_layers);
+  return merged;
+}
+
+}  // namespace attnserve::server

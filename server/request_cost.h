@@ -1,0 +1,29 @@
+// What a validated request costs, known before it is admitted: the tokens it puts through the
+// engine, the activation memory of its engine call, the size of its answer, and for a
+// generation the KV cache blocks its whole context needs (docs/serving.md).
+#pragma once
+
+#include <cstdint>
+
+#include "engine/models/activation_memory.h"
+#include "engine/models/model.h"
+#include "server/task.h"
+
+namespace attnserve::server {
+
+struct RequestCost {
+  // Unary requests: the engine call that answers them (sequences padded to the longest).
+  // Generate: the prompt, fed in chunks.
+  EngineCall call;
+  int64_t tokens = 0;  // call.batch × call.time for unary requests; the prompt for Generate
+  int64_t activation_bytes = 0;
+  int64_t response_bytes = 0;
+  int64_t context_tokens = 0;  // Generate: prompt + max_tokens, what its cache may hold
+};
+
+RequestCost CostOf(const Task& task, const Model& model);
+
+// One engine call for two requests of the same kind batched together.
+EngineCall Merge(const EngineCall& a, const EngineCall& b);
+
+}  // namespace attnserve::server

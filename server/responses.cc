@@ -1,0 +1,154 @@
+#include "server/responses.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "server/sampling.h"
+#include "server/token_text.h"
+
+namespace attnserve::server {
+namespace {
+
+// Wire sizes, generous: a varint field with its tag, a float with its tag, a length-delimited
+// field's tag and length, and one token's display text (a special token's name at most).
+constexpr int64_t kVarint = 11, kFloat = 5, kFraming = 6, kTokenText = 64;
+
+int64_t LongestTokens(const TokenSequences& sequences) {
+  int64_t longest = 0;
+  for (const auto& s : sequences) longest = std::max(longest, static_cast<int64_t>(s.size()));
+  return longest;
+}
+
+}  // namespace
+
+int64_t ResponseBytesBound(const Task& task, const Model& model) {
+  const ModelConfig& c = model.config;
+  constexpr int64_t kEnvelope = 256;  // the model name and the message's own framing
+  switch (task.kind) {
+    case TaskKind::kNextToken: {
+      const int64_t entry = kFraming + kVarint + kFraming + kTokenText + 2 * kFloat;
+      const int64_t distribution = task.full_distribution ? kFraming + 4 * c.vocab_size : 0;
+      const int64_t result = kFraming + kVarint + task.top_k * entry + distribution;
+      return kEnvelope + static_cast<int64_t>(task.sequences.size()) * result;
+    }
+    case TaskKind::kScore: {
+      const int64_t entry = kFraming + kVarint + kFraming + kTokenText + kFloat;
+      return kEnvelope + LongestTokens(task.sequences) * entry + kFloat + kFraming;
+    }
+    case TaskKind::kEmbed: {
+      const ModelInputs& inputs = task.embed_inputs;
+      const bool tokens = c.token_inputs();
+      const int64_t batch =
+          tokens ? static_cast<int64_t>(inputs.tokens.size()) : inputs.features.batch();
+      int64_t floats = 0;
+      for (int64_t b = 0; b < batch; ++b) {
+        const int64_t length =
+            tokens ? static_cast<int64_t>(inputs.tokens[b].size()) : inputs.features.lengths[b];
+        // States are model_dim wide (output_dim for Perceiver IO and Set Transformer outputs).
+        const int64_t width = std::max(c.model_dim, c.output_dim);
+        const int64_t rows = c.num_outputs > 0                                    ? c.num_outputs
+                             : c.num_seeds > 0                                    ? c.num_seeds
+                             : task.pooling.value_or(c.pooling) == Pooling::kNone ? length
+                                                                                  : 1;
+        floats += rows * width;
+        floats +=
+            static_cast<int64_t>(task.head_layers.size()) * length * c.num_heads * c.model_dim;
+      }
+      const int64_t messages = batch * (1 + static_cast<int64_t>(task.head_layers.size()));
+      return kEnvelope + 4 * floats + messages * (4 * kFraming + 4 * kVarint);
+    }
+    case TaskKind::kGenerate:
+      // Streamed one event at a time; the scheduler bounds the events waiting to be sent.
+      return kEnvelope + kFraming + kVarint + kTokenText + kFloat;
+  }
+  return kEnvelope;
+}
+
+void AddNextTokenResult(const float* raw, int64_t vocab, int64_t input_tokens, const Task& task,
+                        const ByteTokenizer& tokenizer, v1::NextTokenResponse& response) {
+  thread_local std::vector<float> scaled;
+  thread_local std::vector<int64_t> order;
+  scaled.resize(vocab);
+  order.resize(vocab);
+  // Shifted by the largest logit before dividing: a tiny temperature (1e-41 passes validation)
+  // then sends the others to -inf rather than every logit to ±inf and the probabilities to NaN
+  // (found by tests/fuzz/request_fuzz).
+  const float max = *std::max_element(raw, raw + vocab);
+  for (int64_t v = 0; v < vocab; ++v) scaled[v] = (raw[v] - max) / task.temperature;
+  const float lse = LogSumExp(scaled.data(), vocab);
+  v1::NextTokenResult* result = response.add_results();
+  result->set_input_tokens(input_tokens);
+  std::iota(order.begin(), order.end(), 0);
+  const int64_t k = std::min(task.top_k, vocab);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int64_t a, int64_t b) { return scaled[a] > scaled[b]; });
+  for (int64_t i = 0; i < k; ++i) {
+    v1::TokenProbability* top = result->add_top();
+    const float log_p = scaled[order[i]] - lse;
+    top->set_id(order[i]);
+    top->set_text(DisplayText(tokenizer, order[i]));
+    top->set_probability(std::exp(log_p));
+    top->set_log_probability(log_p);
+  }
+  if (task.full_distribution) {
+    std::string packed(vocab * sizeof(float), '\0');
+    for (int64_t v = 0; v < vocab; ++v) {
+      const float p = std::exp(scaled[v] - lse);
+      std::memcpy(packed.data() + v * sizeof(float), &p, sizeof(float));
+    }
+    result->set_distribution(std::move(packed));
+  }
+}
+
+v1::ScoreResponse MakeScoreResponse(const Tensor& logits, const std::vector<int64_t>& ids,
+                                    const ByteTokenizer& tokenizer) {
+  const int64_t vocab = logits.dim(1);
+  v1::ScoreResponse response;
+  double total = 0.0;
+  for (size_t t = 1; t < ids.size(); ++t) {
+    const float* row = logits.row(static_cast<int64_t>(t) - 1);
+    const float log_p = row[ids[t]] - LogSumExp(row, vocab);
+    v1::TokenScore* score = response.add_tokens();
+    score->set_id(ids[t]);
+    score->set_text(DisplayText(tokenizer, ids[t]));
+    score->set_log_probability(log_p);
+    total += log_p;
+  }
+  response.set_total_log_probability(total);
+  return response;
+}
+
+v1::EmbedResponse MakeEmbedResponse(const Tensor& output, const std::vector<int64_t>& rows,
+                                    bool normalize, const std::map<int64_t, Tensor>& contributions,
+                                    const std::vector<int64_t>& lengths) {
+  v1::EmbedResponse response;
+  const int64_t width = output.dim(2);
+  for (size_t b = 0; b < rows.size(); ++b) {
+    v1::Embedding* embedding = response.add_embeddings();
+    for (const auto& [layer, per_head] : contributions) {
+      // per_head: [B, T, H, dim]; this sequence's first lengths[b] tokens.
+      v1::HeadContributions* heads = embedding->add_head_contributions();
+      heads->set_layer(static_cast<int32_t>(layer));
+      heads->set_heads(per_head.dim(2));
+      heads->set_rows(lengths[b]);
+      heads->set_width(per_head.dim(3));
+      const float* values = per_head.Select(static_cast<int64_t>(b)).data();
+      heads->mutable_values()->Add(values, values + lengths[b] * per_head.dim(2) * per_head.dim(3));
+    }
+    embedding->set_rows(rows[b]);
+    embedding->set_width(width);
+    embedding->mutable_values()->Reserve(static_cast<int>(rows[b] * width));
+    for (int64_t r = 0; r < rows[b]; ++r) {
+      const float* row = output.Select(static_cast<int64_t>(b)).row(r);
+      double norm = 0.0;
+      for (int64_t i = 0; i < width; ++i) norm += double(row[i]) * row[i];
+      const float scale = normalize ? 1.0f / std::max(std::sqrt(norm), 1e-12) : 1.0f;
+      for (int64_t i = 0; i < width; ++i) embedding->add_values(row[i] * scale);
+    }
+  }
+  return response;
+}
+
+}  // namespace attnserve::server

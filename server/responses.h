@@ -1,0 +1,34 @@
+// Turning the engine's results into response messages, and knowing before the engine runs how
+// large those messages can be.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/models/model.h"
+#include "engine/tensor.h"
+#include "proto/attnserve/v1/inference.pb.h"
+#include "server/task.h"
+
+namespace attnserve::server {
+
+// The most bytes the task's answer can take on the wire, from its validated inputs alone.
+int64_t ResponseBytesBound(const Task& task, const Model& model);
+
+// One sequence's NextToken result from its next-token logits (one row of vocab floats).
+void AddNextTokenResult(const float* logits, int64_t vocab, int64_t input_tokens, const Task& task,
+                        const ByteTokenizer& tokenizer, v1::NextTokenResponse& response);
+
+// The log-probability of each token of `ids` after the ones before it; logits: [T, vocab].
+v1::ScoreResponse MakeScoreResponse(const Tensor& logits, const std::vector<int64_t>& ids,
+                                    const ByteTokenizer& tokenizer);
+
+// Embeddings from output [B, rows, width] with each sequence's row count, optionally
+// L2-normalized, and per-head contributions [B, T, H, width] of the layers asked for.
+v1::EmbedResponse MakeEmbedResponse(const Tensor& output, const std::vector<int64_t>& rows,
+                                    bool normalize, const std::map<int64_t, Tensor>& contributions,
+                                    const std::vector<int64_t>& lengths);
+
+}  // namespace attnserve::server
