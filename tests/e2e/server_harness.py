@@ -27,7 +27,8 @@ def free_port():
 
 
 class Server:
-    def __init__(self, *flags, models=None, credentials=None, health_credentials=None):
+    def __init__(self, *flags, models=None, credentials=None, health_credentials=None,
+                 preexec_fn=None):
         self.port, self.metrics_port = free_port(), free_port()
         self.log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"),
                                      f"attnserve-{self.port}.log"), "w+")
@@ -35,7 +36,7 @@ class Server:
             [os.environ["ATTNSERVE_BINARY"], "--host=127.0.0.1", f"--port={self.port}",
              f"--metrics_port={self.metrics_port}", "--threads=1",
              f"--model_repository={models or os.environ['ATTNSERVE_MODELS']}", *flags],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=preexec_fn)
         target = f"127.0.0.1:{self.port}"
         options = [("grpc.ssl_target_name_override", "localhost")]
         self.channel = grpc.secure_channel(target, credentials, options) if credentials \
