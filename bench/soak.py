@@ -7,6 +7,9 @@ ListModels, the health service and /metrics every 100 ms. The repository holds t
 and a small encoder (exported by the reference, for Embed). The server's RSS is sampled every
 5 s from /proc; growth is measured from the end of the warm-up to the largest later sample.
 Writes bench/results/soak.json and prints a summary.
+It also prints Generate's time to first token and inter-token latency, the figures chunked
+prefill is for. ATTNSERVE_BINARY picks another server binary (an earlier commit's, to compare
+in the same run).
 Usage: soak.py BUILD_DIR [--seconds 600] [--warmup 60]"""
 import argparse
 import json
@@ -91,6 +94,9 @@ def main():
                             "errors": level["errors"],
                             "requests_per_second": level["requests_per_second"],
                             "p99_ms": level["latency_ms"]["p99"]}
+            for key in ("time_to_first_token_ms", "inter_token_latency_ms", "tokens_per_second"):
+                if key in level:
+                    results[rpc][key] = level[key]
         alive = server.process.poll() is None
     finally:
         server.stop()
@@ -117,6 +123,13 @@ def main():
           f"{report['rss_max_mb']:.1f} MB ({100 * growth:+.2f}%), end "
           f"{report['rss_end_mb']:.1f} MB")
     ok = errors == 0 and alive and growth < 0.05
+    if "time_to_first_token_ms" in results.get("generate", {}):
+        g = results["generate"]
+        print(f"soak: Generate time to first token p50 {g['time_to_first_token_ms']['p50']:.0f} "
+              f"ms, p99 {g['time_to_first_token_ms']['p99']:.0f} ms; inter-token p50 "
+              f"{g['inter_token_latency_ms']['p50']:.1f} ms, p99 "
+              f"{g['inter_token_latency_ms']['p99']:.1f} ms; "
+              f"{sum(r['requests_per_second'] for r in results.values()):.0f} calls/s in all")
     print("soak: PASS" if ok else "soak: FAIL")
     return 0 if ok else 1
 
