@@ -4,9 +4,9 @@
 // do not parse are skipped). The repository (ATTNSERVE_FUZZ_MODELS) holds a causal LM, an
 // encoder-decoder and an encoder, so every RPC reaches a model that answers it.
 //
-// Every call must end with OK or a refusal that names its problem (INVALID_ARGUMENT, or
-// NOT_FOUND for an unknown model), an answer must be what was asked for, and no sequence may
-// stay active after its call ends.
+// Every call must end with OK or a refusal that names its problem (INVALID_ARGUMENT,
+// NOT_FOUND for an unknown model, RESOURCE_EXHAUSTED for a budget it can never fit), an answer
+// must be what was asked for, and no sequence may stay active after its call ends.
 #include <google/protobuf/stubs/logging.h>
 #include <grpcpp/grpcpp.h>
 
@@ -43,7 +43,7 @@ InProcessServer* the_server = nullptr;
 void RequireAnswered(const grpc::Status& status, const std::string& method) {
   const auto code = status.error_code();
   Require(code == grpc::StatusCode::OK || code == grpc::StatusCode::INVALID_ARGUMENT ||
-              code == grpc::StatusCode::NOT_FOUND,
+              code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::RESOURCE_EXHAUSTED,
           method + " ended with code " + std::to_string(code) + ": " + status.error_message());
   Require(status.ok() || !status.error_message().empty(), method + " refused without a message");
 }
