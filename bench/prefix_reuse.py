@@ -3,13 +3,11 @@ never seen) and warm (another suffix after the same prefix: its published KV blo
 reused). One server on the demo model, --threads=2, one request at a time.
 Usage: prefix_reuse.py BUILD_DIR [--rounds 10]"""
 import argparse
-import os
 import random
 import statistics
-import sys
 import time
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+from build_harness import server_harness
 
 
 def main():
@@ -17,12 +15,8 @@ def main():
     parser.add_argument("build_dir")
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
-    build = os.path.abspath(args.build_dir)
-    os.environ.setdefault("ATTNSERVE_BINARY", os.path.join(build, "server", "attnserve"))
-    os.environ.setdefault("ATTNSERVE_STUBS", os.path.join(build, "tests", "e2e", "python_stubs"))
-    os.environ.setdefault("ATTNSERVE_MODELS", os.path.join(ROOT, "models"))
-    sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
-    from server_harness import Server, pb
+    harness = server_harness(args.build_dir)
+    Server, pb = harness.Server, harness.pb
 
     server = Server("--threads=2")
     rng = random.Random(1)

@@ -13,7 +13,8 @@ import argparse
 import json
 import os
 import subprocess
-import sys
+
+from build_harness import server_harness
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SWEEP = [1, 2, 4, 8, 16, 32, 64]
@@ -29,11 +30,7 @@ def main():
     parser.add_argument("--plots", default=os.path.join(ROOT, "docs", "img"))
     args = parser.parse_args()
     build = os.path.abspath(args.build_dir)
-    os.environ.setdefault("ATTNSERVE_BINARY", os.path.join(build, "server", "attnserve"))
-    os.environ.setdefault("ATTNSERVE_STUBS", os.path.join(build, "tests", "e2e", "python_stubs"))
-    os.environ.setdefault("ATTNSERVE_MODELS", os.path.join(ROOT, "models"))
-    sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
-    from server_harness import Server
+    Server = server_harness(build).Server
 
     bench = os.path.join(build, "client", "attn-bench")
 

@@ -8,8 +8,7 @@ and a small encoder (exported by the reference, for Embed). The server's RSS is 
 5 s from /proc; growth is measured from the end of the warm-up to the largest later sample.
 Writes bench/results/soak.json and prints a summary.
 It also prints Generate's time to first token and inter-token latency, the figures chunked
-prefill is for. ATTNSERVE_BINARY picks another server binary (an earlier commit's, to compare
-in the same run).
+prefill is for. ATTNSERVE_BINARY picks another server binary (bench/build_harness.py).
 Usage: soak.py BUILD_DIR [--seconds 600] [--warmup 60]"""
 import argparse
 import json
@@ -19,6 +18,8 @@ import sys
 import tempfile
 import threading
 import time
+
+from build_harness import server_harness
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 CLIENTS = [  # (rpc, model, concurrency, extra flags)
@@ -46,10 +47,8 @@ def main():
     parser.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "soak.json"))
     args = parser.parse_args()
     build = os.path.abspath(args.build_dir)
-    os.environ.setdefault("ATTNSERVE_BINARY", os.path.join(build, "server", "attnserve"))
-    os.environ.setdefault("ATTNSERVE_STUBS", os.path.join(build, "tests", "e2e", "python_stubs"))
-    sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
-    from server_harness import Server, health_pb2, pb
+    harness = server_harness(build)
+    Server, health_pb2, pb = harness.Server, harness.health_pb2, harness.pb
 
     repository = tempfile.mkdtemp(prefix="attnserve-soak-")
     subprocess.run([sys.executable, os.path.join(ROOT, "tests", "e2e",

@@ -33,7 +33,6 @@ struct Generation {
   Utf8Stream text;
   std::vector<int64_t> tokens;  // the prompt, then every token sent
   int64_t prompt_tokens = 0, generated = 0;
-  int64_t reused_tokens = 0;  // of the prompt, from published blocks
 };
 
 }  // namespace attnserve::server

@@ -28,13 +28,17 @@ const char* MethodName(TaskKind kind) {
   return "";
 }
 
+int64_t TokenCount(const TokenSequences& sequences) {
+  int64_t tokens = 0;
+  for (const auto& sequence : sequences) tokens += static_cast<int64_t>(sequence.size());
+  return tokens;
+}
+
 // The tokens a task puts through the engine before its first answer: what its queue wait is
 // estimated from.
 int64_t InputTokens(const Task& task) {
-  int64_t tokens = 0;
-  for (const auto* sequences : {&task.sequences, &task.sources, &task.embed_inputs.tokens}) {
-    for (const auto& sequence : *sequences) tokens += static_cast<int64_t>(sequence.size());
-  }
+  int64_t tokens =
+      TokenCount(task.sequences) + TokenCount(task.sources) + TokenCount(task.embed_inputs.tokens);
   for (int64_t length : task.embed_inputs.features.lengths) tokens += length;
   return std::max<int64_t>(tokens, 1);
 }
@@ -65,11 +69,14 @@ absl::StatusOr<std::unique_ptr<ModelWorker>> ModelWorker::Create(std::string nam
   options.prefill_chunk_tokens =
       std::clamp<int64_t>(options.prefill_chunk_tokens, 1, options.max_batch_tokens);
   const int64_t context = config.token_inputs() ? config.max_positions : 1;
-  if (options.max_batch_tokens < std::max<int64_t>(context, 1)) {
+  if (options.max_batch_tokens < context) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "model ", name, ": its activation budget of ", Megabytes(options.budget.activation_bytes),
-        " holds ", options.max_batch_tokens, " tokens per engine call, fewer than its context of ",
-        context, "; raise --memory_limit_mb or lower --max_batch_tokens"));
+        "model ", name, ": ", options.max_batch_tokens,
+        " tokens per engine call are fewer than its context of ", context, "; ",
+        fit < context
+            ? absl::StrCat("its activation budget of ", Megabytes(options.budget.activation_bytes),
+                           " holds ", fit, ": raise --memory_limit_mb")
+            : "raise --max_batch_tokens"));
   }
   std::optional<KvBlockShape> shape;
   if (model->causal_lm) shape = model->causal_lm->CacheShape(options.kv_block_tokens);
@@ -77,8 +84,7 @@ absl::StatusOr<std::unique_ptr<ModelWorker>> ModelWorker::Create(std::string nam
   std::unique_ptr<KvBlockPool> pool;
   if (shape) {
     const int64_t blocks = options.budget.kv_cache_bytes / shape->BlockBytes();
-    const int64_t needed = (config.max_positions + shape->block_tokens - 1) / shape->block_tokens;
-    if (blocks < needed) {
+    if (blocks < shape->BlocksFor(config.max_positions)) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "model ", name, ": its KV cache budget of ", Megabytes(options.budget.kv_cache_bytes),
           " holds ", blocks * shape->block_tokens, " tokens, fewer than its context of ",
@@ -172,6 +178,7 @@ absl::Status ModelWorker::Submit(std::shared_ptr<Task> task) {
   if (auto status = CheckFits(*task, cost); !status.ok()) return status;
   const int64_t tokens = InputTokens(*task);
   task->input_tokens = tokens;
+  task->call = cost.call;
   {
     std::lock_guard lock(mutex_);
     if (draining_) return absl::UnavailableError("the server is shutting down");
@@ -296,25 +303,26 @@ std::vector<std::shared_ptr<Task>> ModelWorker::TakeWork() {
     Task& task = **it;
     bool take = task.cancelled.load() || task.expired(now);
     if (!take && task.kind == TaskKind::kGenerate) {
+      // The prompt, and the first sampled token after it.
       const int64_t prompt = static_cast<int64_t>(task.sequences[0].size());
-      const int64_t blocks = pool_ ? (prompt + pool_->block_tokens()) / pool_->block_tokens() : 0;
+      const int64_t blocks = pool_ ? pool_->shape().BlocksFor(prompt + 1) : 0;
       take = slots > 0 && blocks <= free_blocks;
       if (take) {
         --slots;
         free_blocks -= blocks;
       }
     } else if (!take && unary_open) {
-      const RequestCost cost = CostOf(task, *model_);
+      const int64_t tokens = task.call.batch * task.call.time;
       const bool first = unary_tokens == 0;
       const EngineCall merged =
-          calls.count(task.kind) ? Merge(calls[task.kind], cost.call) : cost.call;
+          calls.count(task.kind) ? Merge(calls[task.kind], task.call) : task.call;
       take = first || (unary_tasks < options_.max_batch_size &&
-                       unary_tokens + cost.tokens <= options_.max_batch_tokens &&
+                       unary_tokens + tokens <= options_.max_batch_tokens &&
                        merged.batch * merged.time <= options_.max_batch_tokens &&
                        ActivationBytes(model_->config, merged) <= options_.budget.activation_bytes);
       if (take) {
         ++unary_tasks;
-        unary_tokens += cost.tokens;
+        unary_tokens += tokens;
         if (task.kind != TaskKind::kEmbed) calls[task.kind] = merged;
       } else {
         unary_open = false;  // FIFO: nothing overtakes the unary task that waits
@@ -389,14 +397,11 @@ absl::Status ModelWorker::EngineFailure(const absl::Status& status) const {
 void ModelWorker::RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks) {
   // Every sequence of every task, in order, through one engine batch.
   TokenSequences sequences, sources;
-  int64_t prompt_tokens = 0;
   for (const auto& task : tasks) {
-    for (const auto& ids : task->sequences) {
-      sequences.push_back(ids);
-      prompt_tokens += static_cast<int64_t>(ids.size());
-    }
+    sequences.insert(sequences.end(), task->sequences.begin(), task->sequences.end());
     sources.insert(sources.end(), task->sources.begin(), task->sources.end());
   }
+  const int64_t prompt_tokens = TokenCount(sequences);
   absl::StatusOr<Tensor> logits = model_->seq2seq ? model_->seq2seq->LastLogits(sources, sequences)
                                   : model_->causal_lm ? model_->causal_lm->LastLogits(sequences)
                                                       : model_->next_word->Logits(sequences);
@@ -431,6 +436,7 @@ void ModelWorker::RunScore(const std::vector<std::shared_ptr<Task>>& tasks) {
                                 : model_->causal_lm->Logits(sequences);
   metrics_.batch_size.Add({{"model", name_}, {"method", "Score"}})
       .Observe(static_cast<double>(sequences.size()));
+  step_tokens_.Observe(static_cast<double>(TokenCount(sequences)));
   if (!logits.ok()) {
     for (const auto& task : tasks) task->Finish(EngineFailure(logits.status()));
     return;
@@ -450,6 +456,7 @@ void ModelWorker::RunEmbed(const std::shared_ptr<Task>& task) {
                                                       : inputs.features.batch();
   metrics_.batch_size.Add({{"model", name_}, {"method", "Embed"}})
       .Observe(static_cast<double>(batch));
+  step_tokens_.Observe(static_cast<double>(task->input_tokens));
   // The output: a [batch, rows, width] tensor and each sequence's row count.
   absl::StatusOr<Tensor> output;
   std::vector<int64_t> rows(batch, 1);
@@ -497,8 +504,7 @@ void ModelWorker::StartGeneration(std::shared_ptr<Task> task) {
     g.seq2seq = *std::move(state);
   } else {
     g.state = model_->causal_lm->NewState(pool_.get());
-    g.reused_tokens = g.state->ReusePrefix(g.tokens);
-    reused_tokens_.Increment(static_cast<double>(g.reused_tokens));
+    reused_tokens_.Increment(static_cast<double>(g.state->ReusePrefix(g.tokens)));
   }
   metrics_.tokens.Add({{"model", name_}, {"kind", "prompt"}}).Increment(g.prompt_tokens);
   // Counted before the first token goes out: a caller who has seen one sees its sequence counted.
@@ -605,9 +611,7 @@ void ModelWorker::StepGenerations() {
 }
 
 void ModelWorker::Feed(const std::vector<Generation*>& batch, const TokenSequences& tokens) {
-  int64_t fed = 0;
-  for (const auto& t : tokens) fed += static_cast<int64_t>(t.size());
-  step_tokens_.Observe(static_cast<double>(fed));
+  step_tokens_.Observe(static_cast<double>(TokenCount(tokens)));
   metrics_.batch_size.Add({{"model", name_}, {"method", "Generate"}})
       .Observe(static_cast<double>(batch.size()));
   absl::StatusOr<Tensor> logits;
@@ -624,12 +628,10 @@ void ModelWorker::Feed(const std::vector<Generation*>& batch, const TokenSequenc
     Generation& g = *batch[i];
     if (!logits.ok()) {
       End(g, EngineFailure(logits.status()));
-    } else if (g.unfed() == 0 && !Emit(g, logits->row(static_cast<int64_t>(i)))) {
-      // Finished: End completed it.
-    } else {
-      continue;
+    } else if (g.unfed() > 0 || Emit(g, logits->row(static_cast<int64_t>(i)))) {
+      continue;  // a chunk of its prompt fed, or a token sent: still running
     }
-    g.task = nullptr;  // removed after the step
+    g.task = nullptr;  // ended: removed after the step
   }
 }
 

@@ -5,36 +5,27 @@
 #include "server/responses.h"
 
 namespace attnserve::server {
-namespace {
-
-int64_t Longest(const TokenSequences& sequences) {
-  int64_t longest = 0;
-  for (const auto& s : sequences) longest = std::max(longest, static_cast<int64_t>(s.size()));
-  return longest;
-}
-
-}  // namespace
 
 RequestCost CostOf(const Task& task, const Model& model) {
   RequestCost cost;
   EngineCall& call = cost.call;
-  call.source_time = Longest(task.sources);
+  call.source_time = LongestSequence(task.sources);
   switch (task.kind) {
     case TaskKind::kNextToken:
       call.batch = static_cast<int64_t>(task.sequences.size());
-      call.time = Longest(task.sequences);
+      call.time = LongestSequence(task.sequences);
       call.logits_rows = call.batch;
       break;
     case TaskKind::kScore:
       call.batch = 1;
-      call.time = Longest(task.sequences);
+      call.time = LongestSequence(task.sequences);
       call.logits_rows = call.time;
       break;
     case TaskKind::kEmbed: {
       const ModelInputs& inputs = task.embed_inputs;
       if (model.config.token_inputs()) {
         call.batch = static_cast<int64_t>(inputs.tokens.size());
-        call.time = Longest(inputs.tokens);
+        call.time = LongestSequence(inputs.tokens);
       } else {
         call.batch = inputs.features.batch();
         call.time = inputs.features.time();
@@ -44,7 +35,7 @@ RequestCost CostOf(const Task& task, const Model& model) {
     }
     case TaskKind::kGenerate:
       call.batch = 1;
-      call.time = Longest(task.sequences);
+      call.time = LongestSequence(task.sequences);
       call.logits_rows = 1;
       cost.context_tokens = call.time + task.generate.max_tokens;
       break;

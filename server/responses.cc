@@ -15,12 +15,6 @@ namespace {
 // field's tag and length, and one token's display text (a special token's name at most).
 constexpr int64_t kVarint = 11, kFloat = 5, kFraming = 6, kTokenText = 64;
 
-int64_t LongestTokens(const TokenSequences& sequences) {
-  int64_t longest = 0;
-  for (const auto& s : sequences) longest = std::max(longest, static_cast<int64_t>(s.size()));
-  return longest;
-}
-
 }  // namespace
 
 int64_t ResponseBytesBound(const Task& task, const Model& model) {
@@ -35,7 +29,7 @@ int64_t ResponseBytesBound(const Task& task, const Model& model) {
     }
     case TaskKind::kScore: {
       const int64_t entry = kFraming + kVarint + kFraming + kTokenText + kFloat;
-      return kEnvelope + LongestTokens(task.sequences) * entry + kFloat + kFraming;
+      return kEnvelope + LongestSequence(task.sequences) * entry + kFloat + kFraming;
     }
     case TaskKind::kEmbed: {
       const ModelInputs& inputs = task.embed_inputs;

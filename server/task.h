@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "engine/models/activation_memory.h"
 #include "engine/models/encoder.h"
 #include "proto/attnserve/v1/inference.pb.h"
 
@@ -48,6 +49,7 @@ struct Task {
   absl::Time deadline = absl::InfiniteFuture();
   std::atomic<bool> cancelled{false};
   int64_t input_tokens = 0;  // set by ModelWorker::Submit, for its completion estimate
+  EngineCall call;           // set by ModelWorker::Submit: the engine call that answers it
   // Set by ModelWorker::Submit: wakes its scheduler when the task's client read or left.
   std::function<void()> wake;
 

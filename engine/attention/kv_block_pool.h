@@ -31,6 +31,8 @@ struct KvBlockShape {
   int64_t value_width = 0;  // H·dv
   int64_t block_tokens = 32;
 
+  // Blocks that hold `tokens` tokens.
+  int64_t BlocksFor(int64_t tokens) const { return (tokens + block_tokens - 1) / block_tokens; }
   // Bytes of one block across every layer.
   int64_t BlockBytes() const {
     return layers * block_tokens * (key_width + value_width) * static_cast<int64_t>(sizeof(float));

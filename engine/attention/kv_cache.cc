@@ -12,8 +12,8 @@ int64_t BlockTable::capacity() const {
 
 int64_t BlockTable::BlocksFor(int64_t total) const {
   if (pool_ == nullptr) return 0;
-  const int64_t needed = (total + pool_->block_tokens() - 1) / pool_->block_tokens();
-  return std::max<int64_t>(0, needed - static_cast<int64_t>(blocks_.size()));
+  return std::max<int64_t>(0,
+                           pool_->shape().BlocksFor(total) - static_cast<int64_t>(blocks_.size()));
 }
 
 bool BlockTable::Reserve(int64_t total) {
@@ -59,16 +59,6 @@ void BlockTable::Clear() {
   published_ = 0;
 }
 
-void LayerCache::MapBlocks() const {
-  const std::vector<int32_t>& blocks = table_->blocks();
-  key_blocks_.resize(blocks.size());
-  value_blocks_.resize(blocks.size());
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    key_blocks_[i] = table_->pool()->keys(layer_, blocks[i]);
-    value_blocks_[i] = table_->pool()->values(layer_, blocks[i]);
-  }
-}
-
 void LayerCache::Append(const float* keys, int64_t key_stride, const float* values,
                         int64_t value_stride, int64_t count) {
   const KvBlockPool& pool = *table_->pool();
@@ -86,15 +76,17 @@ void LayerCache::Append(const float* keys, int64_t key_stride, const float* valu
 }
 
 RowBlocks LayerCache::keys() const {
-  MapBlocks();
-  return RowBlocks{key_blocks_.data(), table_->pool()->block_tokens(),
-                   table_->pool()->shape().key_width};
+  const KvBlockPool& pool = *table_->pool();
+  key_blocks_.clear();
+  for (int32_t block : table_->blocks()) key_blocks_.push_back(pool.keys(layer_, block));
+  return RowBlocks{key_blocks_.data(), pool.block_tokens(), pool.shape().key_width};
 }
 
 RowBlocks LayerCache::values() const {
-  MapBlocks();
-  return RowBlocks{value_blocks_.data(), table_->pool()->block_tokens(),
-                   table_->pool()->shape().value_width};
+  const KvBlockPool& pool = *table_->pool();
+  value_blocks_.clear();
+  for (int32_t block : table_->blocks()) value_blocks_.push_back(pool.values(layer_, block));
+  return RowBlocks{value_blocks_.data(), pool.block_tokens(), pool.shape().value_width};
 }
 
 }  // namespace attnserve

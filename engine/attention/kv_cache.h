@@ -76,12 +76,11 @@ class LayerCache {
   RowBlocks values() const;
 
  private:
-  void MapBlocks() const;
-
   const BlockTable* table_ = nullptr;
   int64_t layer_ = 0;
   int64_t length_ = 0;
-  mutable std::vector<const float*> key_blocks_, value_blocks_;  // this layer's block addresses
+  // This layer's block addresses, as keys() and values() last listed them.
+  mutable std::vector<const float*> key_blocks_, value_blocks_;
   std::optional<LinearAttentionState> linear_;
 };
 

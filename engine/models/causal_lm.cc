@@ -64,9 +64,7 @@ std::unique_ptr<DecoderState> NewDecoderState(const LayerStack& stack, KvBlockPo
   std::unique_ptr<KvBlockPool> own_pool;
   if (pool == nullptr) {
     if (auto shape = StackCacheShape(stack, KvBlockShape().block_tokens)) {
-      const int64_t blocks =
-          std::max<int64_t>(1, (capacity + shape->block_tokens - 1) / shape->block_tokens);
-      own_pool = *KvBlockPool::Create(*shape, blocks);
+      own_pool = *KvBlockPool::Create(*shape, std::max<int64_t>(1, shape->BlocksFor(capacity)));
       pool = own_pool.get();
     }
   }
@@ -98,10 +96,14 @@ absl::Status CheckRoomFor(std::span<DecoderState* const> states, const TokenSequ
   return absl::OkStatus();
 }
 
-absl::StatusOr<Tensor> CausalLM::Logits(const TokenSequences& sequences) const {
+absl::StatusOr<PaddedBatch> CausalLM::Forward(const TokenSequences& sequences) const {
   auto x = embedding_.EmbedTokens(sequences);
   if (!x.ok()) return x.status();
-  auto h = stack_->Forward(*std::move(x));
+  return stack_->Forward(*std::move(x));
+}
+
+absl::StatusOr<Tensor> CausalLM::Logits(const TokenSequences& sequences) const {
+  auto h = Forward(sequences);
   if (!h.ok()) return h.status();
   auto logits = LinearRows(h->values, lm_head_, Tensor());
   if (!logits.ok()) return logits.status();
@@ -110,9 +112,7 @@ absl::StatusOr<Tensor> CausalLM::Logits(const TokenSequences& sequences) const {
 }
 
 absl::StatusOr<Tensor> CausalLM::LastLogits(const TokenSequences& sequences) const {
-  auto x = embedding_.EmbedTokens(sequences);
-  if (!x.ok()) return x.status();
-  auto h = stack_->Forward(*std::move(x));
+  auto h = Forward(sequences);
   if (!h.ok()) return h.status();
   return LinearRows(LastRows(*h), lm_head_, Tensor());
 }

@@ -75,6 +75,9 @@ class CausalLM {
   const ModelConfig& config() const { return config_; }
 
  private:
+  // The final states of every position, in one pass without caches.
+  absl::StatusOr<PaddedBatch> Forward(const TokenSequences& sequences) const;
+
   ModelConfig config_;
   InputEmbedding embedding_;
   std::optional<LayerStack> stack_;

@@ -45,12 +45,18 @@ absl::Status InputEmbedding::AddPositionsFrom(const std::vector<int64_t>& starts
   return absl::OkStatus();
 }
 
+int64_t LongestSequence(const TokenSequences& sequences) {
+  int64_t longest = 0;
+  for (const auto& ids : sequences) longest = std::max<int64_t>(longest, ids.size());
+  return longest;
+}
+
 absl::StatusOr<PaddedBatch> InputEmbedding::EmbedTokens(const TokenSequences& sequences,
                                                         const std::vector<int64_t>& starts) const {
   if (tokens_.empty()) return absl::InvalidArgumentError("this model takes feature vectors");
-  int64_t longest = 0;
-  for (const auto& ids : sequences) longest = std::max<int64_t>(longest, ids.size());
-  PaddedBatch x{Tensor::Zeros({static_cast<int64_t>(sequences.size()), longest, dim_}), {}};
+  PaddedBatch x{
+      Tensor::Zeros({static_cast<int64_t>(sequences.size()), LongestSequence(sequences), dim_}),
+      {}};
   for (size_t b = 0; b < sequences.size(); ++b) {
     const int64_t length = sequences[b].size();
     x.lengths.push_back(length);

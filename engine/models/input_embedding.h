@@ -14,6 +14,9 @@ namespace attnserve {
 
 using TokenSequences = std::vector<std::vector<int64_t>>;
 
+// The most tokens in one of the sequences: the time axis of their padded batch.
+int64_t LongestSequence(const TokenSequences& sequences);
+
 class InputEmbedding {
  public:
   static absl::StatusOr<InputEmbedding> Load(WeightReader& weights, const ModelConfig& config);
