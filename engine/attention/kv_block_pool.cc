@@ -1,8 +1,7 @@
 #include "engine/attention/kv_block_pool.h"
 
-#include <sys/mman.h>
-
 #include <cassert>
+#include <cstdlib>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -18,21 +17,21 @@ absl::StatusOr<std::unique_ptr<KvBlockPool>> KvBlockPool::Create(const KvBlockSh
         shape.value_width, ", ", shape.block_tokens, " tokens per block) or block count ", blocks));
   }
   const size_t bytes = static_cast<size_t>(blocks) * static_cast<size_t>(shape.BlockBytes());
-  // Anonymous memory: untouched blocks cost address space only, never resident memory.
-  void* storage = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (storage == MAP_FAILED) {
+  // From the allocator, like the activations: a server's pool is larger than glibc's mmap
+  // threshold, so its untouched blocks cost address space only, never resident memory; a small
+  // private pool (NewState(capacity)) reuses freed heap memory instead of faulting fresh pages
+  // in on every new state (11% of a 128-token prefill of the GPT-2-small shape).
+  void* storage = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (storage == nullptr) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("KV block pool: cannot map ", bytes, " bytes for ", blocks, " blocks"));
+        absl::StrCat("KV block pool: cannot allocate ", bytes, " bytes for ", blocks, " blocks"));
   }
-  return std::unique_ptr<KvBlockPool>(
-      new KvBlockPool(shape, blocks, static_cast<float*>(storage), bytes));
+  return std::unique_ptr<KvBlockPool>(new KvBlockPool(shape, blocks, static_cast<float*>(storage)));
 }
 
-KvBlockPool::KvBlockPool(const KvBlockShape& shape, int64_t blocks, float* storage, size_t bytes)
+KvBlockPool::KvBlockPool(const KvBlockShape& shape, int64_t blocks, float* storage)
     : shape_(shape),
       storage_(storage),
-      bytes_(bytes),
       references_(blocks, 0),
       generations_(blocks, 0),
       published_(blocks, index_.end()),
@@ -41,7 +40,7 @@ KvBlockPool::KvBlockPool(const KvBlockShape& shape, int64_t blocks, float* stora
   for (int64_t b = blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
 
-KvBlockPool::~KvBlockPool() { munmap(storage_, bytes_); }
+KvBlockPool::~KvBlockPool() { std::free(storage_); }
 
 int32_t KvBlockPool::Allocate() {
   int32_t block = -1;

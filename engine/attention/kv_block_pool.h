@@ -41,7 +41,7 @@ struct KvBlockShape {
 
 class KvBlockPool {
  public:
-  // Reserves address space for `blocks` blocks; pages become resident as blocks are written.
+  // Storage for `blocks` blocks; a large pool's pages become resident as blocks are written.
   static absl::StatusOr<std::unique_ptr<KvBlockPool>> Create(const KvBlockShape& shape,
                                                              int64_t blocks);
   ~KvBlockPool();
@@ -90,7 +90,7 @@ class KvBlockPool {
   };
   using Index = std::map<PrefixKey, int32_t>;
 
-  KvBlockPool(const KvBlockShape& shape, int64_t blocks, float* storage, size_t bytes);
+  KvBlockPool(const KvBlockShape& shape, int64_t blocks, float* storage);
   float* layer_base(int64_t layer) const {
     return storage_ +
            layer * total_blocks() * shape_.block_tokens * (shape_.key_width + shape_.value_width);
@@ -100,7 +100,6 @@ class KvBlockPool {
 
   KvBlockShape shape_;
   float* storage_;
-  size_t bytes_;
   std::vector<int32_t> references_;
   std::vector<uint64_t> generations_;  // bumped each time a block is handed out anew
   std::vector<int32_t> free_;          // unreferenced and unpublished; back is handed out first
