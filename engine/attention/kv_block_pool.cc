@@ -1,5 +1,7 @@
 #include "engine/attention/kv_block_pool.h"
 
+#include <sys/mman.h>
+
 #include <cassert>
 #include <cstdlib>
 #include <tuple>
@@ -16,22 +18,30 @@ absl::StatusOr<std::unique_ptr<KvBlockPool>> KvBlockPool::Create(const KvBlockSh
         "KV block pool: bad shape (", shape.layers, " layers, widths ", shape.key_width, "/",
         shape.value_width, ", ", shape.block_tokens, " tokens per block) or block count ", blocks));
   }
-  const size_t bytes = static_cast<size_t>(blocks) * static_cast<size_t>(shape.BlockBytes());
-  // From the allocator, like the activations: a server's pool is larger than glibc's mmap
-  // threshold, so its untouched blocks cost address space only, never resident memory; a small
-  // private pool (NewState(capacity)) reuses freed heap memory instead of faulting fresh pages
-  // in on every new state (11% of a 128-token prefill of the GPT-2-small shape).
-  void* storage = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  if (storage == nullptr) {
+  const size_t bytes =
+      (static_cast<size_t>(blocks) * static_cast<size_t>(shape.BlockBytes()) + 63) / 64 * 64;
+  // A server's pool is mapped: its untouched blocks cost address space only, never resident
+  // memory, and no allocator walks or poisons gigabytes of it (AddressSanitizer did, for
+  // seconds at exit). A small private pool (NewState(capacity)) comes from the heap, whose
+  // freed memory the next state reuses instead of faulting fresh pages in (11% of a 128-token
+  // prefill of the GPT-2-small shape).
+  const bool mapped = bytes >= kMapAbove;
+  void* storage = mapped ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                         : std::aligned_alloc(64, bytes);
+  if (storage == (mapped ? MAP_FAILED : nullptr)) {
     return absl::ResourceExhaustedError(
         absl::StrCat("KV block pool: cannot allocate ", bytes, " bytes for ", blocks, " blocks"));
   }
-  return std::unique_ptr<KvBlockPool>(new KvBlockPool(shape, blocks, static_cast<float*>(storage)));
+  return std::unique_ptr<KvBlockPool>(
+      new KvBlockPool(shape, blocks, static_cast<float*>(storage), mapped ? bytes : 0));
 }
 
-KvBlockPool::KvBlockPool(const KvBlockShape& shape, int64_t blocks, float* storage)
+KvBlockPool::KvBlockPool(const KvBlockShape& shape, int64_t blocks, float* storage,
+                         size_t mapped_bytes)
     : shape_(shape),
       storage_(storage),
+      mapped_bytes_(mapped_bytes),
       references_(blocks, 0),
       generations_(blocks, 0),
       published_(blocks, index_.end()),
@@ -40,7 +50,13 @@ KvBlockPool::KvBlockPool(const KvBlockShape& shape, int64_t blocks, float* stora
   for (int64_t b = blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
 
-KvBlockPool::~KvBlockPool() { std::free(storage_); }
+KvBlockPool::~KvBlockPool() {
+  if (mapped_bytes_ > 0) {
+    munmap(storage_, mapped_bytes_);
+  } else {
+    std::free(storage_);
+  }
+}
 
 int32_t KvBlockPool::Allocate() {
   int32_t block = -1;

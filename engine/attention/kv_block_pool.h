@@ -90,7 +90,10 @@ class KvBlockPool {
   };
   using Index = std::map<PrefixKey, int32_t>;
 
-  KvBlockPool(const KvBlockShape& shape, int64_t blocks, float* storage);
+  // Pools of this size and more are mapped rather than taken from the heap.
+  static constexpr size_t kMapAbove = size_t{32} << 20;
+
+  KvBlockPool(const KvBlockShape& shape, int64_t blocks, float* storage, size_t mapped_bytes);
   float* layer_base(int64_t layer) const {
     return storage_ +
            layer * total_blocks() * shape_.block_tokens * (shape_.key_width + shape_.value_width);
@@ -100,6 +103,7 @@ class KvBlockPool {
 
   KvBlockShape shape_;
   float* storage_;
+  size_t mapped_bytes_;  // 0: from the heap
   std::vector<int32_t> references_;
   std::vector<uint64_t> generations_;  // bumped each time a block is handed out anew
   std::vector<int32_t> free_;          // unreferenced and unpublished; back is handed out first
