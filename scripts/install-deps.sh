@@ -17,8 +17,9 @@ packages=(
   python3-grpcio python3-grpc-tools grpc-proto prometheus
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
-  # fuzzing the parsers (make fuzz): clang with libFuzzer
-  clang libclang-rt-14-dev
+  # fuzzing the parsers (make fuzz): clang with libFuzzer, and LLVM's OpenMP runtime, which
+  # clang's -fopenmp needs (the engine's OpenMP; gcc builds use libgomp)
+  clang libclang-rt-14-dev libomp-14-dev
   # PyTorch reference (run with /usr/bin/python3); OpenBLAS so torch matmul is not the reference BLAS
   python3 python3-torch python3-numpy libopenblas0-openmp
   # benchmarks plots
