@@ -22,7 +22,7 @@ void CompletionEstimate::IterationEnded(absl::Time now) {
 }
 
 absl::Time CompletionEstimate::Completion(absl::Time now, int64_t ahead, int64_t ahead_tokens,
-                                          int64_t tokens, int64_t max_batch_size) const {
+                                          int64_t tokens, int64_t per_step) const {
   const int64_t since = running_since_ns_.load(std::memory_order_relaxed);
   double per_token = seconds_per_token_.load(std::memory_order_relaxed);
   if (per_token == 0.0 || (since == 0 && ahead == 0)) return absl::InfinitePast();
@@ -35,7 +35,7 @@ absl::Time CompletionEstimate::Completion(absl::Time now, int64_t ahead, int64_t
     per_token = std::max(per_token, elapsed / running);
     rest = std::max(absl::ZeroDuration(), absl::Seconds(per_token * running - elapsed));
   }
-  const int64_t batch = std::max<int64_t>(max_batch_size, 1);
+  const int64_t batch = std::max<int64_t>(per_step, 1);
   const int64_t beside = batch - 1 - ahead % batch;
   return now + rest +
          absl::Seconds(per_token * static_cast<double>(ahead_tokens + tokens * (1 + beside)));

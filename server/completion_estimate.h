@@ -19,11 +19,11 @@ class CompletionEstimate {
 
   // Any thread. When a request of `tokens` input tokens would be answered, queued behind
   // `ahead` requests holding `ahead_tokens`: the running iteration's rest, the work ahead, then
-  // its own batch, counted as full of requests its size (the requests that arrive behind it
-  // until the batch starts join it). InfinitePast before the first measurement and when nothing
-  // runs or waits (an idle server runs whatever comes).
+  // its own step, counted as full with `per_step` requests its size (the requests that arrive
+  // behind it until the step starts join it). InfinitePast before the first measurement and when
+  // nothing runs or waits (an idle server runs whatever comes).
   absl::Time Completion(absl::Time now, int64_t ahead, int64_t ahead_tokens, int64_t tokens,
-                        int64_t max_batch_size) const;
+                        int64_t per_step) const;
   // How long the request would take with nothing ahead of it or beside it.
   absl::Duration Alone(int64_t tokens) const;
 

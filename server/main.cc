@@ -36,8 +36,11 @@ ABSL_FLAG(int, max_queue_size, 256, "Requests queued per model before UNAVAILABL
 ABSL_FLAG(int64_t, max_batch_tokens, 16384,
           "Most tokens per engine call and per NextToken, Score or Embed request (lowered to what "
           "each model's share of memory holds)");
+ABSL_FLAG(int64_t, step_tokens, 2048,
+          "Most tokens one scheduler step puts through the engine: prompt chunks and NextToken, "
+          "Score or Embed requests together (a larger request runs alone)");
 ABSL_FLAG(int64_t, prefill_chunk_tokens, 256,
-          "Most prompt tokens fed per step while other generations decode (chunked prefill)");
+          "The step's token budget while generations decode (chunked prefill)");
 ABSL_FLAG(int64_t, memory_limit_mb, 0,
           "Memory the process may use (0: the cgroup's limit, as in a container, else physical "
           "memory); shared out among the models' KV caches, activations and answers");
@@ -111,6 +114,7 @@ int Serve() {
   options.compute_threads = threads;
   options.idle_spin = absl::Microseconds(std::max(0, absl::GetFlag(FLAGS_idle_spin_us)));
   options.max_batch_tokens = std::max<int64_t>(1, absl::GetFlag(FLAGS_max_batch_tokens));
+  options.step_tokens = std::max<int64_t>(1, absl::GetFlag(FLAGS_step_tokens));
   options.prefill_chunk_tokens = std::max<int64_t>(1, absl::GetFlag(FLAGS_prefill_chunk_tokens));
   options.max_response_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   const MemoryLimit limit = DetectMemoryLimit(absl::GetFlag(FLAGS_memory_limit_mb) << 20);

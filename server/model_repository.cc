@@ -104,6 +104,8 @@ absl::StatusOr<WorkerOptions> ServingOptionsFor(const std::string& directory,
       options.max_queue_size = number;
     } else if (key == "max_batch_tokens") {
       options.max_batch_tokens = number;
+    } else if (key == "step_tokens") {
+      options.step_tokens = number;
     } else if (key == "prefill_chunk_tokens") {
       options.prefill_chunk_tokens = number;
     } else {

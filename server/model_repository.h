@@ -35,7 +35,7 @@ class ModelRepository {
 
 // The server-wide batching settings, overridden by the model directory's optional serving.json
 // ({"max_batch_size": 8, "max_queue_delay_ms": 1, "max_queue_size": 64,
-//   "max_batch_tokens": 4096, "prefill_chunk_tokens": 128}).
+//   "max_batch_tokens": 4096, "step_tokens": 1024, "prefill_chunk_tokens": 128}).
 absl::StatusOr<WorkerOptions> ServingOptionsFor(const std::string& directory,
                                                 const WorkerOptions& defaults);
 

@@ -66,8 +66,9 @@ absl::StatusOr<std::unique_ptr<ModelWorker>> ModelWorker::Create(std::string nam
     if (ActivationBytes(config, call) <= options.budget.activation_bytes) fit += step;
   }
   options.max_batch_tokens = std::min(options.max_batch_tokens, fit);
+  options.step_tokens = std::clamp<int64_t>(options.step_tokens, 1, options.max_batch_tokens);
   options.prefill_chunk_tokens =
-      std::clamp<int64_t>(options.prefill_chunk_tokens, 1, options.max_batch_tokens);
+      std::clamp<int64_t>(options.prefill_chunk_tokens, 1, options.step_tokens);
   const int64_t context = config.token_inputs() ? config.max_positions : 1;
   if (options.max_batch_tokens < context) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -206,8 +207,10 @@ absl::Status ModelWorker::Submit(std::shared_ptr<Task> task) {
       const absl::Time now = absl::Now();
       const absl::Time limit = now + 0.8 * (task->deadline - now);
       const auto queued = static_cast<int64_t>(queue_.size());
+      const int64_t per_step = std::clamp<int64_t>(
+          options_.step_tokens / std::max<int64_t>(tokens, 1), 1, options_.max_batch_size);
       const absl::Time answered =
-          completion_.Completion(now, queued, queued_tokens_, tokens, options_.max_batch_size);
+          completion_.Completion(now, queued, queued_tokens_, tokens, per_step);
       if (answered > limit && now + completion_.Alone(tokens) <= limit) {
         return Refuse("deadline",
                       absl::UnavailableError(absl::StrCat(
@@ -252,7 +255,7 @@ bool ModelWorker::Runnable(Generation& g) const {
   return g.task->Unsent() < options_.max_unsent_events;
 }
 
-std::vector<std::shared_ptr<Task>> ModelWorker::TakeWork() {
+ModelWorker::Step ModelWorker::TakeWork() {
   const bool runnable = std::any_of(generations_.begin(), generations_.end(),
                                     [&](Generation& g) { return Runnable(g); });
   if (!runnable && options_.idle_spin > absl::ZeroDuration()) {
@@ -291,9 +294,20 @@ std::vector<std::shared_ptr<Task>> ModelWorker::TakeWork() {
   for (Generation& g : generations_) {
     if (!Runnable(g)) free_blocks += static_cast<int64_t>(g.decoder().table.blocks().size());
   }
-  // Unary tasks, FIFO: up to max_batch_size of them, one engine call per kind, within the token
-  // budget and each call's memory. The first always goes, so that a large request cannot
-  // starve.
+  // The step's token budget: small while generations decode, so that their next token waits
+  // for little else. Unary tasks take half of it while prompts wait to be fed, and prompts
+  // what the tasks leave, at least that half, so that neither starves the other.
+  bool decoding = false, prompts_waiting = false;
+  for (Generation& g : generations_) {
+    if (!Runnable(g)) continue;
+    decoding |= g.unfed() == 1;
+    prompts_waiting |= g.unfed() > 1;
+  }
+  const int64_t budget = decoding ? options_.prefill_chunk_tokens : options_.step_tokens;
+  const int64_t prompt_share = prompts_waiting ? (budget + 1) / 2 : 0;
+  // Unary tasks, FIFO: up to max_batch_size of them, one engine call per kind, within their
+  // share of the budget (padded tokens: what the engine computes) and each call's memory. The
+  // first always goes, so that a large request cannot starve.
   int64_t unary_tokens = 0, unary_tasks = 0;
   bool unary_open = true;
   std::map<TaskKind, EngineCall> calls;
@@ -316,9 +330,9 @@ std::vector<std::shared_ptr<Task>> ModelWorker::TakeWork() {
       const bool first = unary_tokens == 0;
       const EngineCall merged =
           calls.count(task.kind) ? Merge(calls[task.kind], task.call) : task.call;
-      take = first || (unary_tasks < options_.max_batch_size &&
-                       unary_tokens + tokens <= options_.max_batch_tokens &&
-                       merged.batch * merged.time <= options_.max_batch_tokens &&
+      const int64_t share = budget - prompt_share;
+      take = first || (unary_tasks < options_.max_batch_size && unary_tokens + tokens <= share &&
+                       merged.batch * merged.time <= share &&
                        ActivationBytes(model_->config, merged) <= options_.budget.activation_bytes);
       if (take) {
         ++unary_tasks;
@@ -338,13 +352,14 @@ std::vector<std::shared_ptr<Task>> ModelWorker::TakeWork() {
   }
   queue_length_.Set(static_cast<double>(queue_.size()));
   queued_.fetch_sub(static_cast<int64_t>(taken.size()), std::memory_order_relaxed);
-  return taken;
+  return {std::move(taken), std::max(budget - unary_tokens, prompt_share)};
 }
 
 void ModelWorker::Run() {
   omp_set_num_threads(options_.compute_threads);
   while (true) {
-    std::vector<std::shared_ptr<Task>> work = TakeWork();
+    Step step = TakeWork();
+    std::vector<std::shared_ptr<Task>>& work = step.tasks;
     {
       std::lock_guard lock(mutex_);
       if (draining_ && work.empty() && queue_.empty() && generations_.empty()) return;
@@ -383,7 +398,7 @@ void ModelWorker::Run() {
     }
     if (!next_token.empty()) RunNextToken(next_token);
     if (!score.empty()) RunScore(score);
-    StepGenerations();
+    StepGenerations(step.prompt_tokens);
     completion_.IterationEnded(absl::Now());
   }
 }
@@ -537,7 +552,7 @@ bool ModelWorker::ReserveBlocks(Generation& g, int64_t tokens) {
   return false;
 }
 
-void ModelWorker::StepGenerations() {
+void ModelWorker::StepGenerations(int64_t prompt_tokens) {
   const absl::Time now = absl::Now();
   int64_t paused = 0;
   for (auto it = generations_.begin(); it != generations_.end();) {
@@ -554,7 +569,7 @@ void ModelWorker::StepGenerations() {
   }
   paused_streams_.Set(static_cast<double>(paused));
   // Oldest first: decoding generations take one token each, up to max_batch_size; prompts
-  // take chunks of what is left of the step's budget.
+  // take chunks of the step's prompt budget.
   std::vector<Generation*> decode, prefill;
   TokenSequences decode_tokens, prefill_tokens;
   int64_t slots = options_.max_batch_size;
@@ -567,7 +582,7 @@ void ModelWorker::StepGenerations() {
       --slots;
     }
   }
-  int64_t budget = decode.empty() ? options_.max_batch_tokens : options_.prefill_chunk_tokens;
+  int64_t budget = prompt_tokens;
   EngineCall call;
   for (Generation& g : generations_) {
     if (slots == 0 || budget == 0) break;

@@ -7,13 +7,14 @@
 //   - drops cancelled and expired work;
 //   - decodes one token for every running generation whose client keeps up (a stream with
 //     max_unsent_events unsent is paused and holds no decoding slot);
-//   - feeds prompts in chunks (prefill_chunk_tokens while others decode), so a long prompt
-//     shares steps with the decoding sequences rather than stalling them;
-//   - runs queued NextToken, Score and Embed requests, FIFO, up to max_batch_tokens;
-// all within the model's memory share. Generations' keys and values live in a paged KV cache
-// (engine/attention/kv_block_pool.h) whose full prompt blocks are reused by later prompts with
-// the same prefix. When the pool runs out, the newest generations (paused ones first) are
-// preempted: their blocks are freed and their tokens fed again once blocks are free.
+//   - feeds prompts in chunks, so a long prompt shares steps with the decoding sequences
+//     rather than stalling them;
+//   - runs queued NextToken, Score and Embed requests, FIFO;
+// prompts and requests within the step's token budget (step_tokens, or prefill_chunk_tokens
+// while generations decode), all within the model's memory share. Generations' keys and values live
+// in a paged KV cache (engine/attention/kv_block_pool.h) whose full prompt blocks are reused by
+// later prompts with the same prefix. When the pool runs out, the newest generations (paused ones
+// first) are preempted: their blocks are freed and their tokens fed again once blocks are free.
 #pragma once
 
 #include <atomic>
@@ -50,7 +51,11 @@ struct WorkerOptions {
   // Tokens per engine call, and so per unary request (TEI's name). Lowered at start to what
   // the model's activation budget holds.
   int64_t max_batch_tokens = 16384;
-  // Prompt tokens fed per step while other generations decode (vLLM's chunk).
+  // Tokens a step puts through the engine (vLLM's max_num_batched_tokens), prompt chunks and
+  // unary requests together; a unary request larger than this runs alone. Larger steps cost
+  // more per token once their activations leave the cache (docs/benchmarks.md).
+  int64_t step_tokens = 2048;
+  // The step's budget instead while generations decode, so their next token waits for little.
   int64_t prefill_chunk_tokens = 256;
   int64_t kv_block_tokens = 32;
   int64_t max_response_bytes = 16 << 20;  // gRPC's message limit
@@ -95,16 +100,22 @@ class ModelWorker {
   absl::Status CheckFits(const Task& task, const RequestCost& cost);
   absl::Status Refuse(const char* budget, absl::Status status);
   void Run();
+  // What one step runs: unary tasks and new generations taken from the queue, and the tokens
+  // of prompts it may feed.
+  struct Step {
+    std::vector<std::shared_ptr<Task>> tasks;
+    int64_t prompt_tokens = 0;
+  };
   // Waits for work, then takes from the queue what this step can run: unary tasks within the
   // token and memory budgets, and generations for which there are slots and blocks.
-  std::vector<std::shared_ptr<Task>> TakeWork();
+  Step TakeWork();
   bool Runnable(Generation& g) const;
   void StartGeneration(std::shared_ptr<Task> task);
   void RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks);
   void RunScore(const std::vector<std::shared_ptr<Task>>& tasks);
   void RunEmbed(const std::shared_ptr<Task>& task);
-  // One step for the generations: decode, then prefill chunks.
-  void StepGenerations();
+  // One step for the generations: decode, then up to prompt_tokens of prompt chunks.
+  void StepGenerations(int64_t prompt_tokens);
   // Blocks for feeding `tokens` more to g, preempting newer generations when the pool is short;
   // false when it still cannot.
   bool ReserveBlocks(Generation& g, int64_t tokens);

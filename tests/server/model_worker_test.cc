@@ -21,17 +21,26 @@ namespace {
 constexpr char kDemo[] = ATTNSERVE_SOURCE_DIR "/models/demo";
 
 // A call's stand-in: counts events and completions, and lets a test wait for the end.
+// With a clock, a Send ticks it and a Complete reads it: the order of events across calls.
 class RecordingSink final : public TaskSink {
  public:
+  explicit RecordingSink(std::atomic<int>* clock = nullptr) : clock_(clock) {}
+
   void Send(v1::GenerateResponse event) override {
+    if (clock_) clock_->fetch_add(1);
     std::lock_guard lock(mutex_);
     events_.push_back(std::move(event));
     changed_.notify_all();
   }
   void Complete(absl::Status status) override {
     std::lock_guard lock(mutex_);
+    if (clock_) completed_at_ = clock_->load();
     statuses_.push_back(std::move(status));
     changed_.notify_all();
+  }
+  int completed_at() {
+    std::lock_guard lock(mutex_);
+    return completed_at_;
   }
   absl::Status Wait() {
     std::unique_lock lock(mutex_);
@@ -56,6 +65,8 @@ class RecordingSink final : public TaskSink {
   std::condition_variable changed_;
   std::vector<v1::GenerateResponse> events_;
   std::vector<absl::Status> statuses_;
+  std::atomic<int>* const clock_;
+  int completed_at_ = -1;
 };
 
 struct Call {
@@ -64,8 +75,10 @@ struct Call {
   absl::Status submitted;
 };
 
-Call MakeCall(TaskKind kind, int seed, int64_t generate_tokens = 8) {
+Call MakeCall(TaskKind kind, int seed, int64_t generate_tokens = 8,
+              std::atomic<int>* clock = nullptr) {
   Call call;
+  call.sink = std::make_unique<RecordingSink>(clock);
   call.task = std::make_shared<Task>(kind, call.sink.get());
   std::vector<int64_t> ids;
   for (int i = 0; i < 5 + seed % 20; ++i) ids.push_back(32 + (seed * 7 + i) % 90);
@@ -185,6 +198,36 @@ TEST_F(ModelWorkerTest, DeadlinesAndAFullQueueAreRefused) {
   EXPECT_EQ(expired.sink->Wait().code(), absl::StatusCode::kDeadlineExceeded);
   queued.pop_back();  // the refused one never reaches the scheduler
   for (Call& call : queued) EXPECT_TRUE(call.sink->Wait().ok());
+}
+
+TEST_F(ModelWorkerTest, UnaryRequestsShareStepsWithDecoding) {
+  // While a generation decodes, a step takes prefill_chunk_tokens: each of these 24-token
+  // requests runs in a step of its own, beside one decoded token, rather than all of them in
+  // one step that holds the generation up.
+  WorkerOptions options;
+  options.prefill_chunk_tokens = 16;
+  auto worker = StartWorker(options);
+  std::atomic<int> clock{0};
+  Call generation = MakeCall(TaskKind::kGenerate, 1, /*generate_tokens=*/400, &clock);
+  ASSERT_TRUE(worker->Submit(generation.task).ok());
+  generation.sink->WaitForEvents(2);
+  std::vector<Call> requests;
+  for (int i = 0; i < 8; ++i) {
+    requests.push_back(MakeCall(TaskKind::kNextToken, 19 + 20 * i, 8, &clock));
+    ASSERT_EQ(requests.back().task->sequences[0].size(), 24u);
+    ASSERT_TRUE(worker->Submit(requests.back().task).ok());
+  }
+  std::vector<int> completed_at;
+  for (Call& call : requests) {
+    ASSERT_TRUE(call.sink->Wait().ok());
+    completed_at.push_back(call.sink->completed_at());
+  }
+  for (size_t i = 1; i < completed_at.size(); ++i) {
+    EXPECT_GT(completed_at[i], completed_at[i - 1])
+        << "requests " << i - 1 << " and " << i << " ran in one step";
+  }
+  generation.task->cancelled = true;
+  EXPECT_EQ(generation.sink->Wait().code(), absl::StatusCode::kCancelled);
 }
 
 TEST_F(ModelWorkerTest, DrainUnderLoadFinishesEverythingAccepted) {

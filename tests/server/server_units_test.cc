@@ -53,11 +53,13 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
   ASSERT_TRUE(unchanged.ok());
   EXPECT_EQ(unchanged->max_batch_size, 32);
 
-  Write(dir / "serving.json", R"({"max_batch_size": 4, "max_queue_delay_ms": 3})");
+  Write(dir / "serving.json",
+        R"({"max_batch_size": 4, "max_queue_delay_ms": 3, "step_tokens": 512})");
   auto options = ServingOptionsFor(dir.string(), defaults);
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->max_batch_size, 4);
   EXPECT_EQ(options->max_queue_delay, absl::Milliseconds(3));
+  EXPECT_EQ(options->step_tokens, 512);
   EXPECT_EQ(options->max_queue_size, defaults.max_queue_size);
 
   for (const auto& [text, fragment] : std::vector<std::pair<std::string, std::string>>{
