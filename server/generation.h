@@ -23,12 +23,21 @@ struct Generation {
   }
 
   DecoderState& decoder() { return seq2seq ? *seq2seq->decoder : *state; }
+  // An encoder-decoder preempted: its encoded source was dropped too, to be encoded again.
+  bool source_dropped() const { return seq2seq && seq2seq->source.empty(); }
+  int64_t held_blocks() {
+    return static_cast<int64_t>(decoder().table.blocks().size() +
+                                (source_blocks ? source_blocks->blocks().size() : 0));
+  }
   // Tokens to feed before the next sample.
   int64_t unfed() { return static_cast<int64_t>(tokens.size()) - decoder().position; }
 
   std::shared_ptr<Task> task;
   std::unique_ptr<DecoderState> state;    // causal LMs
   std::unique_ptr<Seq2SeqState> seq2seq;  // encoder-decoders: the encoded source too
+  // Encoder-decoders: pool blocks held for as long as the encoded source's keys and values
+  // (kept by the engine, as many bytes) are, so that the KV cache's share bounds them too.
+  std::unique_ptr<BlockTable> source_blocks;
   std::mt19937_64 rng;
   Utf8Stream text;
   std::vector<int64_t> tokens;  // the prompt, then every token sent

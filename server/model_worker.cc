@@ -85,13 +85,18 @@ absl::StatusOr<std::unique_ptr<ModelWorker>> ModelWorker::Create(std::string nam
   std::unique_ptr<KvBlockPool> pool;
   if (shape) {
     const int64_t blocks = options.budget.kv_cache_bytes / shape->BlockBytes();
-    if (blocks < shape->BlocksFor(config.max_positions)) {
+    // An encoder-decoder's source and target each take up to the context.
+    const int64_t context_blocks =
+        shape->BlocksFor(config.max_positions) * (model->seq2seq ? 2 : 1);
+    if (blocks < context_blocks) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "model ", name, ": its KV cache budget of ", Megabytes(options.budget.kv_cache_bytes),
-          " holds ", blocks * shape->block_tokens, " tokens, fewer than its context of ",
-          config.max_positions, "; raise --memory_limit_mb"));
+          " holds ", blocks * shape->block_tokens, " tokens, fewer than the ",
+          context_blocks * shape->block_tokens, " of its context; raise --memory_limit_mb"));
     }
-    auto created = KvBlockPool::Create(*shape, blocks);
+    // Prefixes nobody holds are kept in at most a quarter of the pool, so that the pool's
+    // resident part follows the work in flight rather than every prefix ever seen.
+    auto created = KvBlockPool::Create(*shape, blocks, blocks / 4);
     if (!created.ok()) return created.status();
     pool = *std::move(created);
   }
@@ -110,7 +115,9 @@ ModelWorker::ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerO
       active_sequences_(metrics.active_sequences.Add({{"model", name_}})),
       paused_streams_(metrics.paused_streams.Add({{"model", name_}})),
       kv_used_(metrics.kv_blocks.Add({{"model", name_}, {"state", "used"}})),
+      kv_cached_(metrics.kv_blocks.Add({{"model", name_}, {"state", "cached"}})),
       kv_free_(metrics.kv_blocks.Add({{"model", name_}, {"state", "free"}})),
+      kv_touched_(metrics.kv_touched_bytes.Add({{"model", name_}})),
       reused_tokens_(metrics.prefix_reused_tokens.Add({{"model", name_}})),
       preemptions_(metrics.preemptions.Add({{"model", name_}})),
       step_tokens_(metrics.step_tokens.Add({{"model", name_}})),
@@ -141,11 +148,16 @@ absl::Status ModelWorker::CheckFits(const Task& task, const RequestCost& cost) {
                       " (--max_message_bytes); ask for fewer sequences, tokens or values")));
   }
   if (task.kind == TaskKind::kGenerate) {
-    if (pool_ && cost.context_tokens > kv_cache_tokens()) {
-      return Refuse("kv_cache",
-                    absl::ResourceExhaustedError(absl::StrCat(
-                        "the prompt and max_tokens need ", cost.context_tokens,
-                        " tokens of KV cache; model ", name_, " has ", kv_cache_tokens())));
+    // An encoder-decoder's source takes blocks too (Generation::source_blocks).
+    const int64_t needed =
+        pool_ ? (pool_->shape().BlocksFor(cost.context_tokens) + SourceBlocks(task)) *
+                    pool_->block_tokens()
+              : 0;
+    if (needed > kv_cache_tokens()) {
+      return Refuse("kv_cache", absl::ResourceExhaustedError(absl::StrCat(
+                                    "the ", model_->seq2seq ? "source, prompt" : "prompt",
+                                    " and max_tokens need ", needed, " tokens of KV cache; model ",
+                                    name_, " has ", kv_cache_tokens())));
     }
     return absl::OkStatus();
   }
@@ -292,7 +304,7 @@ ModelWorker::Step ModelWorker::TakeWork() {
   // when asked (ReserveBlocks).
   int64_t free_blocks = pool_ ? pool_->free_blocks() : 0;
   for (Generation& g : generations_) {
-    if (!Runnable(g)) free_blocks += static_cast<int64_t>(g.decoder().table.blocks().size());
+    if (!Runnable(g)) free_blocks += g.held_blocks();
   }
   // The step's token budget: small while generations decode, so that their next token waits
   // for little else. Unary tasks take half of it while prompts wait to be fed, and prompts
@@ -319,7 +331,7 @@ ModelWorker::Step ModelWorker::TakeWork() {
     if (!take && task.kind == TaskKind::kGenerate) {
       // The prompt, and the first sampled token after it.
       const int64_t prompt = static_cast<int64_t>(task.sequences[0].size());
-      const int64_t blocks = pool_ ? pool_->shape().BlocksFor(prompt + 1) : 0;
+      const int64_t blocks = pool_ ? pool_->shape().BlocksFor(prompt + 1) + SourceBlocks(task) : 0;
       take = slots > 0 && blocks <= free_blocks;
       if (take) {
         --slots;
@@ -517,6 +529,7 @@ void ModelWorker::StartGeneration(std::shared_ptr<Task> task) {
       return;
     }
     g.seq2seq = *std::move(state);
+    if (pool_) g.source_blocks = std::make_unique<BlockTable>(pool_.get(), false);
   } else {
     g.state = model_->causal_lm->NewState(pool_.get());
     reused_tokens_.Increment(static_cast<double>(g.state->ReusePrefix(g.tokens)));
@@ -525,29 +538,65 @@ void ModelWorker::StartGeneration(std::shared_ptr<Task> task) {
   // Counted before the first token goes out: a caller who has seen one sees its sequence counted.
   active_sequences_.Increment();
   generations_.push_back(std::move(g));
+  Generation& added = generations_.back();
+  // Counted when taken, the source's blocks may have to come from paused streams.
+  if (added.source_blocks && !Preempting(added, /*paused_only=*/true, [&] {
+        return added.source_blocks->Reserve(SourceTokens(*added.task));
+      })) {
+    Preempt(added);
+  }
 }
 
 void ModelWorker::Preempt(Generation& g) {
   g.decoder().Reset();
+  if (g.source_blocks) {
+    g.seq2seq->source.clear();
+    g.source_blocks->Clear();
+  }
   preemptions_.Increment();
+}
+
+absl::Status ModelWorker::EncodeAgain(Generation& g) {
+  if (!g.source_dropped() || pool_->free_blocks() < SourceBlocks(*g.task)) {
+    return absl::OkStatus();
+  }
+  auto state = model_->seq2seq->Start(g.task->sources[0], pool_.get());
+  if (!state.ok()) return EngineFailure(state.status());
+  g.seq2seq = *std::move(state);
+  g.source_blocks->Reserve(SourceTokens(*g.task));  // the free blocks were counted
+  return absl::OkStatus();
+}
+
+int64_t ModelWorker::SourceTokens(const Task& task) const {
+  return model_->seq2seq ? static_cast<int64_t>(task.sources[0].size()) : 0;
+}
+
+int64_t ModelWorker::SourceBlocks(const Task& task) const {
+  return pool_ ? pool_->shape().BlocksFor(SourceTokens(task)) : 0;
 }
 
 bool ModelWorker::ReserveBlocks(Generation& g, int64_t tokens) {
   DecoderState& decoder = g.decoder();
   const int64_t total = decoder.position + tokens;
-  if (decoder.table.Reserve(total)) return true;
+  return Preempting(g, /*paused_only=*/false, [&] { return decoder.table.Reserve(total); });
+}
+
+bool ModelWorker::Preempting(Generation& g, bool paused_only,
+                             const std::function<bool()>& reserve) {
+  if (reserve()) return true;
   // Take the blocks of paused streams (newest first), whose clients are not reading anyway,
   // then those of generations newer than g: the oldest always progresses, and recomputing
   // the newest costs the least.
   for (auto it = generations_.rbegin(); it != generations_.rend(); ++it) {
-    if (&*it == &g || Runnable(*it) || it->decoder().table.blocks().empty()) continue;
+    if (&*it == &g || Runnable(*it) || it->held_blocks() == 0) continue;
     Preempt(*it);
-    if (decoder.table.Reserve(total)) return true;
+    if (reserve()) return true;
   }
+  if (paused_only) return false;
   for (auto it = generations_.rbegin(); it != generations_.rend() && &*it != &g; ++it) {
-    if (it->decoder().table.blocks().empty()) continue;
+    if (it->held_blocks() == 0) continue;
     Preempt(*it);
-    if (decoder.table.Reserve(total)) return true;
+    if (reserve()) return true;
   }
   return false;
 }
@@ -560,6 +609,9 @@ void ModelWorker::StepGenerations(int64_t prompt_tokens) {
       End(*it, absl::CancelledError("the caller cancelled the request"));
     } else if (it->task->expired(now)) {
       End(*it, absl::DeadlineExceededError("the deadline passed during generation"));
+    } else if (absl::Status encoded = Runnable(*it) ? EncodeAgain(*it) : absl::OkStatus();
+               !encoded.ok()) {
+      End(*it, std::move(encoded));
     } else {
       paused += Runnable(*it) ? 0 : 1;
       ++it;
@@ -575,7 +627,7 @@ void ModelWorker::StepGenerations(int64_t prompt_tokens) {
   int64_t slots = options_.max_batch_size;
   for (Generation& g : generations_) {
     if (slots == 0) break;
-    if (!Runnable(g)) continue;
+    if (!Runnable(g) || g.source_dropped()) continue;
     if (g.unfed() == 1 && ReserveBlocks(g, 1)) {
       decode.push_back(&g);
       decode_tokens.push_back({g.tokens.back()});
@@ -586,12 +638,12 @@ void ModelWorker::StepGenerations(int64_t prompt_tokens) {
   EngineCall call;
   for (Generation& g : generations_) {
     if (slots == 0 || budget == 0) break;
-    if (!Runnable(g) || g.unfed() <= 1) continue;
+    if (!Runnable(g) || g.source_dropped() || g.unfed() <= 1) continue;
     const int64_t chunk = std::min(g.unfed(), budget);
     const EngineCall one{.batch = 1,
                          .time = chunk,
                          .cached = g.decoder().position,
-                         .source_time = g.seq2seq ? g.seq2seq->source[0].lengths[0] : 0,
+                         .source_time = SourceTokens(*g.task),
                          .logits_rows = 1};
     const EngineCall merged = prefill.empty() ? one : Merge(call, one);
     if (!prefill.empty() &&
@@ -695,7 +747,9 @@ bool ModelWorker::Emit(Generation& g, const float* logits) {
 void ModelWorker::UpdateCacheGauges() {
   if (!pool_) return;
   kv_used_.Set(static_cast<double>(pool_->used_blocks()));
-  kv_free_.Set(static_cast<double>(pool_->free_blocks()));
+  kv_cached_.Set(static_cast<double>(pool_->cached_blocks()));
+  kv_free_.Set(static_cast<double>(pool_->free_blocks() - pool_->cached_blocks()));
+  kv_touched_.Set(static_cast<double>(pool_->touched_blocks() * pool_->shape().BlockBytes()));
 }
 
 }  // namespace attnserve::server

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -119,7 +120,17 @@ class ModelWorker {
   // Blocks for feeding `tokens` more to g, preempting newer generations when the pool is short;
   // false when it still cannot.
   bool ReserveBlocks(Generation& g, int64_t tokens);
+  // Calls `reserve` until it succeeds, preempting paused streams (newest first), then unless
+  // paused_only generations newer than g; false when it still fails.
+  bool Preempting(Generation& g, bool paused_only, const std::function<bool()>& reserve);
+  // Frees a generation's blocks (and an encoder-decoder's encoded source): it is fed again
+  // from the start once there is room.
   void Preempt(Generation& g);
+  // Encodes a preempted encoder-decoder's source again once the pool has blocks for it.
+  absl::Status EncodeAgain(Generation& g);
+  // An encoder-decoder's source tokens, and the blocks held for their keys and values.
+  int64_t SourceTokens(const Task& task) const;
+  int64_t SourceBlocks(const Task& task) const;
   // Feeds tokens to the generations in one engine call, then samples for those fed in full.
   void Feed(const std::vector<Generation*>& batch, const TokenSequences& tokens);
   // Samples from one row of logits, emits the token or finishes; false when finished.
@@ -140,7 +151,9 @@ class ModelWorker {
   metrics::Gauge& active_sequences_;  // generations counted from admission until End
   metrics::Gauge& paused_streams_;
   metrics::Gauge& kv_used_;
+  metrics::Gauge& kv_cached_;
   metrics::Gauge& kv_free_;
+  metrics::Gauge& kv_touched_;
   metrics::Counter& reused_tokens_;
   metrics::Counter& preemptions_;
   metrics::Histogram& step_tokens_;

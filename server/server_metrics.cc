@@ -35,8 +35,12 @@ ServerMetrics::ServerMetrics(metrics::Registry& registry)
                                        "Most requests the queue holds before UNAVAILABLE.")),
       max_batch_tokens(registry.AddGauge("attnserve_max_batch_tokens",
                                          "Most tokens one engine call (and one request) takes.")),
-      kv_blocks(registry.AddGauge("attnserve_kv_cache_blocks",
-                                  "Blocks of the paged KV cache, used or free.")),
+      kv_blocks(registry.AddGauge(
+          "attnserve_kv_cache_blocks",
+          "Blocks of the paged KV cache: used, cached (a published prefix nobody holds) or free.")),
+      kv_touched_bytes(
+          registry.AddGauge("attnserve_kv_cache_touched_bytes",
+                            "Bytes of the KV cache's pool ever written: its resident part.")),
       prefix_reused_tokens(registry.AddCounter(
           "attnserve_prefix_reused_tokens_total",
           "Prompt tokens whose keys and values were reused from cached blocks.")),

@@ -21,7 +21,8 @@ struct ServerMetrics {
   metrics::Family<metrics::Gauge>& queue_capacity;    // {model}: --max_queue_size
   // The resource model (docs/serving.md).
   metrics::Family<metrics::Gauge>& max_batch_tokens;        // {model}: tokens per engine call
-  metrics::Family<metrics::Gauge>& kv_blocks;               // {model, state=used|free}
+  metrics::Family<metrics::Gauge>& kv_blocks;               // {model, state=used|cached|free}
+  metrics::Family<metrics::Gauge>& kv_touched_bytes;        // {model}
   metrics::Family<metrics::Counter>& prefix_reused_tokens;  // {model}
   metrics::Family<metrics::Counter>& preemptions;           // {model}
   metrics::Family<metrics::Histogram>& step_tokens;         // {model}: tokens per engine call

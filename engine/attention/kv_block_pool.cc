@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cstdlib>
 #include <tuple>
@@ -11,9 +12,10 @@
 namespace attnserve {
 
 absl::StatusOr<std::unique_ptr<KvBlockPool>> KvBlockPool::Create(const KvBlockShape& shape,
-                                                                 int64_t blocks) {
+                                                                 int64_t blocks,
+                                                                 int64_t max_cached_blocks) {
   if (shape.layers < 1 || shape.key_width < 1 || shape.value_width < 1 || shape.block_tokens < 1 ||
-      blocks < 1 || blocks > INT32_MAX) {
+      blocks < 1 || blocks > INT32_MAX || max_cached_blocks < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "KV block pool: bad shape (", shape.layers, " layers, widths ", shape.key_width, "/",
         shape.value_width, ", ", shape.block_tokens, " tokens per block) or block count ", blocks));
@@ -33,15 +35,16 @@ absl::StatusOr<std::unique_ptr<KvBlockPool>> KvBlockPool::Create(const KvBlockSh
     return absl::ResourceExhaustedError(
         absl::StrCat("KV block pool: cannot allocate ", bytes, " bytes for ", blocks, " blocks"));
   }
-  return std::unique_ptr<KvBlockPool>(
-      new KvBlockPool(shape, blocks, static_cast<float*>(storage), mapped ? bytes : 0));
+  return std::unique_ptr<KvBlockPool>(new KvBlockPool(
+      shape, blocks, max_cached_blocks, static_cast<float*>(storage), mapped ? bytes : 0));
 }
 
-KvBlockPool::KvBlockPool(const KvBlockShape& shape, int64_t blocks, float* storage,
-                         size_t mapped_bytes)
+KvBlockPool::KvBlockPool(const KvBlockShape& shape, int64_t blocks, int64_t max_cached_blocks,
+                         float* storage, size_t mapped_bytes)
     : shape_(shape),
       storage_(storage),
       mapped_bytes_(mapped_bytes),
+      max_cached_blocks_(max_cached_blocks),
       references_(blocks, 0),
       generations_(blocks, 0),
       published_(blocks, index_.end()),
@@ -72,6 +75,7 @@ int32_t KvBlockPool::Allocate() {
   }
   ++generations_[block];
   references_[block] = 1;
+  touched_blocks_ = std::max<int64_t>(touched_blocks_, block + 1);
   return block;
 }
 
@@ -90,6 +94,12 @@ void KvBlockPool::Release(int32_t block) {
     lru_place_[block] = unreferenced_published_.insert(unreferenced_published_.end(), block);
   } else {
     free_.push_back(block);
+  }
+  if (static_cast<int64_t>(unreferenced_published_.size()) > max_cached_blocks_) {
+    const int32_t evicted = unreferenced_published_.front();
+    unreferenced_published_.pop_front();
+    Unpublish(evicted);
+    free_.push_back(evicted);
   }
 }
 

@@ -6,14 +6,16 @@
 // Prefix reuse: a full block whose keys and values are fixed by the tokens before and in it (a
 // causal LM's) can be published under those tokens. A later sequence with the same prefix
 // retains the published blocks instead of computing them again. Published blocks stay indexed
-// after their last holder releases them, until the pool needs them back (least recently
-// released first). Keys name a block's parent by index and generation, and a reused block
-// starts a new generation, so an index entry can never match a prefix it was not computed from.
+// after their last holder releases them, until the pool needs them back or more than
+// max_cached_blocks of them wait (least recently released first). Keys name a block's parent by
+// index and generation, and a reused block starts a new generation, so an index entry can never
+// match a prefix it was not computed from.
 //
 // Not thread-safe: one model's scheduler thread owns its pool.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <list>
 #include <map>
 #include <memory>
@@ -42,8 +44,10 @@ struct KvBlockShape {
 class KvBlockPool {
  public:
   // Storage for `blocks` blocks; a large pool's pages become resident as blocks are written.
-  static absl::StatusOr<std::unique_ptr<KvBlockPool>> Create(const KvBlockShape& shape,
-                                                             int64_t blocks);
+  // At most `max_cached_blocks` published blocks are kept once nobody references them.
+  static absl::StatusOr<std::unique_ptr<KvBlockPool>> Create(
+      const KvBlockShape& shape, int64_t blocks,
+      int64_t max_cached_blocks = std::numeric_limits<int64_t>::max());
   ~KvBlockPool();
   KvBlockPool(const KvBlockPool&) = delete;
   KvBlockPool& operator=(const KvBlockPool&) = delete;
@@ -56,6 +60,11 @@ class KvBlockPool {
     return static_cast<int64_t>(free_.size() + unreferenced_published_.size());
   }
   int64_t used_blocks() const { return total_blocks() - free_blocks(); }
+  // Published blocks nobody references: kept for prefix reuse, handed out when needed.
+  int64_t cached_blocks() const { return static_cast<int64_t>(unreferenced_published_.size()); }
+  // Blocks ever handed out. Released blocks are handed out again first, so this is the part
+  // of a mapped pool that is resident: it grows to the most blocks in use plus those cached.
+  int64_t touched_blocks() const { return touched_blocks_; }
 
   // A block with one reference, or -1 when every block is referenced. Takes never-published
   // blocks first, then evicts the least recently released published block.
@@ -93,7 +102,8 @@ class KvBlockPool {
   // Pools of this size and more are mapped rather than taken from the heap.
   static constexpr size_t kMapAbove = size_t{32} << 20;
 
-  KvBlockPool(const KvBlockShape& shape, int64_t blocks, float* storage, size_t mapped_bytes);
+  KvBlockPool(const KvBlockShape& shape, int64_t blocks, int64_t max_cached_blocks, float* storage,
+              size_t mapped_bytes);
   float* layer_base(int64_t layer) const {
     return storage_ +
            layer * total_blocks() * shape_.block_tokens * (shape_.key_width + shape_.value_width);
@@ -104,6 +114,8 @@ class KvBlockPool {
   KvBlockShape shape_;
   float* storage_;
   size_t mapped_bytes_;  // 0: from the heap
+  int64_t max_cached_blocks_;
+  int64_t touched_blocks_ = 0;
   std::vector<int32_t> references_;
   std::vector<uint64_t> generations_;  // bumped each time a block is handed out anew
   std::vector<int32_t> free_;          // unreferenced and unpublished; back is handed out first

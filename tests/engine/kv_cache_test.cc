@@ -90,6 +90,27 @@ TEST(KvBlockPoolTest, PublishedBlocksAreFoundUntilEvictedLeastRecentlyReleasedFi
   EXPECT_EQ(pool.Lookup(a, Tokens(4, 2)), -1);
 }
 
+TEST(KvBlockPoolTest, KeepsAtMostMaxCachedBlocksAndReusesThemFirst) {
+  auto created = KvBlockPool::Create(SmallShape(2), 8, /*max_cached_blocks=*/2);
+  ASSERT_TRUE(created.ok());
+  KvBlockPool& pool = **created;
+  std::vector<int32_t> blocks;
+  for (int i = 0; i < 3; ++i) {
+    blocks.push_back(pool.Allocate());
+    pool.Publish(i == 0 ? -1 : blocks[i - 1], Tokens(2 * i, 2), blocks.back());
+  }
+  EXPECT_EQ(pool.touched_blocks(), 3);
+  for (int32_t block : blocks) pool.Release(block);
+  // The first released went back to the free blocks, unpublished; the two others are cached.
+  EXPECT_EQ(pool.cached_blocks(), 2);
+  EXPECT_EQ(pool.free_blocks(), 8);
+  EXPECT_EQ(pool.Lookup(-1, Tokens(0, 2)), -1) << "evicted beyond the cap";
+  EXPECT_EQ(pool.Lookup(blocks[1], Tokens(4, 2)), blocks[2]) << "cached";
+  pool.Release(blocks[2]);
+  EXPECT_EQ(pool.Allocate(), blocks[0]) << "a released block is handed out before a fresh one";
+  EXPECT_EQ(pool.touched_blocks(), 3);
+}
+
 TEST(BlockTableTest, ReservesInWholeBlocksAndPublishesFullOnes) {
   auto pool = KvBlockPool::Create(SmallShape(4), 4);
   ASSERT_TRUE(pool.ok());

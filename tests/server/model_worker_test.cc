@@ -90,8 +90,9 @@ Call MakeCall(TaskKind kind, int seed, int64_t generate_tokens = 8,
 
 class ModelWorkerTest : public ::testing::Test {
  protected:
-  std::unique_ptr<ModelWorker> StartWorker(WorkerOptions options = {}) {
-    auto model = LoadModel(kDemo);
+  std::unique_ptr<ModelWorker> StartWorker(WorkerOptions options = {},
+                                           const std::string& directory = kDemo) {
+    auto model = LoadModel(directory);
     EXPECT_TRUE(model.ok()) << model.status();
     auto worker = ModelWorker::Create("demo", *std::move(model), options, metrics_);
     EXPECT_TRUE(worker.ok()) << worker.status();
@@ -228,6 +229,66 @@ TEST_F(ModelWorkerTest, UnaryRequestsShareStepsWithDecoding) {
   }
   generation.task->cancelled = true;
   EXPECT_EQ(generation.sink->Wait().code(), absl::StatusCode::kCancelled);
+}
+
+std::vector<v1::GeneratedToken> GeneratedTokens(RecordingSink& sink) {
+  std::vector<v1::GeneratedToken> tokens;
+  for (const auto& event : sink.events()) {
+    if (event.has_token()) tokens.push_back(event.token());
+  }
+  return tokens;
+}
+
+TEST_F(ModelWorkerTest, PreemptedEncoderDecoderGenerationsEncodeAgainAndGiveTheSameTokens) {
+  // Four generations of 8 blocks each (a 20-token source: 3 blocks of 8; a 5-token prompt and
+  // 30 tokens: 5) in a pool of 20: some are preempted, their source dropped with their blocks
+  // and encoded again, and each gives the tokens (and their probabilities) it gives alone.
+  const std::string translator = ATTNSERVE_GOLDEN_DIR "/model_seq2seq_softmax_sinusoidal_0";
+  const auto make = [](int i) {
+    Call call = MakeCall(TaskKind::kGenerate, i, /*generate_tokens=*/30);
+    call.task->sequences[0].resize(5);
+    call.task->sources = {std::vector<int64_t>(20, 40 + 3 * i)};
+    for (int t = 0; t < 20; t += 3) call.task->sources[0][t] = 50 + i + t;
+    return call;
+  };
+  std::vector<std::vector<v1::GeneratedToken>> alone;
+  {
+    auto worker = StartWorker({}, translator);
+    for (int i = 0; i < 4; ++i) {
+      Call call = make(i);
+      ASSERT_TRUE(worker->Submit(call.task).ok());
+      ASSERT_TRUE(call.sink->Wait().ok());
+      alone.push_back(GeneratedTokens(*call.sink));
+    }
+  }
+  WorkerOptions options;
+  options.kv_block_tokens = 8;
+  auto shape = [&] {
+    auto model = LoadModel(translator);
+    return (*model)->seq2seq->CacheShape(8);
+  }();
+  ASSERT_TRUE(shape.has_value());
+  options.budget.kv_cache_bytes = 20 * shape->BlockBytes();
+  auto worker = StartWorker(options, translator);
+  std::vector<Call> calls;
+  for (int i = 0; i < 4; ++i) {
+    calls.push_back(make(i));
+    ASSERT_TRUE(worker->Submit(calls.back().task).ok());
+  }
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(calls[i].sink->Wait().ok()) << calls[i].sink->Wait();
+    const auto tokens = GeneratedTokens(*calls[i].sink);
+    ASSERT_EQ(tokens.size(), alone[i].size()) << "generation " << i;
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      EXPECT_EQ(tokens[t].id(), alone[i][t].id()) << "generation " << i << ", token " << t;
+      EXPECT_NEAR(tokens[t].log_probability(), alone[i][t].log_probability(), 1e-4)
+          << "generation " << i << ", token " << t;
+    }
+  }
+  double preemptions = 0;
+  metrics_.preemptions.ForEach(
+      [&](const metrics::Labels&, const metrics::Counter& c) { preemptions += c.Value(); });
+  EXPECT_GT(preemptions, 0);
 }
 
 TEST_F(ModelWorkerTest, DrainUnderLoadFinishesEverythingAccepted) {
