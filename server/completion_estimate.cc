@@ -9,9 +9,8 @@ void CompletionEstimate::IterationStarted(absl::Time now, int64_t tokens) {
   running_since_ns_.store(absl::ToUnixNanos(now), std::memory_order_relaxed);
 }
 
-void CompletionEstimate::IterationEnded(absl::Time now) {
+void CompletionEstimate::IterationEnded(absl::Time now, int64_t tokens) {
   const int64_t since = running_since_ns_.exchange(0, std::memory_order_relaxed);
-  const int64_t tokens = running_tokens_.load(std::memory_order_relaxed);
   if (since == 0 || tokens <= 0) return;
   const double sample =
       absl::ToDoubleSeconds(now - absl::FromUnixNanos(since)) / static_cast<double>(tokens);

@@ -12,10 +12,11 @@ namespace attnserve::server {
 
 class CompletionEstimate {
  public:
-  // Scheduler thread: an iteration that puts `tokens` input tokens through the engine begins;
-  // it ends.
+  // Scheduler thread: an iteration begins with `tokens` input tokens of queued requests; it
+  // ends, having put `tokens` prompt tokens through the engine (with the generations' prompt
+  // chunks, which share its time; the caller leaves its decode call's time out).
   void IterationStarted(absl::Time now, int64_t tokens);
-  void IterationEnded(absl::Time now);
+  void IterationEnded(absl::Time now, int64_t tokens);
 
   // Any thread. When a request of `tokens` input tokens would be answered, queued behind
   // `ahead` requests holding `ahead_tokens`: the running iteration's rest, the work ahead, then

@@ -410,8 +410,10 @@ void ModelWorker::Run() {
     }
     if (!next_token.empty()) RunNextToken(next_token);
     if (!score.empty()) RunScore(score);
-    StepGenerations(step.prompt_tokens);
-    completion_.IterationEnded(absl::Now());
+    // The estimate is of prompt work (requests and prompt chunks); decode steps, bound by
+    // reading the weights rather than by tokens, would make it look many times as costly.
+    const FedTokens fed = StepGenerations(step.prompt_tokens);
+    completion_.IterationEnded(absl::Now() - fed.decoding, tokens + fed.prompt_tokens);
   }
 }
 
@@ -601,7 +603,7 @@ bool ModelWorker::Preempting(Generation& g, bool paused_only,
   return false;
 }
 
-void ModelWorker::StepGenerations(int64_t prompt_tokens) {
+ModelWorker::FedTokens ModelWorker::StepGenerations(int64_t prompt_tokens) {
   const absl::Time now = absl::Now();
   int64_t paused = 0;
   for (auto it = generations_.begin(); it != generations_.end();) {
@@ -671,10 +673,17 @@ void ModelWorker::StepGenerations(int64_t prompt_tokens) {
   };
   drop_reset(decode, decode_tokens);
   drop_reset(prefill, prefill_tokens);
-  if (!decode.empty()) Feed(decode, decode_tokens);
+  FedTokens fed;
+  if (!decode.empty()) {
+    const absl::Time start = absl::Now();
+    Feed(decode, decode_tokens);
+    fed.decoding = absl::Now() - start;
+  }
   if (!prefill.empty()) Feed(prefill, prefill_tokens);
+  fed.prompt_tokens = TokenCount(prefill_tokens);
   generations_.remove_if([](const Generation& g) { return g.task == nullptr; });
   UpdateCacheGauges();
+  return fed;
 }
 
 void ModelWorker::Feed(const std::vector<Generation*>& batch, const TokenSequences& tokens) {

@@ -116,7 +116,11 @@ class ModelWorker {
   void RunScore(const std::vector<std::shared_ptr<Task>>& tasks);
   void RunEmbed(const std::shared_ptr<Task>& task);
   // One step for the generations: decode, then up to prompt_tokens of prompt chunks.
-  void StepGenerations(int64_t prompt_tokens);
+  struct FedTokens {
+    int64_t prompt_tokens = 0;
+    absl::Duration decoding;  // the decode call's time
+  };
+  FedTokens StepGenerations(int64_t prompt_tokens);
   // Blocks for feeding `tokens` more to g, preempting newer generations when the pool is short;
   // false when it still cannot.
   bool ReserveBlocks(Generation& g, int64_t tokens);

@@ -100,7 +100,7 @@ TEST(CompletionEstimateTest, CountsTheRunningIterationTheWorkAheadAndAFullBatch)
   EXPECT_EQ(estimate.Completion(t0, 50, 500, 10, 4), absl::InfinitePast());
   // One iteration of 100 ms over 1000 tokens: 100 µs per token.
   estimate.IterationStarted(t0, 1000);
-  estimate.IterationEnded(t0 + absl::Milliseconds(100));
+  estimate.IterationEnded(t0 + absl::Milliseconds(100), 1000);
   EXPECT_EQ(estimate.Alone(50), absl::Milliseconds(5));
   // Idle (nothing running, nothing queued): no estimate, the request just runs.
   EXPECT_EQ(estimate.Completion(t0, 0, 0, 10, 4), absl::InfinitePast());
@@ -113,10 +113,15 @@ TEST(CompletionEstimateTest, CountsTheRunningIterationTheWorkAheadAndAFullBatch)
             t0 + absl::Milliseconds(140));
   // A slower iteration counts at once (500 ms over 1000 tokens); a faster one moves the average
   // a quarter of the way (to 0.75 x 200 + 0.25 x 40 = 160 ms per 1000 tokens).
-  estimate.IterationEnded(t0 + absl::Milliseconds(500));
+  estimate.IterationEnded(t0 + absl::Milliseconds(500), 1000);
   EXPECT_EQ(estimate.Alone(1000), absl::Milliseconds(500));
   estimate.IterationStarted(t0, 1000);
-  estimate.IterationEnded(t0 + absl::Milliseconds(40));
+  estimate.IterationEnded(t0 + absl::Milliseconds(40), 1000);
+  EXPECT_EQ(estimate.Alone(1000), absl::Milliseconds(160));
+  // The cost is per prompt token through the engine, generations' prompt chunks included: an
+  // iteration begun with 10 tokens of requests that fed 1000 in all.
+  estimate.IterationStarted(t0, 10);
+  estimate.IterationEnded(t0 + absl::Milliseconds(160), 1000);
   EXPECT_EQ(estimate.Alone(1000), absl::Milliseconds(160));
 }
 
