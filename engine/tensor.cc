@@ -2,7 +2,10 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -196,5 +199,24 @@ void Tensor::Fill(float value) {
 }
 
 std::string Tensor::ShapeString() const { return ShapeToString(shape_); }
+
+// Blocks checked by an integer reduction on the exponent bits (all set: NaN or infinity),
+// which vectorizes; the exact index is looked for only in a block that has one.
+int64_t FirstNonFinite(const float* values, int64_t count) {
+  constexpr int64_t kBlock = 4096;
+  constexpr uint32_t kExponent = 0x7f800000u;
+  for (int64_t start = 0; start < count; start += kBlock) {
+    const int64_t end = std::min(count, start + kBlock);
+    uint32_t any = 0;
+    for (int64_t i = start; i < end; ++i) {
+      any |= (std::bit_cast<uint32_t>(values[i]) & kExponent) == kExponent;
+    }
+    if (any == 0) continue;
+    for (int64_t i = start; i < end; ++i) {
+      if (!std::isfinite(values[i])) return i;
+    }
+  }
+  return -1;
+}
 
 }  // namespace attnserve

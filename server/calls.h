@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 
+#include "server/call_gate.h"
 #include "server/rpc_scope.h"
 #include "server/task.h"
 
@@ -21,14 +22,20 @@ namespace attnserve::server {
 class CallTask {
  public:
   void Attach(std::shared_ptr<Task> task) { task_ = std::move(task); }
+  // Counted by `gate`: leaves it once gRPC is done with the call.
+  void Admitted(CallGate* gate) { gate_ = gate; }
 
  protected:
+  void Done() {
+    if (gate_ != nullptr) gate_->Leave();
+  }
   void Cancel() {
     if (!task_) return;
     task_->cancelled = true;
     if (task_->wake) task_->wake();
   }
   std::shared_ptr<Task> task_;
+  CallGate* gate_ = nullptr;
 };
 
 // A unary call. Completing it moves the task's result into the response and answers; gRPC
@@ -45,7 +52,10 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public TaskSink, public
     Finish(scope_.Finish(status));  // may delete this at once
   }
   void OnCancel() override { Cancel(); }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    Done();
+    delete this;
+  }
 
  private:
   RpcScope scope_;
@@ -66,7 +76,10 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
   void OnWriteDone(bool ok) override;
   int64_t Unsent() const override { return unsent_.load(std::memory_order_relaxed); }
   void OnCancel() override { Cancel(); }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    Done();
+    delete this;
+  }
 
  private:
   // Starts the next write, or finishes once every event is out; returns the status to finish

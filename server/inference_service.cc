@@ -107,6 +107,9 @@ template <typename Request, typename Call>
 void InferenceService::Start(grpc::CallbackServerContext* context, const char* method,
                              TaskKind kind, const Request& request, Validator<Request> validate,
                              Call* call) const {
+  const bool admitted = gate_.Enter();
+  call->Admitted(&gate_);
+  if (!admitted) return call->Complete(absl::UnavailableError("the server is shutting down"));
   auto worker = Route(request.model(), method);
   if (!worker.ok()) return call->Complete(worker.status());
   auto task = std::make_shared<Task>(kind, call);

@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "proto/attnserve/v1/inference.grpc.pb.h"
+#include "server/call_gate.h"
 #include "server/calls.h"
 #include "server/model_repository.h"
 #include "server/request_validation.h"
@@ -14,8 +15,9 @@ namespace attnserve::server {
 
 class InferenceService final : public v1::Inference::CallbackService {
  public:
-  InferenceService(const ModelRepository& repository, ServerMetrics& metrics)
-      : repository_(repository), metrics_(metrics) {}
+  // Inference calls are admitted through `gate`, which shutdown closes.
+  InferenceService(const ModelRepository& repository, ServerMetrics& metrics, CallGate& gate)
+      : repository_(repository), metrics_(metrics), gate_(gate) {}
 
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
                                        const v1::ListModelsRequest* request,
@@ -54,6 +56,7 @@ class InferenceService final : public v1::Inference::CallbackService {
 
   const ModelRepository& repository_;
   ServerMetrics& metrics_;
+  CallGate& gate_;
 };
 
 }  // namespace attnserve::server

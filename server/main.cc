@@ -142,7 +142,8 @@ int Serve() {
     std::cerr << "attnserve: " << credentials.status().message() << "\n";
     return 1;
   }
-  InferenceService service(*repository, metrics);
+  CallGate gate;
+  InferenceService service(*repository, metrics, gate);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -151,6 +152,12 @@ int Serve() {
   int bound_port = 0;
   builder.AddListeningPort(address, *credentials, &bound_port);
   builder.RegisterService(&service);
+  // Compressed requests are refused (UNIMPLEMENTED, naming the algorithm) before a byte is
+  // inflated: gRPC inflates a whole message before it checks the size limit, so a 1 MB gzip
+  // bomb of 1 GiB cost a gigabyte, and three at once killed the server.
+  for (auto algorithm : {GRPC_COMPRESS_DEFLATE, GRPC_COMPRESS_GZIP}) {
+    builder.SetCompressionAlgorithmSupportStatus(algorithm, false);
+  }
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -172,10 +179,13 @@ int Serve() {
   std::cerr << "attnserve: " << (signal_number == SIGTERM ? "SIGTERM" : "SIGINT") << ": draining\n";
   health->SetServingStatus(false);
   health->SetServingStatus(kServiceName, false);
-  // Refuses new calls, lets in-flight ones finish (the schedulers keep running), then cancels
-  // whatever is left at the deadline.
-  server->Shutdown(std::chrono::system_clock::now() +
-                   std::chrono::seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
+  // Refuses new calls (UNAVAILABLE) and lets those in flight finish, the schedulers running on;
+  // then shuts gRPC down at once, cancelling what is left and closing idle connections, which
+  // a grace period would wait for too.
+  const int64_t left =
+      gate.CloseAndWait(absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
+  if (left > 0) std::cerr << "attnserve: drain timeout: cancelling " << left << " call(s)\n";
+  server->Shutdown(std::chrono::system_clock::now());
   repository->DrainAll();
   // What this process answered, by status code: after a drain, every call it accepted.
   std::map<std::string, int64_t> answered;

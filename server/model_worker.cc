@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <map>
 
@@ -417,6 +418,14 @@ void ModelWorker::Run() {
   }
 }
 
+absl::Status ModelWorker::Finite(const float* values, int64_t count) const {
+  const int64_t bad = FirstNonFinite(values, count);
+  if (bad < 0) return absl::OkStatus();
+  return EngineFailure(absl::DataLossError(absl::StrCat(
+      "the model computed ", std::isnan(values[bad]) ? "NaN" : "infinity",
+      " for this input: its weights changed under the server, or the values overflow")));
+}
+
 absl::Status ModelWorker::EngineFailure(const absl::Status& status) const {
   std::cerr << "attnserve: model " << name_ << ": engine error on a validated request: " << status
             << "\n";
@@ -444,6 +453,12 @@ void ModelWorker::RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks) 
   }
   int64_t row = 0;
   for (const auto& task : tasks) {
+    const auto rows = static_cast<int64_t>(task->sequences.size());
+    if (absl::Status finite = Finite(logits->row(row), rows * logits->dim(1)); !finite.ok()) {
+      row += rows;
+      task->Finish(finite);
+      continue;
+    }
     v1::NextTokenResponse response;
     response.set_model(name_);
     for (const auto& ids : task->sequences) {
@@ -472,8 +487,14 @@ void ModelWorker::RunScore(const std::vector<std::shared_ptr<Task>>& tasks) {
   }
   for (size_t b = 0; b < tasks.size(); ++b) {
     metrics_.tokens.Add({{"model", name_}, {"kind", "prompt"}}).Increment(sequences[b].size());
-    tasks[b]->score = MakeScoreResponse(logits->Select(static_cast<int64_t>(b)), sequences[b],
-                                        *model_->tokenizer);
+    const Tensor scores = logits->Select(static_cast<int64_t>(b));
+    if (absl::Status finite =
+            Finite(scores.data(), static_cast<int64_t>(sequences[b].size()) * scores.dim(1));
+        !finite.ok()) {
+      tasks[b]->Finish(finite);
+      continue;
+    }
+    tasks[b]->score = MakeScoreResponse(scores, sequences[b], *model_->tokenizer);
     tasks[b]->score.set_model(name_);
     tasks[b]->Finish(absl::OkStatus());
   }
@@ -516,6 +537,13 @@ void ModelWorker::RunEmbed(const std::shared_ptr<Task>& task) {
   if (!output.ok()) {
     task->Finish(EngineFailure(output.status()));
     return;
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    const Tensor values = output->Select(b);
+    if (absl::Status finite = Finite(values.data(), rows[b] * values.dim(1)); !finite.ok()) {
+      task->Finish(finite);
+      return;
+    }
   }
   task->embed = MakeEmbedResponse(*output, rows, task->normalize, contributions, lengths);
   task->embed.set_model(name_);
@@ -704,8 +732,13 @@ void ModelWorker::Feed(const std::vector<Generation*>& batch, const TokenSequenc
     Generation& g = *batch[i];
     if (!logits.ok()) {
       End(g, EngineFailure(logits.status()));
-    } else if (g.unfed() > 0 || Emit(g, logits->row(static_cast<int64_t>(i)))) {
-      continue;  // a chunk of its prompt fed, or a token sent: still running
+    } else if (g.unfed() > 0) {
+      continue;  // a chunk of its prompt fed
+    } else if (absl::Status finite = Finite(logits->row(static_cast<int64_t>(i)), logits->dim(1));
+               !finite.ok()) {
+      End(g, finite);
+    } else if (Emit(g, logits->row(static_cast<int64_t>(i)))) {
+      continue;  // a token sent: still running
     }
     g.task = nullptr;  // ended: removed after the step
   }

@@ -144,6 +144,8 @@ class ModelWorker {
   void End(Generation& generation, absl::Status status);
   // Answers tasks after an engine error: validation passed, so it is the server's fault.
   absl::Status EngineFailure(const absl::Status& status) const;
+  // An engine failure when the values an answer is made of hold NaN or infinity: never OK.
+  absl::Status Finite(const float* values, int64_t count) const;
   void UpdateCacheGauges();
 
   const std::string name_;

@@ -1,9 +1,10 @@
 #include "engine/model/weight_reader.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 
 namespace attnserve {
-
 absl::StatusOr<Tensor> WeightReader::Take(const std::string& name, const Shape& shape) {
   if (!file_.contains(name)) {
     return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": missing tensor '", name,
@@ -15,6 +16,13 @@ absl::StatusOr<Tensor> WeightReader::Take(const std::string& name, const Shape& 
     return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor '", name, "' has shape ",
                                                    tensor->ShapeString(), ", the config implies ",
                                                    ShapeToString(shape)));
+  }
+  // A NaN or infinity in a weight would reach every answer as NaN.
+  if (const int64_t bad = FirstNonFinite(tensor->data(), tensor->size()); bad >= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file_.path(), ": tensor '", name, "' holds ",
+                     std::isnan(tensor->data()[bad]) ? "NaN" : "infinity", " at element ", bad,
+                     " of ", tensor->size()));
   }
   taken_.insert(name);
   return tensor;

@@ -423,7 +423,10 @@ class AttnTest(ToolTestCase):
         self.assertLess(elapsed, 3, "waited for the deadline instead of failing fast")
 
     def test_deadline_exceeded(self):
-        for args in (["next-token", "--text", "Hi"], ["generate", "--text", "Hi"],
+        # gRPC's deadline timers tick in milliseconds: a call answered within about one can beat
+        # a 1 µs deadline, so the model calls take longer (a 1000-token prompt, about 50 ms).
+        long_text = "deadline " * 111
+        for args in (["next-token", "--text", long_text], ["generate", "--text", long_text],
                      ["models"]):
             for attempt in range(3):  # reliably, not by luck
                 with self.subTest(args=args, attempt=attempt):

@@ -3,10 +3,11 @@ attn-bench (the C++ client library, round_robin over ipv4:a,b,c) spreads its cal
 three; one replica gets SIGTERM under load and drains; every call a replica accepted is answered
 and reaches the client, and the other two carry the load.
 
-A call that races the leaving replica's GOAWAY can be refused by gRPC itself before the service
-sees it (CANCELLED or UNAVAILABLE at the client, rare). In Kubernetes the preStop pause keeps
-such calls away: endpoints drop the pod before SIGTERM. A fixed address list cannot, so the test
-allows a few such refusals and proves they were never accepted: the replicas' own counts of
+Calls that reach the leaving replica while it drains are refused with UNAVAILABLE and retried
+elsewhere; one that races its final shutdown can be cut by gRPC itself (CANCELLED or
+UNAVAILABLE at the client, rare). In Kubernetes the preStop pause keeps such calls away:
+endpoints drop the pod before SIGTERM. A fixed address list cannot, so the test allows a few
+such errors and proves none was a call the replica accepted: the replicas' own counts of
 answered calls equal the client's successes exactly.
 Env: ATTNSERVE_BINARY, ATTNSERVE_STUBS, ATTNSERVE_MODELS, ATTN_BENCH_BINARY."""
 import json
@@ -52,10 +53,7 @@ class ReplicasTest(unittest.TestCase):
             self.assertTrue(all(count > 20 for count in before), before)  # all three serve
 
             leaving, staying = self.replicas[0], self.replicas[1:]
-            # The harness's own idle channel never reads its socket (Python polls a channel only
-            # during a call), so gRPC's shutdown handshake would wait on it until the drain
-            # deadline: close it, as a client process that goes away would.
-            leaving.channel.close()
+            # The harness's own channel stays open and idle: the drain does not wait for it.
             start = time.time()
             self.assertEqual(leaving.terminate(), 0)  # SIGTERM mid-load: drains, exits 0
             self.assertLess(time.time() - start, 3)
@@ -69,9 +67,10 @@ class ReplicasTest(unittest.TestCase):
         self.assertEqual(bench.returncode, 0)
         level = json.loads(out)["levels"][0]
         self.assertGreater(level["ok"], 300)
-        # Every call a replica accepted, it answered OK, and the client received the answer.
+        # Every call a replica accepted, it answered OK, and the client received the answer;
+        # calls that arrived while it drained were refused as UNAVAILABLE, and retried.
         left = answered_at_exit(leaving)
-        self.assertEqual(set(left), {"OK"})
+        self.assertLessEqual(set(left), {"OK", "UNAVAILABLE"})
         for replica in staying:
             self.assertEqual(
                 replica.metric_value("attnserve_requests_total", method="NextToken"),

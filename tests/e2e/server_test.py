@@ -14,7 +14,8 @@ import urllib.request
 
 import grpc
 
-from server_harness import Server, free_port, health_pb2, pb, reflection_pb2, reflection_pb2_grpc
+from server_harness import (Server, free_port, health_pb2, pb, pb_grpc, reflection_pb2,
+                            reflection_pb2_grpc)
 
 MODEL = "demo"
 
@@ -414,6 +415,21 @@ class LifecycleTest(unittest.TestCase):
         finally:
             server.stop()
 
+    def test_sigterm_with_idle_connections_exits_at_once(self):
+        # Idle connections and nothing in flight: the drain has nothing to wait for. gRPC's own
+        # graceful shutdown waited 5 s for an idle channel to go away (one whose client, like
+        # Python's between calls, does not read its socket).
+        server = Server("--drain_timeout_s=30")
+        try:
+            other = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+            pb_grpc.InferenceStub(other).ListModels(pb.ListModelsRequest(), timeout=10)
+            start = time.time()
+            self.assertEqual(server.terminate(), 0, server.output())
+            self.assertLess(time.time() - start, 2.0, server.output())
+            other.close()
+        finally:
+            server.stop()
+
     def test_corrupted_model_directories_are_refused_and_the_others_serve(self):
         demo = os.path.abspath(os.environ["ATTNSERVE_MODELS"] + "/demo")
         with open(os.path.join(demo, "config.json")) as f:
@@ -701,6 +717,33 @@ class MessageLimitTest(unittest.TestCase):
                 model=MODEL, sequences=[pb.Sequence(text="ok")])).results), 1)
         finally:
             server.stop()
+
+
+    def test_a_compression_bomb_is_refused_before_it_is_inflated(self):
+        # 256 MiB of one letter, about 250 KB gzipped on the wire: refused by the algorithm's
+        # name before gRPC inflates it, so the server's memory does not move.
+        server = Server()
+        try:
+            before = resident_megabytes(server.process.pid)
+            bomb = pb.NextTokenRequest(model=MODEL, sequences=[pb.Sequence(text="a" * (256 << 20))])
+            with self.assertRaises(grpc.RpcError) as raised:
+                server.stub.NextToken(bomb, compression=grpc.Compression.Gzip, timeout=60)
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+            self.assertIn("gzip", raised.exception.details())
+            del bomb
+            self.assertLess(resident_megabytes(server.process.pid) - before, 16)
+            self.assertEqual(len(server.stub.NextToken(pb.NextTokenRequest(
+                model=MODEL, sequences=[pb.Sequence(text="ok")])).results), 1)
+        finally:
+            server.stop()
+
+
+def resident_megabytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
 
 
 def pb_stub(channel):

@@ -3,8 +3,10 @@
 // (a golden case) and breaks one thing at a time.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -189,6 +191,23 @@ TEST_F(ModelLoaderTest, BrokenSafetensors) {
   std::memcpy(huge.data(), &length, 8);
   WriteFile(weights_path(), huge);
   ExpectInvalid("model.safetensors", {"exceeds"});
+}
+
+TEST_F(ModelLoaderTest, NonFiniteWeights) {
+  // One value of layers.1.ffn.fc2.weight made NaN, then infinity: refused, naming the tensor.
+  const std::string bytes = ReadFile(weights_path());
+  uint64_t length = 0;
+  std::memcpy(&length, bytes.data(), 8);
+  const Json header = Json::parse(bytes.substr(8, length));
+  const uint64_t begin = header["layers.1.ffn.fc2.weight"]["data_offsets"][0];
+  for (const float bad :
+       {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+    std::string edited = bytes;
+    std::memcpy(edited.data() + 8 + length + begin + 4 * 37, &bad, 4);
+    WriteFile(weights_path(), edited);
+    ExpectInvalid("model.safetensors", {"tensor 'layers.1.ffn.fc2.weight' holds",
+                                        std::isnan(bad) ? "NaN" : "infinity", "at element 37"});
+  }
 }
 
 }  // namespace

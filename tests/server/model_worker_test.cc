@@ -8,8 +8,12 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
@@ -289,6 +293,40 @@ TEST_F(ModelWorkerTest, PreemptedEncoderDecoderGenerationsEncodeAgainAndGiveTheS
   metrics_.preemptions.ForEach(
       [&](const metrics::Labels&, const metrics::Counter& c) { preemptions += c.Value(); });
   EXPECT_GT(preemptions, 0);
+}
+
+TEST_F(ModelWorkerTest, AnswersThatWouldHoldNaNAreInternalErrors) {
+  // Finite weights whose values overflow: the final norm scales every state by 3e38, so the
+  // logits are infinite and their log-softmax NaN. No answer may carry that as OK.
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "overflowing_model";
+  fs::remove_all(dir);
+  fs::copy(ATTNSERVE_GOLDEN_DIR "/model_causal_lm_softmax_layer_norm_pre_sinusoidal", dir,
+           fs::copy_options::recursive);
+  std::string bytes;
+  {
+    std::ifstream in(dir / "model.safetensors", std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  uint64_t length = 0;
+  std::memcpy(&length, bytes.data(), 8);
+  const auto header = nlohmann::json::parse(bytes.substr(8, length));
+  const uint64_t begin = header["final_norm.weight"]["data_offsets"][0];
+  const uint64_t end = header["final_norm.weight"]["data_offsets"][1];
+  for (uint64_t at = begin; at < end; at += 4) {
+    const float huge = 3e38f;
+    std::memcpy(bytes.data() + 8 + length + at, &huge, 4);
+  }
+  std::ofstream(dir / "model.safetensors", std::ios::binary | std::ios::trunc) << bytes;
+  auto worker = StartWorker({}, dir.string());
+  for (TaskKind kind : {TaskKind::kNextToken, TaskKind::kScore, TaskKind::kGenerate}) {
+    Call call = MakeCall(kind, 3);
+    ASSERT_TRUE(worker->Submit(call.task).ok());
+    const absl::Status status = call.sink->Wait();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+    EXPECT_NE(status.message().find("computed NaN"), std::string::npos) << status;
+    EXPECT_TRUE(GeneratedTokens(*call.sink).empty());
+  }
 }
 
 TEST_F(ModelWorkerTest, DrainUnderLoadFinishesEverythingAccepted) {
