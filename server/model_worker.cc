@@ -456,7 +456,7 @@ void ModelWorker::RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks) 
     const auto rows = static_cast<int64_t>(task->sequences.size());
     if (absl::Status finite = Finite(logits->row(row), rows * logits->dim(1)); !finite.ok()) {
       row += rows;
-      task->Finish(finite);
+      task->Finish(std::move(finite));
       continue;
     }
     v1::NextTokenResponse response;
@@ -491,7 +491,7 @@ void ModelWorker::RunScore(const std::vector<std::shared_ptr<Task>>& tasks) {
     if (absl::Status finite =
             Finite(scores.data(), static_cast<int64_t>(sequences[b].size()) * scores.dim(1));
         !finite.ok()) {
-      tasks[b]->Finish(finite);
+      tasks[b]->Finish(std::move(finite));
       continue;
     }
     tasks[b]->score = MakeScoreResponse(scores, sequences[b], *model_->tokenizer);
@@ -541,7 +541,7 @@ void ModelWorker::RunEmbed(const std::shared_ptr<Task>& task) {
   for (int64_t b = 0; b < batch; ++b) {
     const Tensor values = output->Select(b);
     if (absl::Status finite = Finite(values.data(), rows[b] * values.dim(1)); !finite.ok()) {
-      task->Finish(finite);
+      task->Finish(std::move(finite));
       return;
     }
   }
@@ -736,7 +736,7 @@ void ModelWorker::Feed(const std::vector<Generation*>& batch, const TokenSequenc
       continue;  // a chunk of its prompt fed
     } else if (absl::Status finite = Finite(logits->row(static_cast<int64_t>(i)), logits->dim(1));
                !finite.ok()) {
-      End(g, finite);
+      End(g, std::move(finite));
     } else if (Emit(g, logits->row(static_cast<int64_t>(i)))) {
       continue;  // a token sent: still running
     }
