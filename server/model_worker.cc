@@ -298,21 +298,20 @@ ModelWorker::Step ModelWorker::TakeWork() {
       });
     }
   }
-  // Generation slots: running generations whose clients keep up.
-  int64_t slots = options_.max_batch_size;
-  for (Generation& g : generations_) slots -= Runnable(g) ? 1 : 0;
-  // Blocks for new prompts: the free ones, and those of paused streams, which give theirs up
-  // when asked (ReserveBlocks).
-  int64_t free_blocks = pool_ ? pool_->free_blocks() : 0;
-  for (Generation& g : generations_) {
-    if (!Runnable(g)) free_blocks += g.held_blocks();
-  }
+  // Generation slots: running generations whose clients keep up. Blocks for new prompts: the
+  // free ones, and those of paused streams, which give theirs up when asked (ReserveBlocks).
   // The step's token budget: small while generations decode, so that their next token waits
   // for little else. Unary tasks take half of it while prompts wait to be fed, and prompts
   // what the tasks leave, at least that half, so that neither starves the other.
+  int64_t slots = options_.max_batch_size;
+  int64_t free_blocks = pool_ ? pool_->free_blocks() : 0;
   bool decoding = false, prompts_waiting = false;
   for (Generation& g : generations_) {
-    if (!Runnable(g)) continue;
+    if (!Runnable(g)) {
+      free_blocks += g.held_blocks();
+      continue;
+    }
+    --slots;
     decoding |= g.unfed() == 1;
     prompts_waiting |= g.unfed() > 1;
   }

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace attnserve {
+
 absl::StatusOr<Tensor> WeightReader::Take(const std::string& name, const Shape& shape) {
   if (!file_.contains(name)) {
     return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": missing tensor '", name,
