@@ -393,8 +393,14 @@ class LifecycleTest(unittest.TestCase):
             threads += [threading.Thread(target=unary, args=(i,)) for i in range(4)]
             for t in threads:
                 t.start()
+            # SIGTERM once both kinds of work run: a stream decodes and a unary call was answered
+            # (waiting on the stream alone raced the unary callers' first calls on a busy CI).
+            def under_load():
+                with lock:
+                    answered = grpc.StatusCode.OK in codes
+                return answered and server.metric_value("attnserve_active_sequences") >= 1
             deadline = time.time() + 10
-            while server.metric_value("attnserve_active_sequences") < 1 and time.time() < deadline:
+            while not under_load() and time.time() < deadline:
                 time.sleep(0.01)
             code = server.terminate()
             stop.set()
