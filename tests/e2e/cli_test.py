@@ -424,14 +424,22 @@ class AttnTest(ToolTestCase):
 
     def test_deadline_exceeded(self):
         # gRPC's deadline timers tick in milliseconds: a call answered within about one can beat
-        # a 1 µs deadline, so the model calls take longer (a 1000-token prompt, about 50 ms).
+        # a 1 µs deadline, so the model calls take longer (a 1000-token prompt, about 50 ms), and
+        # `models`, which the server answers at once, goes to a socket that accepts the
+        # connection and never speaks HTTP/2.
         long_text = "deadline " * 111
-        for args in (["next-token", "--text", long_text], ["generate", "--text", long_text],
-                     ["models"]):
-            for attempt in range(3):  # reliably, not by luck
-                with self.subTest(args=args, attempt=attempt):
-                    result = self.attn(*args, "--timeout", "0.000001")
-                    self.assertServerError(result, 6, "DEADLINE_EXCEEDED")
+        with socket.socket() as silent:
+            silent.bind(("127.0.0.1", 0))
+            silent.listen(8)
+            silent_target = f"127.0.0.1:{silent.getsockname()[1]}"
+            for args, target in ((["next-token", "--text", long_text], None),
+                                 (["generate", "--text", long_text], None),
+                                 (["models"], silent_target)):
+                for attempt in range(3):  # reliably, not by luck
+                    with self.subTest(args=args, attempt=attempt):
+                        result = self.attn(*args, "--timeout", "0.000001",
+                                           **({"target": target} if target else {}))
+                        self.assertServerError(result, 6, "DEADLINE_EXCEEDED")
         # A generous timeout is not hit.
         self.attn_ok("next-token", "--text", "Hi", "--timeout", "30")
 
