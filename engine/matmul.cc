@@ -138,13 +138,14 @@ void ExecuteMatmul(const MatmulKey& key, int64_t first, int64_t rows, const Tens
 
 absl::Status LinearWith(const Tensor& x, const Tensor& weight, const PackedWeight& packed,
                         const Tensor& bias, Tensor& y, MatmulEpilogue epilogue) {
-  if (!RowsAreDense(x) || !RowsAreDense(weight) || !RowsAreDense(y)) {
+  const bool packed_only = weight.empty() && !packed.empty();
+  if (!RowsAreDense(x) || !(packed_only || RowsAreDense(weight)) || !RowsAreDense(y)) {
     return absl::InvalidArgumentError(
         absl::StrCat("Linear: operands must be 2-D with unit inner stride; x ", x.ShapeString(),
                      ", weight ", weight.ShapeString(), ", y ", y.ShapeString()));
   }
-  const int64_t m = x.dim(0), k = x.dim(1), n = weight.dim(0);
-  if (weight.dim(1) != k || y.dim(0) != m || y.dim(1) != n ||
+  const int64_t m = x.dim(0), k = x.dim(1), n = packed_only ? packed.n() : weight.dim(0);
+  if ((packed_only ? packed.k() : weight.dim(1)) != k || y.dim(0) != m || y.dim(1) != n ||
       (!bias.empty() && (bias.size() != n || !bias.is_contiguous())) ||
       (!packed.empty() && (packed.n() != n || packed.k() != k))) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -161,7 +162,9 @@ absl::Status LinearWith(const Tensor& x, const Tensor& weight, const PackedWeigh
     }
     return absl::OkStatus();
   }
-  MatmulKey key{0, k, n, x.stride(0), weight.stride(0), y.stride(0), !bias.empty(), epilogue};
+  MatmulKey key{
+      0,       k, n, x.stride(0), packed_only ? k : weight.stride(0), y.stride(0), !bias.empty(),
+      epilogue};
   if (packed.empty()) {
     ExecuteMatmul(key, 0, m, x, weight.data(), bias, y);
     return absl::OkStatus();
@@ -189,6 +192,12 @@ absl::Status Linear(const Tensor& x, const Tensor& weight, const Tensor& bias, T
   return LinearWith(x, weight, PackedWeight(), bias, y, epilogue);
 }
 
+LinearWeights PrepareLinear(Tensor weight, Tensor bias) {
+  PackedWeight packed = PackedWeight::PackIfFaster(weight);
+  if (!packed.empty()) weight = Tensor();
+  return LinearWeights{std::move(weight), std::move(bias), std::move(packed)};
+}
+
 absl::Status Linear(const Tensor& x, const LinearWeights& linear, Tensor& y,
                     MatmulEpilogue epilogue) {
   return LinearWith(x, linear.weight, linear.packed, linear.bias, y, epilogue);
@@ -197,7 +206,7 @@ absl::Status Linear(const Tensor& x, const LinearWeights& linear, Tensor& y,
 absl::StatusOr<Tensor> LinearRows(const Tensor& x, const LinearWeights& linear,
                                   MatmulEpilogue epilogue) {
   Shape shape = x.shape();
-  shape.back() = linear.weight.dim(0);
+  shape.back() = linear.out_features();
   Tensor y(shape);
   Tensor y_rows = y.FlattenRows();
   if (auto status = Linear(x.FlattenRows(), linear, y_rows, epilogue); !status.ok()) {

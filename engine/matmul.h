@@ -27,11 +27,22 @@ struct MatmulEpilogue {
 };
 
 // An nn.Linear: weight [out, in], bias [out] (empty without bias), and the weight packed for
-// this CPU (PackedWeight::PackIfFaster; empty where plain weights are as fast).
+// this CPU (PackedWeight::PackIfFaster; empty where plain weights are as fast). A packed linear
+// holds no plain weight: the packed copy is the only one kept.
 struct LinearWeights {
   Tensor weight, bias;
   PackedWeight packed;
+
+  bool empty() const { return weight.empty() && packed.empty(); }
+  int64_t out_features() const { return packed.empty() ? weight.dim(0) : packed.n(); }
+  int64_t in_features() const { return packed.empty() ? weight.dim(1) : packed.k(); }
+  // The plain weight [out, in]: a copy unpacked from `packed` when that is all there is.
+  Tensor PlainWeight() const { return packed.empty() ? weight : packed.Unpack(); }
 };
+
+// The weight packed where that is faster, and then dropped: its memory (a view of the model file)
+// is released once nothing else holds it.
+LinearWeights PrepareLinear(Tensor weight, Tensor bias);
 
 // x: [M, K] with unit inner stride (rows may be strided); weight: [N, K] likewise; bias: empty or
 // [N]; y: [M, N] with unit inner stride, allocated by the caller.

@@ -71,6 +71,18 @@ PackedWeight PackedWeight::Pack(const Tensor& weight) {
   return packed;
 }
 
+Tensor PackedWeight::Unpack() const {
+  Tensor weight({n_, k_});
+  for (int64_t j = 0; j < panels(); ++j) {
+    const int64_t columns = std::min(kPanelWidth, n_ - j * kPanelWidth);
+    for (int64_t c = 0; c < columns; ++c) {
+      float* row = weight.row(j * kPanelWidth + c);
+      for (int64_t r = 0; r < k_; ++r) row[r] = panel(j)[r * kPanelWidth + c];
+    }
+  }
+  return weight;
+}
+
 bool PackedWeight::WorthPacking(int64_t n, int64_t k) {
   constexpr int64_t kMinFloats = 1 << 18;
   return n * k >= kMinFloats && PackingIsFaster();

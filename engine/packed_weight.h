@@ -25,6 +25,8 @@ class PackedWeight {
   PackedWeight() = default;
   // The packed copy of weight [N, K] (rows may be strided).
   static PackedWeight Pack(const Tensor& weight);
+  // The plain weight [n, k] again, as a new tensor.
+  Tensor Unpack() const;
   // Pack(weight) when WorthPacking(weight's shape), else an empty PackedWeight.
   static PackedWeight PackIfFaster(const Tensor& weight);
   // Whether this CPU's oneDNN multiplies faster from packed weights (see above).

@@ -17,7 +17,7 @@ class PageWarmer {
  public:
   static constexpr int64_t kPageBytes = 4096;
 
-  explicit PageWarmer(MappedBytes memory) : memory_(std::move(memory)) {}
+  explicit PageWarmer(FileBytes memory) : memory_(std::move(memory)) {}
 
   // Starts a new pass from the first page.
   void Restart() { next_page_ = 0; }
@@ -30,7 +30,7 @@ class PageWarmer {
   }
 
  private:
-  MappedBytes memory_;
+  FileBytes memory_;
   int64_t next_page_ = 0;
 };
 

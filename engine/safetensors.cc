@@ -13,12 +13,30 @@
 
 namespace attnserve {
 
-struct SafetensorsFile::Mapping {
-  const uint8_t* data = nullptr;
+// The file's bytes in an anonymous private mapping: pages can be handed back one range at a time.
+struct SafetensorsFile::Contents {
+  uint8_t* data = nullptr;
   size_t size = 0;
-  ~Mapping() {
-    if (data != nullptr && size > 0) munmap(const_cast<uint8_t*>(data), size);
+  ~Contents() {
+    if (data != nullptr) munmap(data, size);
   }
+};
+
+// Keeps one tensor's bytes; the last view of the tensor going away releases the whole pages
+// inside them (MADV_DONTNEED: they read as zeros and cost nothing until written).
+struct SafetensorsFile::Lease {
+  Lease(std::shared_ptr<const Contents> contents, const uint8_t* begin, const uint8_t* end)
+      : contents(std::move(contents)), begin(begin), end(end) {}
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  ~Lease() {
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+    const uintptr_t last = reinterpret_cast<uintptr_t>(end) / page * page;
+    if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  }
+  const std::shared_ptr<const Contents> contents;
+  const uint8_t *const begin, *const end;
 };
 
 namespace {
@@ -44,36 +62,48 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
     ::close(fd);
     return fail("not a regular file");
   }
-  auto mapping = std::make_shared<Mapping>();
-  mapping->size = static_cast<size_t>(info.st_size);
-  if (mapping->size > 0) {
-    void* data = mmap(nullptr, mapping->size, PROT_READ, MAP_PRIVATE, fd, 0);
+  auto contents = std::make_shared<Contents>();
+  contents->size = static_cast<size_t>(info.st_size);
+  if (contents->size > 0) {
+    void* data = mmap(nullptr, contents->size, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (data == MAP_FAILED) {
       ::close(fd);
-      return fail(absl::StrCat("mmap failed: ", std::strerror(errno)));
+      return fail(
+          absl::StrCat("cannot allocate ", contents->size, " bytes: ", std::strerror(errno)));
     }
-    mapping->data = static_cast<const uint8_t*>(data);
+    contents->data = static_cast<uint8_t*>(data);
+  }
+  for (size_t done = 0; done < contents->size;) {
+    const ssize_t n = pread(fd, contents->data + done, contents->size - done, done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      return fail(n < 0 ? absl::StrCat("read failed: ", std::strerror(errno))
+                        : absl::StrCat("shrank to ", done, " bytes while being read"));
+    }
+    done += static_cast<size_t>(n);
   }
   ::close(fd);
 
-  if (mapping->size < 8) return fail("truncated: shorter than the 8-byte header length");
+  if (contents->size < 8) return fail("truncated: shorter than the 8-byte header length");
   uint64_t header_bytes = 0;
-  for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | mapping->data[i];
+  for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | contents->data[i];
   if (header_bytes > kMaxHeaderBytes) {
     return fail(
         absl::StrCat("header length ", header_bytes, " exceeds the limit of ", kMaxHeaderBytes));
   }
-  if (header_bytes > mapping->size - 8) {
+  if (header_bytes > contents->size - 8) {
     return fail(absl::StrCat("truncated: header of ", header_bytes, " bytes but only ",
-                             mapping->size - 8, " follow"));
+                             contents->size - 8, " follow"));
   }
 
   SafetensorsFile file;
   file.path_ = path;
   file.data_offset_ = 8 + header_bytes;
-  const uint64_t data_bytes = mapping->size - file.data_offset_;
+  const uint64_t data_bytes = contents->size - file.data_offset_;
   nlohmann::json header =
-      nlohmann::json::parse(mapping->data + 8, mapping->data + 8 + header_bytes, nullptr,
+      nlohmann::json::parse(contents->data + 8, contents->data + 8 + header_bytes, nullptr,
                             /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) {
     return fail("header is not a JSON object");
@@ -137,7 +167,7 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
       return fail(absl::StrCat("tensors overlap at data offset ", ranges[i].first));
     }
   }
-  file.mapping_ = std::move(mapping);
+  file.contents_ = std::move(contents);
   return file;
 }
 
@@ -156,7 +186,7 @@ absl::StatusOr<const SafetensorsFile::Entry*> SafetensorsFile::Find(const std::s
 }
 
 const uint8_t* SafetensorsFile::DataOf(const Entry& entry) const {
-  return mapping_->data + data_offset_ + entry.begin;
+  return contents_->data + data_offset_ + entry.begin;
 }
 
 absl::StatusOr<Tensor> SafetensorsFile::Float32(const std::string& name) const {
@@ -167,17 +197,24 @@ absl::StatusOr<Tensor> SafetensorsFile::Float32(const std::string& name) const {
         absl::StrCat(path_, ": tensor '", name, "' is ", (*entry)->dtype, ", expected F32"));
   }
   const uint8_t* data = DataOf(**entry);
-  Tensor view =
-      Tensor::Wrap(reinterpret_cast<float*>(const_cast<uint8_t*>(data)), (*entry)->shape, mapping_);
+  const uint64_t bytes = (*entry)->end - (*entry)->begin;
   if (reinterpret_cast<uintptr_t>(data) % alignof(float) != 0) {
     Tensor copy((*entry)->shape);
-    std::memcpy(copy.data(), data, (*entry)->end - (*entry)->begin);
+    std::memcpy(copy.data(), data, bytes);
     return copy;
   }
-  return view;
+  // One lease per tensor, however many times it is read: a second one would release the pages
+  // while the first one's views still read them.
+  std::shared_ptr<const Lease> lease = leases_[name].lock();
+  if (lease == nullptr) {
+    lease = std::make_shared<const Lease>(contents_, data, data + bytes);
+    leases_[name] = lease;
+  }
+  return Tensor::Wrap(reinterpret_cast<float*>(const_cast<uint8_t*>(data)), (*entry)->shape,
+                      std::move(lease));
 }
 
-MappedBytes SafetensorsFile::mapped() const { return {{mapping_->data, mapping_->size}, mapping_}; }
+FileBytes SafetensorsFile::bytes() const { return {{contents_->data, contents_->size}, contents_}; }
 
 absl::StatusOr<std::vector<int64_t>> SafetensorsFile::Integers(const std::string& name) const {
   auto entry = Find(name);

@@ -1,7 +1,12 @@
-// A read-only, memory-mapped safetensors file: an 8-byte little-endian header length, a JSON
-// header ({name: {dtype, shape, data_offsets}, "__metadata__": {string: string}}), then the data.
-// Open() validates everything up front, so a malformed file is refused with a message naming the
-// file and the tensor, and accessors never read out of bounds.
+// A safetensors file read into memory the process owns: an 8-byte little-endian header length, a
+// JSON header ({name: {dtype, shape, data_offsets}, "__metadata__": {string: string}}), then the
+// data. Open() validates everything up front, so a malformed file is refused with a message naming
+// the file and the tensor, and accessors never read out of bounds.
+//
+// Owned, not mapped: a mapping of the file would let whoever truncates or rewrites it change the
+// weights under the server (SIGBUS on the next read past the new end, other numbers in place).
+// Each tensor view holds a lease on its bytes: once no view of a tensor is left (its weight was
+// packed or fused into another buffer), the whole pages inside it go back to the system.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +21,8 @@
 
 namespace attnserve {
 
-// Bytes of a mapped file, with the handle that keeps them mapped.
-struct MappedBytes {
+// A file's bytes in memory, with the handle that keeps them there.
+struct FileBytes {
   std::span<const uint8_t> bytes;
   std::shared_ptr<const void> owner;
 };
@@ -34,13 +39,13 @@ class SafetensorsFile {
   std::vector<std::string> names() const;
   bool contains(const std::string& name) const { return entries_.count(name) > 0; }
 
-  // A view into the mapping (a copy if the data is not 4-byte aligned); F32 only.
+  // A view of the file's bytes (a copy if the data is not 4-byte aligned); F32 only.
   absl::StatusOr<Tensor> Float32(const std::string& name) const;
   // I64 or I32 tensors, widened.
   absl::StatusOr<std::vector<int64_t>> Integers(const std::string& name) const;
 
-  // The whole file as mapped.
-  MappedBytes mapped() const;
+  // The whole file; pages of tensors nobody holds read as zeros.
+  FileBytes bytes() const;
 
  private:
   struct Entry {
@@ -48,16 +53,18 @@ class SafetensorsFile {
     Shape shape;
     uint64_t begin = 0, end = 0;  // offsets into the data section
   };
-  struct Mapping;
+  struct Contents;
+  struct Lease;
 
   absl::StatusOr<const Entry*> Find(const std::string& name) const;
   const uint8_t* DataOf(const Entry& entry) const;
 
   std::string path_;
-  std::shared_ptr<const Mapping> mapping_;
+  std::shared_ptr<const Contents> contents_;
   uint64_t data_offset_ = 0;
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> metadata_;
+  mutable std::map<std::string, std::weak_ptr<const Lease>> leases_;
 };
 
 }  // namespace attnserve

@@ -11,8 +11,10 @@ packages=(
   build-essential cmake pkg-config clang-format
   # engine
   libdnnl-dev libabsl-dev nlohmann-json3-dev
-  # server: gRPC, Protobuf, the embedded HTTP server for /metrics
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libcivetweb-dev
+  # server: gRPC, Protobuf, Prometheus metrics and their HTTP server (civetweb, under
+  # prometheus-cpp and used directly for its timeouts)
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler prometheus-cpp-dev
+  libcivetweb-dev
   # end-to-end tests: real clients in Python, health and reflection protos, a real Prometheus
   python3-grpcio python3-grpc-tools grpc-proto prometheus
   # tests and micro-benchmarks

@@ -3,9 +3,10 @@
 namespace attnserve::server {
 
 void GenerateCall::Send(v1::GenerateResponse event) {
+  grpc::ByteBuffer bytes = EncodeMessage(event);
   std::lock_guard lock(mutex_);
   if (broken_) return;
-  pending_.push_back(std::move(event));
+  pending_.push_back(std::move(bytes));
   unsent_.store(static_cast<int64_t>(pending_.size()), std::memory_order_relaxed);
   if (!writing_) Advance();
 }

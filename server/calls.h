@@ -14,6 +14,7 @@
 #include "server/call_gate.h"
 #include "server/rpc_scope.h"
 #include "server/task.h"
+#include "server/wire_format.h"
 
 namespace attnserve::server {
 
@@ -38,17 +39,17 @@ class CallTask {
   CallGate* gate_ = nullptr;
 };
 
-// A unary call. Completing it moves the task's result into the response and answers; gRPC
+// A unary call. Completing it serializes the task's result into the response and answers; gRPC
 // deletes the reactor once the answer is sent.
 template <typename Response>
 class UnaryCall final : public grpc::ServerUnaryReactor, public TaskSink, public CallTask {
  public:
-  UnaryCall(RpcScope scope, Response* response, Response Task::*result)
+  UnaryCall(RpcScope scope, grpc::ByteBuffer* response, Response Task::*result)
       : scope_(std::move(scope)), response_(response), result_(result) {}
 
   void Send(v1::GenerateResponse) override {}  // unary tasks stream nothing
   void Complete(absl::Status status) override {
-    if (status.ok()) *response_ = std::move((*task_).*result_);
+    if (status.ok()) *response_ = EncodeMessage((*task_).*result_);
     Finish(scope_.Finish(status));  // may delete this at once
   }
   void OnCancel() override { Cancel(); }
@@ -59,13 +60,13 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public TaskSink, public
 
  private:
   RpcScope scope_;
-  Response* const response_;
+  grpc::ByteBuffer* const response_;
   Response Task::*const result_;
 };
 
 // A Generate stream. gRPC allows one write in flight, so events queue here until the previous
 // one is on the wire; the status follows the last event.
-class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>,
+class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                            public TaskSink,
                            public CallTask {
  public:
@@ -87,9 +88,9 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
   std::optional<grpc::Status> Advance();
 
   RpcScope scope_;
-  std::mutex mutex_;                          // guards what follows
-  std::deque<v1::GenerateResponse> pending_;  // front: being written
-  std::atomic<int64_t> unsent_{0};            // pending_.size(), for the scheduler
+  std::mutex mutex_;                      // guards what follows
+  std::deque<grpc::ByteBuffer> pending_;  // serialized events; front: being written
+  std::atomic<int64_t> unsent_{0};        // pending_.size(), for the scheduler
   bool writing_ = false;
   bool broken_ = false;  // a write failed: the client is gone
   std::optional<grpc::Status> final_status_;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "server/wire_format.h"
 
 namespace attnserve::server {
 namespace {
@@ -73,31 +74,44 @@ absl::StatusOr<ModelWorker*> InferenceService::Route(const std::string& model,
 }
 
 grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerContext* context,
-                                                       const v1::ListModelsRequest*,
-                                                       v1::ListModelsResponse* response) {
-  for (const ModelWorker* worker : repository_.workers())
-    Describe(*worker, *response->add_models());
+                                                       const grpc::ByteBuffer* bytes,
+                                                       grpc::ByteBuffer* response_bytes) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  v1::ListModelsRequest request;
+  if (auto status = DecodeRequest(*bytes, request); !status.ok()) {
+    reactor->Finish(ToGrpc(status));
+    return reactor;
+  }
+  v1::ListModelsResponse response;
+  for (const ModelWorker* worker : repository_.workers()) Describe(*worker, *response.add_models());
   for (const auto& [name, error] : repository_.failures()) {
-    v1::ModelLoadError* failure = response->add_failed();
+    v1::ModelLoadError* failure = response.add_failed();
     failure->set_name(name);
     failure->set_error(error);
   }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  *response_bytes = EncodeMessage(response);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 
 grpc::ServerUnaryReactor* InferenceService::GetModel(grpc::CallbackServerContext* context,
-                                                     const v1::GetModelRequest* request,
-                                                     v1::ModelInfo* response) {
+                                                     const grpc::ByteBuffer* bytes,
+                                                     grpc::ByteBuffer* response_bytes) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  ModelWorker* worker = repository_.Find(request->model());
+  v1::GetModelRequest request;
+  if (auto status = DecodeRequest(*bytes, request); !status.ok()) {
+    reactor->Finish(ToGrpc(status));
+    return reactor;
+  }
+  ModelWorker* worker = repository_.Find(request.model());
   if (worker == nullptr) {
     reactor->Finish(
         grpc::Status(grpc::StatusCode::NOT_FOUND,
-                     absl::StrCat("no model named \"", request->model().substr(0, 128), "\"")));
+                     absl::StrCat("no model named \"", request.model().substr(0, 128), "\"")));
   } else {
-    Describe(*worker, *response);
+    v1::ModelInfo response;
+    Describe(*worker, response);
+    *response_bytes = EncodeMessage(response);
     reactor->Finish(grpc::Status::OK);
   }
   return reactor;
@@ -105,11 +119,12 @@ grpc::ServerUnaryReactor* InferenceService::GetModel(grpc::CallbackServerContext
 
 template <typename Request, typename Call>
 void InferenceService::Start(grpc::CallbackServerContext* context, const char* method,
-                             TaskKind kind, const Request& request, Validator<Request> validate,
-                             Call* call) const {
+                             TaskKind kind, const Request& request, const absl::Status& decoded,
+                             Validator<Request> validate, Call* call) const {
   const bool admitted = gate_.Enter();
   call->Admitted(&gate_);
   if (!admitted) return call->Complete(absl::UnavailableError("the server is shutting down"));
+  if (!decoded.ok()) return call->Complete(decoded);
   auto worker = Route(request.model(), method);
   if (!worker.ok()) return call->Complete(worker.status());
   auto task = std::make_shared<Task>(kind, call);
@@ -126,38 +141,45 @@ void InferenceService::Start(grpc::CallbackServerContext* context, const char* m
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* InferenceService::Unary(grpc::CallbackServerContext* context,
                                                   const char* method, TaskKind kind,
-                                                  const Request& request, Response* response,
+                                                  const grpc::ByteBuffer& bytes,
+                                                  grpc::ByteBuffer* response,
                                                   Validator<Request> validate,
                                                   Response Task::*result) const {
+  Request request;
+  const absl::Status decoded = DecodeRequest(bytes, request);
   auto* call = new UnaryCall<Response>(RpcScope(metrics_, ModelLabel(request.model()), method),
                                        response, result);
-  Start(context, method, kind, request, validate, call);
+  Start(context, method, kind, request, decoded, validate, call);
   return call;
 }
 
 grpc::ServerUnaryReactor* InferenceService::NextToken(grpc::CallbackServerContext* context,
-                                                      const v1::NextTokenRequest* request,
-                                                      v1::NextTokenResponse* response) {
-  return Unary(context, "NextToken", TaskKind::kNextToken, *request, response, ValidateNextToken,
-               &Task::next_token);
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
+  return Unary<v1::NextTokenRequest>(context, "NextToken", TaskKind::kNextToken, *request, response,
+                                     ValidateNextToken, &Task::next_token);
 }
 
 grpc::ServerUnaryReactor* InferenceService::Score(grpc::CallbackServerContext* context,
-                                                  const v1::ScoreRequest* request,
-                                                  v1::ScoreResponse* response) {
-  return Unary(context, "Score", TaskKind::kScore, *request, response, ValidateScore, &Task::score);
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) {
+  return Unary<v1::ScoreRequest>(context, "Score", TaskKind::kScore, *request, response,
+                                 ValidateScore, &Task::score);
 }
 
 grpc::ServerUnaryReactor* InferenceService::Embed(grpc::CallbackServerContext* context,
-                                                  const v1::EmbedRequest* request,
-                                                  v1::EmbedResponse* response) {
-  return Unary(context, "Embed", TaskKind::kEmbed, *request, response, ValidateEmbed, &Task::embed);
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) {
+  return Unary<v1::EmbedRequest>(context, "Embed", TaskKind::kEmbed, *request, response,
+                                 ValidateEmbed, &Task::embed);
 }
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(
-    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
-  auto* call = new GenerateCall(RpcScope(metrics_, ModelLabel(request->model()), "Generate"));
-  Start(context, "Generate", TaskKind::kGenerate, *request, ValidateGenerate, call);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
+  v1::GenerateRequest request;
+  const absl::Status decoded = DecodeRequest(*bytes, request);
+  auto* call = new GenerateCall(RpcScope(metrics_, ModelLabel(request.model()), "Generate"));
+  Start(context, "Generate", TaskKind::kGenerate, request, decoded, ValidateGenerate, call);
   return call;
 }
 

@@ -13,42 +13,50 @@
 
 namespace attnserve::server {
 
-class InferenceService final : public v1::Inference::CallbackService {
+// Every method on raw bytes, decoded by the service itself (server/wire_format.h).
+using RawInferenceService = v1::Inference::WithRawCallbackMethod_ListModels<
+    v1::Inference::WithRawCallbackMethod_GetModel<v1::Inference::WithRawCallbackMethod_NextToken<
+        v1::Inference::WithRawCallbackMethod_Embed<v1::Inference::WithRawCallbackMethod_Generate<
+            v1::Inference::WithRawCallbackMethod_Score<v1::Inference::Service>>>>>>;
+
+class InferenceService final : public RawInferenceService {
  public:
   // Inference calls are admitted through `gate`, which shutdown closes.
   InferenceService(const ModelRepository& repository, ServerMetrics& metrics, CallGate& gate)
       : repository_(repository), metrics_(metrics), gate_(gate) {}
 
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
-                                       const v1::ListModelsRequest* request,
-                                       v1::ListModelsResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetModel(grpc::CallbackServerContext* context,
-                                     const v1::GetModelRequest* request,
-                                     v1::ModelInfo* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* NextToken(grpc::CallbackServerContext* context,
-                                      const v1::NextTokenRequest* request,
-                                      v1::NextTokenResponse* response) override;
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context,
-                                  const v1::EmbedRequest* request,
-                                  v1::EmbedResponse* response) override;
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
-      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Score(grpc::CallbackServerContext* context,
-                                  const v1::ScoreRequest* request,
-                                  v1::ScoreResponse* response) override;
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
 
  private:
   template <typename Request>
   using Validator = absl::Status (*)(const Request&, const ModelWorker&, Task&);
-  // Every inference RPC: route, validate, queue; the scheduler answers `call` from then on. A
-  // request refused on the way is answered here.
+  // Every inference RPC: decode, route, validate, queue; the scheduler answers `call` from then
+  // on. A request refused on the way is answered here.
   template <typename Request, typename Call>
   void Start(grpc::CallbackServerContext* context, const char* method, TaskKind kind,
-             const Request& request, Validator<Request> validate, Call* call) const;
+             const Request& request, const absl::Status& decoded, Validator<Request> validate,
+             Call* call) const;
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const char* method,
-                                  TaskKind kind, const Request& request, Response* response,
-                                  Validator<Request> validate, Response Task::*result) const;
+                                  TaskKind kind, const grpc::ByteBuffer& bytes,
+                                  grpc::ByteBuffer* response, Validator<Request> validate,
+                                  Response Task::*result) const;
 
   std::string ModelLabel(const std::string& model) const;
   // The worker for `model` if it exists and answers `method`.

@@ -125,7 +125,7 @@ ModelWorker::ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerO
       end_of_text_(model_->tokenizer ? model_->tokenizer->SpecialId("<|endoftext|>") : -1),
       // Packed weights sit on huge pages and need no warming; walking the file would only make
       // its released pages resident again.
-      weight_pages_(model_->weights_packed ? MappedBytes{} : model_->weight_file),
+      weight_pages_(model_->weights_packed ? FileBytes{} : model_->weight_file),
       thread_([this] { Run(); }) {
   metrics.queue_capacity.Add({{"model", name_}}).Set(static_cast<double>(options_.max_queue_size));
   metrics.max_batch_tokens.Add({{"model", name_}})

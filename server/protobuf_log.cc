@@ -7,10 +7,13 @@
 #include <mutex>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace attnserve::server {
 namespace {
+
+thread_local std::string* caught = nullptr;  // set while CatchProtobufComplaints runs
 
 std::mutex log_mutex;
 absl::Time last_line = absl::InfinitePast();  // guarded by log_mutex
@@ -19,6 +22,10 @@ int64_t suppressed = 0;                       // guarded by log_mutex
 void LogAtMostOncePerSecond(google::protobuf::LogLevel level, const char* file, int line,
                             const std::string& message) {
   static const char* const kLevels[] = {"INFO", "WARNING", "ERROR", "FATAL"};
+  if (caught != nullptr && level < google::protobuf::LOGLEVEL_FATAL) {
+    absl::StrAppend(caught, caught->empty() ? "" : "; ", message);
+    return;
+  }
   std::lock_guard lock(log_mutex);
   const absl::Time now = absl::Now();
   if (level < google::protobuf::LOGLEVEL_FATAL && now - last_line < absl::Seconds(1)) {
@@ -35,5 +42,13 @@ void LogAtMostOncePerSecond(google::protobuf::LogLevel level, const char* file, 
 }  // namespace
 
 void LimitProtobufLogging() { google::protobuf::SetLogHandler(&LogAtMostOncePerSecond); }
+
+std::string CatchProtobufComplaints(absl::FunctionRef<void()> parse) {
+  std::string complaints;
+  caught = &complaints;
+  parse();
+  caught = nullptr;
+  return complaints;
+}
 
 }  // namespace attnserve::server

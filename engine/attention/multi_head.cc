@@ -52,27 +52,22 @@ Tensor StackBiases(const std::vector<const Tensor*>& biases,
 
 }  // namespace
 
-MultiHeadAttention::MultiHeadAttention(const AttentionConfig& config, AttentionWeights weights)
-    : config_(config), weights_(std::move(weights)) {}
+MultiHeadAttention::MultiHeadAttention(const AttentionConfig& config) : config_(config) {}
 
 absl::StatusOr<MultiHeadAttention> MultiHeadAttention::Create(const AttentionConfig& config,
                                                               AttentionWeights weights) {
   if (auto status = CheckAttentionWeights(config, weights); !status.ok()) return status;
-  MultiHeadAttention layer(config, std::move(weights));
-  const AttentionWeights& w = layer.weights_;
+  MultiHeadAttention layer(config);
+  const AttentionWeights& w = weights;
   const std::vector<const Tensor*> projections =
       config.is_cross() ? std::vector<const Tensor*>{&w.k_weight, &w.v_weight}
                         : std::vector<const Tensor*>{&w.q_weight, &w.k_weight, &w.v_weight};
   const std::vector<const Tensor*> biases =
       config.is_cross() ? std::vector<const Tensor*>{&w.k_bias, &w.v_bias}
                         : std::vector<const Tensor*>{&w.q_bias, &w.k_bias, &w.v_bias};
-  const auto linear = [](Tensor weight, Tensor bias) {
-    PackedWeight packed = PackedWeight::PackIfFaster(weight);
-    return LinearWeights{std::move(weight), std::move(bias), std::move(packed)};
-  };
-  layer.fused_ = linear(Stack(projections), StackBiases(biases, projections));
-  if (config.is_cross()) layer.query_ = linear(w.q_weight, w.q_bias);
-  layer.output_ = linear(w.out_weight, w.out_bias);
+  layer.fused_ = PrepareLinear(Stack(projections), StackBiases(biases, projections));
+  if (config.is_cross()) layer.query_ = PrepareLinear(w.q_weight, w.q_bias);
+  layer.output_ = PrepareLinear(w.out_weight, w.out_bias);
   if (config.alibi) layer.alibi_slopes_ = AlibiSlopes(static_cast<int>(config.num_heads));
   return layer;
 }

@@ -53,10 +53,11 @@ class MultiHeadAttention {
   std::optional<KvBlockShape> CacheShape() const;
 
   const AttentionConfig& config() const { return config_; }
-  const AttentionWeights& weights() const { return weights_; }
+  // out_proj's weight [out_dim, H·dv] (a copy where it was packed).
+  Tensor OutputWeight() const { return output_.PlainWeight(); }
 
  private:
-  MultiHeadAttention(const AttentionConfig& config, AttentionWeights weights);
+  explicit MultiHeadAttention(const AttentionConfig& config);
   absl::Status CheckInputs(const PaddedBatch& x, const PaddedBatch* memory) const;
   absl::Status CheckMemoryLengths(const PaddedBatch& x,
                                   const std::vector<int64_t>& k_lengths) const;
@@ -69,7 +70,6 @@ class MultiHeadAttention {
                                        Tensor* head_outputs) const;
 
   AttentionConfig config_;
-  AttentionWeights weights_;
   // Self-attention: [q; k; v] stacked; cross-attention: [k; v] stacked (q stays separate), each
   // packed where that is faster, like the q (cross-attention) and output projections.
   LinearWeights fused_, query_, output_;

@@ -37,15 +37,11 @@ absl::StatusOr<Tensor> WeightReader::TakeIf(bool present, const std::string& nam
 
 absl::StatusOr<LinearWeights> WeightReader::TakeLinear(const std::string& prefix, int64_t out,
                                                        int64_t in, bool bias) {
-  LinearWeights linear;
   auto weight = Take(prefix + ".weight", {out, in});
   if (!weight.ok()) return weight.status();
-  linear.weight = *std::move(weight);
-  linear.packed = PackedWeight::PackIfFaster(linear.weight);
   auto bias_tensor = TakeIf(bias, prefix + ".bias", {out});
   if (!bias_tensor.ok()) return bias_tensor.status();
-  linear.bias = *std::move(bias_tensor);
-  return linear;
+  return PrepareLinear(*std::move(weight), *std::move(bias_tensor));
 }
 
 absl::Status WeightReader::CheckAllTaken() const {

@@ -43,7 +43,7 @@ absl::StatusOr<PaddedBatch> Encoder::States(const ModelInputs& inputs,
   for (auto& [layer, heads] : *contributions) {
     const MultiHeadAttention& attention = *stack_->layers()[layer].self_attention();
     auto per_head =
-        HeadContributions(heads, attention.weights().out_weight, attention.config().num_heads);
+        HeadContributions(heads, attention.OutputWeight(), attention.config().num_heads);
     if (!per_head.ok()) return per_head.status();
     heads = *std::move(per_head);
   }

@@ -70,10 +70,10 @@ absl::StatusOr<PaddedBatch> InputEmbedding::EmbedTokens(const TokenSequences& se
 }
 
 absl::StatusOr<PaddedBatch> InputEmbedding::EmbedFeatures(const PaddedBatch& features) const {
-  if (input_proj_.weight.empty()) {
+  if (input_proj_.empty()) {
     return absl::InvalidArgumentError("this model takes token ids");
   }
-  if (auto status = CheckPaddedBatch("features", features, input_proj_.weight.dim(1));
+  if (auto status = CheckPaddedBatch("features", features, input_proj_.in_features());
       !status.ok()) {
     return status;
   }

@@ -1,7 +1,5 @@
 #include "engine/models/model.h"
 
-#include <sys/mman.h>
-
 #include <fstream>
 #include <sstream>
 
@@ -24,7 +22,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory) {
   auto file = SafetensorsFile::Open(directory + "/model.safetensors");
   if (!file.ok()) return file.status();
   auto model = std::make_unique<Model>();
-  model->weight_file = file->mapped();
+  model->weight_file = file->bytes();
   WeightReader weights(*std::move(file));
 
   model->directory = directory;
@@ -55,13 +53,6 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory) {
   if (config->token_inputs()) model->tokenizer.emplace(config->tokenizer.special_tokens);
   // Every layer has a [model_dim, model_dim]-sized projection or larger (out_proj).
   model->weights_packed = PackedWeight::WorthPacking(config->model_dim, config->model_dim);
-  if (model->weights_packed) {
-    // Packing read every matmul weight once; without this those file pages would stay resident
-    // beside their packed copies. The mapping is read-only, so dropped pages simply fault back
-    // in from the page cache when the engine reads them (embedding rows, norms, a tied LM head).
-    madvise(const_cast<uint8_t*>(model->weight_file.bytes.data()), model->weight_file.bytes.size(),
-            MADV_DONTNEED);
-  }
   return model;
 }
 

@@ -27,9 +27,9 @@ struct Model {
   std::unique_ptr<PerceiverIO> perceiver_io;
   std::unique_ptr<SetTransformer> set_transformer;
   std::optional<ByteTokenizer> tokenizer;  // models with token inputs
-  MappedBytes weight_file;                 // model.safetensors, where the weights live
+  FileBytes weight_file;                   // model.safetensors as read, where the weights live
   // The layers' matmul weights were copied into packed buffers (PackedWeight::WorthPacking) and
-  // the file's pages released: the engine reads the rest (embeddings, norms) on demand.
+  // their pages in weight_file released: the engine reads the rest (embeddings, norms) there.
   bool weights_packed = false;
 };
 

@@ -85,11 +85,13 @@ TEST(PackedWeightTest, LaysOutPanelsOfWTransposed) {
       }
     }
   }
+  EXPECT_TRUE(AllClose(packed.Unpack(), w, 0.0f, 0.0f));
 }
 
 // The packed path: the engine's panel kernel up to kFewRowsMax rows, then oneDNN on chunks of
 // fixed row counts (600 = 512 + 64 + 16 + 8, 13 = 8 + 5). On CPUs where packing does not pay,
-// oneDNN runs the packed layout on a slow kernel, still exactly.
+// oneDNN runs the packed layout on a slow kernel, still exactly. The plain weight is dropped, as
+// PrepareLinear drops it.
 TEST(LinearTest, MatchesReferenceFromPackedWeights) {
   const int64_t n = 150, k = 43;
   const Tensor w = Random({n, k}, 1), b = Random({n}, 2);
@@ -98,7 +100,7 @@ TEST(LinearTest, MatchesReferenceFromPackedWeights) {
     for (Activation activation : {Activation::kNone, Activation::kGeluErf}) {
       for (bool with_bias : {false, true}) {
         for (bool accumulate : {false, true}) {
-          const LinearWeights linear{w, with_bias ? b : Tensor(), PackedWeight::Pack(w)};
+          const LinearWeights linear{Tensor(), with_bias ? b : Tensor(), PackedWeight::Pack(w)};
           Tensor y = Random({m, n}, 99);
           const Tensor y0 = accumulate ? y.Clone() : Tensor();
           ASSERT_TRUE(Linear(x, linear, y, {accumulate, activation}).ok());

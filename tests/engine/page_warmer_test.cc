@@ -11,7 +11,7 @@
 namespace attnserve {
 namespace {
 
-MappedBytes Buffer(size_t bytes) {
+FileBytes Buffer(size_t bytes) {
   auto storage = std::make_shared<std::vector<uint8_t>>(bytes, 1);
   return {{storage->data(), storage->size()}, storage};
 }
@@ -30,7 +30,7 @@ TEST(PageWarmerTest, StepsThroughEveryPageOncePerPass) {
 }
 
 TEST(PageWarmerTest, EmptyMemoryHasNothingToRead) {
-  PageWarmer warmer(MappedBytes{});
+  PageWarmer warmer(FileBytes{});
   EXPECT_EQ(warmer.page_count(), 0);
   EXPECT_EQ(warmer.Step(8), 0);
 }
@@ -39,7 +39,7 @@ TEST(PageWarmerTest, LoadedModelsExposeTheirWholeWeightFile) {
   const std::string demo = ATTNSERVE_SOURCE_DIR "/models/demo";
   auto model = LoadModel(demo);
   ASSERT_TRUE(model.ok()) << model.status();
-  const MappedBytes& file = (*model)->weight_file;
+  const FileBytes& file = (*model)->weight_file;
   EXPECT_EQ(file.bytes.size(), std::filesystem::file_size(demo + "/model.safetensors"));
   PageWarmer warmer(file);
   EXPECT_EQ(warmer.Step(1 << 20), warmer.page_count());

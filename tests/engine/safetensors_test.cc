@@ -1,7 +1,10 @@
 #include "engine/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -64,7 +67,52 @@ TEST_F(SafetensorsTest, TensorOutlivesTheFileObject) {
     ASSERT_TRUE(file.ok());
     a = *file->Float32("a");
   }
-  EXPECT_EQ(a.data()[3], 3.0f);  // the mapping is kept alive by the tensor
+  EXPECT_EQ(a.data()[3], 3.0f);  // the file's bytes are kept alive by the tensor
+}
+
+// The weights are the process's own copy: truncating or rewriting the file under a loaded model
+// changes nothing (a shared mapping would SIGBUS past the new end, or read the new bytes).
+TEST_F(SafetensorsTest, TensorsDoNotChangeWhenTheFileDoes) {
+  const std::string path =
+      Write(R"({"a":{"dtype":"F32","shape":[4096],"data_offsets":[0,16384]}})", 16384, "changes");
+  auto file = SafetensorsFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const Tensor a = *file->Float32("a");
+  std::filesystem::resize_file(path, 8);
+  EXPECT_EQ(a.data()[4095], 4095.0f);
+  std::filesystem::resize_file(path, 0);
+  std::ofstream(path, std::ios::binary) << std::string(1 << 16, '\xff');
+  EXPECT_EQ(a.data()[0], 0.0f);
+  EXPECT_EQ(a.data()[4095], 4095.0f);
+}
+
+// Pages of the data whose tensor nobody holds any more (a weight packed into another buffer) go
+// back to the system; a second read of the same tensor shares the first one's lease.
+TEST_F(SafetensorsTest, ReleasesTheWholePagesOfTensorsNobodyHolds) {
+  const long page = sysconf(_SC_PAGESIZE);
+  const int64_t floats = 16 * page / 4;
+  std::string header = absl::StrCat(R"({"a":{"dtype":"F32","shape":[)", floats,
+                                    R"(],"data_offsets":[0,)", floats * 4, "]}}");
+  header.resize((header.size() + 7) / 8 * 8, ' ');  // aligned data, as writers pad it
+  auto file = SafetensorsFile::Open(Write(header, floats * 4, "release"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto resident_pages = [&](const float* data) {
+    const uintptr_t first = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+    std::vector<unsigned char> pages(14);
+    EXPECT_EQ(mincore(reinterpret_cast<void*>(first), 14 * page, pages.data()), 0);
+    return std::count_if(pages.begin(), pages.end(), [](unsigned char p) { return p & 1; });
+  };
+  Tensor a = *file->Float32("a");
+  const float* data = a.data();
+  EXPECT_EQ(resident_pages(data), 14);
+  {
+    const Tensor again = *file->Float32("a");
+    EXPECT_EQ(again.data(), data);
+  }
+  EXPECT_EQ(resident_pages(data), 14) << "the second view's end released the first one's pages";
+  EXPECT_EQ(a.data()[floats - 1], static_cast<float>(floats - 1));
+  a = Tensor();
+  EXPECT_EQ(resident_pages(data), 0);
 }
 
 TEST_F(SafetensorsTest, RefusesMalformedFiles) {
