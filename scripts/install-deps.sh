@@ -11,10 +11,8 @@ packages=(
   build-essential cmake pkg-config clang-format
   # engine
   libdnnl-dev libabsl-dev nlohmann-json3-dev
-  # server: gRPC, Protobuf, Prometheus metrics and their HTTP server (civetweb, under
-  # prometheus-cpp and used directly for its timeouts)
+  # server: gRPC, Protobuf, Prometheus metrics (prometheus-cpp serves them with civetweb)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler prometheus-cpp-dev
-  libcivetweb-dev
   # end-to-end tests: real clients in Python, health and reflection protos, a real Prometheus
   python3-grpcio python3-grpc-tools grpc-proto prometheus
   # tests and micro-benchmarks

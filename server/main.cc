@@ -20,7 +20,7 @@
 #include "server/cpu_quota.h"
 #include "server/environment_flags.h"
 #include "server/inference_service.h"
-#include "server/metrics/http_exposer.h"
+#include "server/metrics_endpoint.h"
 #include "server/protobuf_log.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on");
@@ -102,9 +102,10 @@ int Serve() {
 
   const int threads =
       absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads) : AvailableCpus();
-  metrics::Registry registry;
-  ServerMetrics metrics(registry);
-  AddProcessMetrics(registry);
+  // The /metrics endpoint holds these weakly: they live as long as this function.
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto process_metrics = std::make_shared<ProcessMetrics>();
+  ServerMetrics metrics(*registry);
 
   WorkerOptions options;
   options.max_batch_size = std::max(1, absl::GetFlag(FLAGS_max_batch_size));
@@ -126,10 +127,11 @@ int Serve() {
     return 1;
   }
 
-  std::unique_ptr<metrics::HttpExposer> exposer;
+  std::unique_ptr<prometheus::Exposer> exposer;
   if (absl::GetFlag(FLAGS_metrics_port) > 0) {
-    auto started = metrics::HttpExposer::Start(
-        absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_metrics_port)), registry);
+    auto started = StartMetricsEndpoint(
+        absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_metrics_port)),
+        {registry, process_metrics});
     if (!started.ok()) {
       std::cerr << "attnserve: " << started.status().message() << "\n";
       return 1;
@@ -188,10 +190,7 @@ int Serve() {
   server->Shutdown(std::chrono::system_clock::now());
   repository->DrainAll();
   // What this process answered, by status code: after a drain, every call it accepted.
-  std::map<std::string, int64_t> answered;
-  metrics.requests.ForEach([&answered](const metrics::Labels& labels, const metrics::Counter& n) {
-    answered[labels.at("code")] += static_cast<int64_t>(n.Value());
-  });
+  const std::map<std::string, double> answered = SumByLabel(metrics.requests, "code");
   std::cerr << "attnserve: drained, exiting; answered "
             << (answered.empty() ? "nothing"
                                  : absl::StrJoin(answered, " ", absl::PairFormatter("=")))

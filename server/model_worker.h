@@ -153,16 +153,16 @@ class ModelWorker {
   const WorkerOptions options_;
   const std::unique_ptr<KvBlockPool> pool_;  // null: no layer caches keys
   ServerMetrics& metrics_;
-  metrics::Gauge& queue_length_;
-  metrics::Gauge& active_sequences_;  // generations counted from admission until End
-  metrics::Gauge& paused_streams_;
-  metrics::Gauge& kv_used_;
-  metrics::Gauge& kv_cached_;
-  metrics::Gauge& kv_free_;
-  metrics::Gauge& kv_touched_;
-  metrics::Counter& reused_tokens_;
-  metrics::Counter& preemptions_;
-  metrics::Histogram& step_tokens_;
+  prometheus::Gauge& queue_length_;
+  prometheus::Gauge& active_sequences_;  // generations counted from admission until End
+  prometheus::Gauge& paused_streams_;
+  prometheus::Gauge& kv_used_;
+  prometheus::Gauge& kv_cached_;
+  prometheus::Gauge& kv_free_;
+  prometheus::Gauge& kv_touched_;
+  prometheus::Counter& reused_tokens_;
+  prometheus::Counter& preemptions_;
+  prometheus::Histogram& step_tokens_;
   const int64_t end_of_text_;
 
   // std::mutex rather than absl::Mutex: Debian builds abseil without ThreadSanitizer's

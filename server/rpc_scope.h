@@ -24,7 +24,7 @@ class RpcScope {
  private:
   ServerMetrics& metrics_;
   const std::string model_, method_;
-  metrics::Gauge& in_flight_;
+  prometheus::Gauge& in_flight_;
   const absl::Time start_ = absl::Now();
 };
 

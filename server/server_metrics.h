@@ -1,36 +1,67 @@
 // The server's metric set (../shared/DESIGN.md, serving conventions): Prometheus names in base
-// units with a `model` label, histograms rather than summaries.
+// units with a `model` label, histograms rather than summaries, on prometheus-cpp.
 #pragma once
 
-#include "server/metrics/registry.h"
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <map>
+#include <string>
 
 namespace attnserve::server {
 
-struct ServerMetrics {
-  explicit ServerMetrics(metrics::Registry& registry);
+// A histogram family with its bucket bounds, so that a series is added by its labels alone.
+class HistogramFamily {
+ public:
+  HistogramFamily(prometheus::Family<prometheus::Histogram>& family,
+                  prometheus::Histogram::BucketBoundaries bounds)
+      : family_(family), bounds_(std::move(bounds)) {}
+  prometheus::Histogram& Add(const prometheus::Labels& labels) {
+    return family_.Add(labels, bounds_);
+  }
 
-  metrics::Family<metrics::Counter>& requests;        // {model, method, code}
-  metrics::Family<metrics::Histogram>& latency;       // {model, method}
-  metrics::Family<metrics::Histogram>& queue_time;    // {model, method}
-  metrics::Family<metrics::Histogram>& batch_size;    // {model, method}
-  metrics::Family<metrics::Counter>& tokens;          // {model, kind=prompt|generated}
-  metrics::Family<metrics::Gauge>& in_flight;         // {model}
-  metrics::Family<metrics::Histogram>& first_token;   // {model}
-  metrics::Family<metrics::Gauge>& active_sequences;  // {model}: decoding right now
-  metrics::Family<metrics::Gauge>& queue_length;      // {model}: waiting for the engine
-  metrics::Family<metrics::Gauge>& queue_capacity;    // {model}: --max_queue_size
-  // The resource model (docs/serving.md).
-  metrics::Family<metrics::Gauge>& max_batch_tokens;        // {model}: tokens per engine call
-  metrics::Family<metrics::Gauge>& kv_blocks;               // {model, state=used|cached|free}
-  metrics::Family<metrics::Gauge>& kv_touched_bytes;        // {model}
-  metrics::Family<metrics::Counter>& prefix_reused_tokens;  // {model}
-  metrics::Family<metrics::Counter>& preemptions;           // {model}
-  metrics::Family<metrics::Histogram>& step_tokens;         // {model}: tokens per engine call
-  metrics::Family<metrics::Counter>& refused;               // {model, budget}
-  metrics::Family<metrics::Gauge>& paused_streams;          // {model}: clients not reading
+ private:
+  prometheus::Family<prometheus::Histogram>& family_;
+  const prometheus::Histogram::BucketBoundaries bounds_;
 };
 
-// process_cpu_seconds_total and process_resident_memory_bytes, refreshed at every scrape.
-void AddProcessMetrics(metrics::Registry& registry);
+struct ServerMetrics {
+  explicit ServerMetrics(prometheus::Registry& registry);
+
+  prometheus::Family<prometheus::Counter>& requests;        // {model, method, code}
+  HistogramFamily latency;                                  // {model, method}
+  HistogramFamily queue_time;                               // {model, method}
+  HistogramFamily batch_size;                               // {model, method}
+  prometheus::Family<prometheus::Counter>& tokens;          // {model, kind=prompt|generated}
+  prometheus::Family<prometheus::Gauge>& in_flight;         // {model}
+  HistogramFamily first_token;                              // {model}
+  prometheus::Family<prometheus::Gauge>& active_sequences;  // {model}: decoding right now
+  prometheus::Family<prometheus::Gauge>& queue_length;      // {model}: waiting for the engine
+  prometheus::Family<prometheus::Gauge>& queue_capacity;    // {model}: --max_queue_size
+  // The resource model (docs/serving.md).
+  prometheus::Family<prometheus::Gauge>& max_batch_tokens;        // {model}: per engine call
+  prometheus::Family<prometheus::Gauge>& kv_blocks;               // {model, state=used|cached|free}
+  prometheus::Family<prometheus::Gauge>& kv_touched_bytes;        // {model}
+  prometheus::Family<prometheus::Counter>& prefix_reused_tokens;  // {model}
+  prometheus::Family<prometheus::Counter>& preemptions;           // {model}
+  HistogramFamily step_tokens;                                    // {model}: per engine call
+  prometheus::Family<prometheus::Counter>& refused;               // {model, budget}
+  prometheus::Family<prometheus::Gauge>& paused_streams;          // {model}: clients not reading
+};
+
+// process_cpu_seconds_total and process_resident_memory_bytes, read at every scrape.
+class ProcessMetrics final : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override;
+};
+
+// A counter or gauge family's values summed by the value of `label` (all series under "" when
+// `label` is empty): for the exit summary and tests.
+std::map<std::string, double> SumByLabel(const prometheus::Collectable& family,
+                                         const std::string& label = "");
 
 }  // namespace attnserve::server

@@ -4,6 +4,7 @@ import json
 import math
 import os
 import shutil
+import socket
 import struct
 import subprocess
 import sys
@@ -752,6 +753,45 @@ class ReferenceModelsTest(unittest.TestCase):
                     getattr(self.stub, method)(request, timeout=10)
                 self.assertEqual(raised.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
                 self.assertIn(fragment, raised.exception.details())
+
+
+class MetricsEndpointTest(unittest.TestCase):
+    def test_idle_and_slow_connections_do_not_block_a_scrape(self):
+        # 8 connections that never send a byte and 4 that send a request one byte at a time
+        # (a slowloris), against 8 worker threads. Each must send its request whole within 2 s,
+        # so a scrape waits about two timeouts at most; with civetweb's defaults (30 s) two idle
+        # connections blocked scrapes for 30 s, and a slowloris for as long as it lasted.
+        server = Server()
+        hostile, stop = [], threading.Event()
+        try:
+            for i in range(12):
+                connection = socket.create_connection(("127.0.0.1", server.metrics_port))
+                hostile.append(connection)
+
+            def dribble():
+                while not stop.is_set():
+                    for connection in hostile[8:]:
+                        try:
+                            connection.sendall(b"G")
+                        except OSError:
+                            pass
+                    time.sleep(0.2)
+            dribbler = threading.Thread(target=dribble)
+            dribbler.start()
+            time.sleep(0.5)
+            for _ in range(3):
+                start = time.time()
+                with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics",
+                                            timeout=40) as response:
+                    body = response.read().decode()
+                self.assertLess(time.time() - start, 10.0)
+                self.assertIn("attnserve_queue_capacity", body)
+                self.assertIn("process_resident_memory_bytes", body)
+        finally:
+            stop.set()
+            for connection in hostile:
+                connection.close()
+            server.stop()
 
 
 class MessageLimitTest(unittest.TestCase):

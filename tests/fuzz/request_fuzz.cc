@@ -30,7 +30,7 @@ void Require(bool condition, const std::string& what) {
 }
 
 struct InProcessServer {
-  metrics::Registry registry;
+  prometheus::Registry registry;
   ServerMetrics server_metrics{registry};
   std::unique_ptr<ModelRepository> repository;
   CallGate gate;
@@ -196,15 +196,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
   }
   // Every call has ended: nothing may still hold a sequence or wait in a queue.
-  double active = 0, queued = 0;
-  the_server->server_metrics.active_sequences.ForEach(
-      [&](const attnserve::metrics::Labels&, const attnserve::metrics::Gauge& gauge) {
-        active += gauge.Value();
-      });
-  the_server->server_metrics.queue_length.ForEach(
-      [&](const attnserve::metrics::Labels&, const attnserve::metrics::Gauge& gauge) {
-        queued += gauge.Value();
-      });
+  const double active = SumByLabel(the_server->server_metrics.active_sequences)[""];
+  const double queued = SumByLabel(the_server->server_metrics.queue_length)[""];
   Require(active == 0 && queued == 0, "a sequence or a queued request outlived its call");
   return 0;
 }

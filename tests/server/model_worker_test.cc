@@ -5,6 +5,7 @@
 #include "server/model_worker.h"
 
 #include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -102,13 +103,11 @@ class ModelWorkerTest : public ::testing::Test {
     EXPECT_TRUE(worker.ok()) << worker.status();
     return *std::move(worker);
   }
-  double Gauge(metrics::Family<metrics::Gauge>& family) {
-    double total = 0;
-    family.ForEach([&](const metrics::Labels&, const metrics::Gauge& g) { total += g.Value(); });
-    return total;
+  double Gauge(const prometheus::Family<prometheus::Gauge>& family) {
+    return SumByLabel(family)[""];
   }
 
-  metrics::Registry registry_;
+  prometheus::Registry registry_;
   ServerMetrics metrics_{registry_};
 };
 
@@ -120,7 +119,7 @@ TEST_F(ModelWorkerTest, ConcurrentSubmittersAreEachAnsweredOnce) {
   std::atomic<bool> scraping{true};
   // Metrics are read while the scheduler writes them, as /metrics does.
   std::thread scraper([&] {
-    while (scraping) (void)registry_.Serialize();
+    while (scraping) (void)prometheus::TextSerializer().Serialize(registry_.Collect());
   });
   for (int t = 0; t < kThreads; ++t) {
     submitters.emplace_back([&, t] {
@@ -289,10 +288,7 @@ TEST_F(ModelWorkerTest, PreemptedEncoderDecoderGenerationsEncodeAgainAndGiveTheS
           << "generation " << i << ", token " << t;
     }
   }
-  double preemptions = 0;
-  metrics_.preemptions.ForEach(
-      [&](const metrics::Labels&, const metrics::Counter& c) { preemptions += c.Value(); });
-  EXPECT_GT(preemptions, 0);
+  EXPECT_GT(SumByLabel(metrics_.preemptions)[""], 0);
 }
 
 TEST_F(ModelWorkerTest, AnswersThatWouldHoldNaNAreInternalErrors) {
