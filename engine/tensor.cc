@@ -25,7 +25,8 @@ int64_t Product(const Shape& shape) {
 // come from fresh mmaps and the top of the heap is trimmed back to the system, so every pass
 // page-faults and zeroes its working set again: 11% of a GPT-2-small prefill in the kernel
 // (perf), 6-10% of its time. Freed memory stays in the process instead (resident memory settles
-// at the peak working set); blocks above 32 MB (glibc's largest threshold) are still mapped.
+// at the peak working set); blocks above 32 MB (glibc's largest threshold) are still mapped. The
+// server hands free memory back once the engine is idle (server/memory_trimmer.h).
 void KeepFreedMemory() {
   static const bool configured = [] {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
@@ -35,9 +36,10 @@ void KeepFreedMemory() {
   (void)configured;
 }
 
-std::atomic<int64_t> tensor_bytes{0}, tensor_peak_bytes{0};
+std::atomic<int64_t> tensor_bytes{0}, tensor_peak_bytes{0}, tensor_allocations{0};
 
 void CountAllocated(int64_t bytes) {
+  tensor_allocations.fetch_add(1, std::memory_order_relaxed);
   const int64_t now = tensor_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   int64_t peak = tensor_peak_bytes.load(std::memory_order_relaxed);
   while (now > peak &&
@@ -64,6 +66,7 @@ std::shared_ptr<float> AllocateAligned(int64_t count) {
 
 int64_t TensorBytesInUse() { return tensor_bytes.load(std::memory_order_relaxed); }
 int64_t TensorPeakBytes() { return tensor_peak_bytes.load(std::memory_order_relaxed); }
+int64_t TensorAllocations() { return tensor_allocations.load(std::memory_order_relaxed); }
 void ResetTensorPeakBytes() {
   tensor_peak_bytes.store(tensor_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }

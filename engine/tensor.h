@@ -71,5 +71,7 @@ int64_t FirstNonFinite(const float* values, int64_t count);
 int64_t TensorBytesInUse();
 int64_t TensorPeakBytes();
 void ResetTensorPeakBytes();
+// Tensor allocations so far, process-wide: unchanged over an interval, the engine was idle.
+int64_t TensorAllocations();
 
 }  // namespace attnserve

@@ -50,7 +50,7 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
     loaded.push_back({name, *std::move(model), *model_options});
   }
   // Shared out once every model's weights are resident (or mapped): what is left is theirs.
-  const MemoryPlan plan =
+  const MemoryPlan& plan = repository->plan_ =
       PlanMemory(limit, ResidentBytes(), static_cast<int>(std::max<size_t>(loaded.size(), 1)));
   std::cerr << "attnserve: memory limit " << (plan.limit.bytes >> 20) << " MiB ("
             << plan.limit.source << "), " << (plan.resident >> 20) << " MiB resident, "

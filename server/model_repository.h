@@ -24,6 +24,7 @@ class ModelRepository {
   ModelWorker* Find(const std::string& name) const;
   std::vector<const ModelWorker*> workers() const;
   const std::map<std::string, std::string>& failures() const { return failures_; }
+  const MemoryPlan& memory_plan() const { return plan_; }
 
   // Stops every model's scheduler once its accepted work is done.
   void DrainAll();
@@ -31,6 +32,7 @@ class ModelRepository {
  private:
   std::map<std::string, std::unique_ptr<ModelWorker>> workers_;
   std::map<std::string, std::string> failures_;
+  MemoryPlan plan_;
 };
 
 // The server-wide batching settings, overridden by the model directory's optional serving.json

