@@ -140,7 +140,7 @@ Tensor Tensor::StackedView(const std::vector<const Tensor*>& parts) {
   const float* next = first.data_;
   for (const Tensor* part : parts) {
     if (part->empty() || !part->is_contiguous() || part->data_ != next ||
-        part->storage_ != first.storage_ || part->rank() != first.rank() ||
+        part->rank() != first.rank() ||
         !std::equal(part->shape_.begin() + 1, part->shape_.end(), first.shape_.begin() + 1)) {
       return Tensor();
     }
@@ -149,6 +149,11 @@ Tensor Tensor::StackedView(const std::vector<const Tensor*>& parts) {
   }
   Tensor view = first;
   view.shape_[0] = rows;
+  if (parts.size() > 1) {  // the parts may have owners of their own: the view keeps them all
+    auto owners = std::make_shared<std::vector<std::shared_ptr<const void>>>();
+    for (const Tensor* part : parts) owners->push_back(part->storage_);
+    view.storage_ = std::move(owners);
+  }
   return view;
 }
 

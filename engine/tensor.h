@@ -44,8 +44,9 @@ class Tensor {
   // [d0, ..., dn] as [d0·…·dn-1, dn]: a view when the leading axes nest evenly, else a copy.
   Tensor FlattenRows() const;
 
-  // The parts stacked along the first axis as one view, when they lie back to back in the
-  // same storage (an exporter can arrange that); empty otherwise.
+  // The parts stacked along the first axis as one view, when they lie back to back in memory
+  // (tensors of one file, as an exporter can arrange them); empty otherwise. The view keeps
+  // every part's storage alive.
   static Tensor StackedView(const std::vector<const Tensor*>& parts);
 
   Tensor Clone() const;  // a contiguous copy

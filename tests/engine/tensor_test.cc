@@ -76,6 +76,28 @@ TEST(TensorTest, StackedViewOnlyOverAdjacentParts) {
   EXPECT_TRUE(Tensor::StackedView({&a, &narrow}).empty());
 }
 
+// Parts with owners of their own (one lease per tensor of a weights file) stay alive as long as
+// the view does.
+TEST(TensorTest, StackedViewKeepsEveryPartsOwner) {
+  auto memory = std::make_shared<std::vector<float>>(8, 1.0f);
+  std::weak_ptr<std::vector<float>> first_owner, second_owner;
+  Tensor stacked;
+  {
+    auto first = std::make_shared<std::vector<float>>();  // stand-ins for two leases
+    auto second = std::make_shared<std::vector<float>>();
+    first_owner = first;
+    second_owner = second;
+    const Tensor a = Tensor::Wrap(memory->data(), {1, 4}, first);
+    const Tensor b = Tensor::Wrap(memory->data() + 4, {1, 4}, second);
+    stacked = Tensor::StackedView({&a, &b});
+  }
+  EXPECT_EQ(stacked.shape(), (Shape{2, 4}));
+  EXPECT_FALSE(first_owner.expired());
+  EXPECT_FALSE(second_owner.expired());
+  stacked = Tensor();
+  EXPECT_TRUE(second_owner.expired());
+}
+
 TEST(TensorTest, FillOnStridedViewTouchesOnlyTheView) {
   Tensor t = Tensor::Zeros({2, 4});
   Tensor view = t.Slice(1, 1, 2);
