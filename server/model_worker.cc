@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/model_repository.h"
 #include "server/responses.h"
 #include "server/sampling.h"
 
@@ -123,10 +124,11 @@ ModelWorker::ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerO
       preemptions_(metrics.preemptions.Add({{"model", name_}})),
       step_tokens_(metrics.step_tokens.Add({{"model", name_}})),
       end_of_text_(model_->tokenizer ? model_->tokenizer->SpecialId("<|endoftext|>") : -1),
-      // Packed weights sit on huge pages and need no warming; walking the file would only make
-      // its released pages resident again.
+      // Packed weights sit on huge pages and need no warming; the file's bytes then hold little
+      // the engine reads.
       weight_pages_(model_->weights_packed ? FileBytes{} : model_->weight_file),
       thread_([this] { Run(); }) {
+  metrics.StartSeries(name_, SupportedMethods(*model_));
   metrics.queue_capacity.Add({{"model", name_}}).Set(static_cast<double>(options_.max_queue_size));
   metrics.max_batch_tokens.Add({{"model", name_}})
       .Set(static_cast<double>(options_.max_batch_tokens));

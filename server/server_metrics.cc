@@ -86,6 +86,21 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry)
       paused_streams(Gauge(registry, "attnserve_paused_streams",
                            "Generate streams paused because their clients are not reading.")) {}
 
+void ServerMetrics::StartSeries(const std::string& model, const std::vector<std::string>& methods) {
+  in_flight.Add({{"model", model}});
+  tokens.Add({{"model", model}, {"kind", "prompt"}});
+  for (const std::string& method : methods) {
+    requests.Add({{"model", model}, {"method", method}, {"code", "OK"}});
+    latency.Add({{"model", model}, {"method", method}});
+    queue_time.Add({{"model", model}, {"method", method}});
+    batch_size.Add({{"model", model}, {"method", method}});
+    if (method == "Generate") {
+      tokens.Add({{"model", model}, {"kind", "generated"}});
+      first_token.Add({{"model", model}});
+    }
+  }
+}
+
 std::vector<prometheus::MetricFamily> ProcessMetrics::Collect() const {
   std::ifstream stat("/proc/self/stat");
   std::string field;

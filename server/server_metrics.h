@@ -11,6 +11,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace attnserve::server {
 
@@ -31,6 +32,10 @@ class HistogramFamily {
 
 struct ServerMetrics {
   explicit ServerMetrics(prometheus::Registry& registry);
+
+  // The series a model's calls answered OK will fill, at zero: they are scraped from the start,
+  // so that rates and alerts need no first request.
+  void StartSeries(const std::string& model, const std::vector<std::string>& methods);
 
   prometheus::Family<prometheus::Counter>& requests;        // {model, method, code}
   HistogramFamily latency;                                  // {model, method}
