@@ -85,6 +85,8 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
     done += static_cast<size_t>(n);
   }
   ::close(fd);
+  // Read-only from here on, as the weights are: a stray write faults instead of changing them.
+  if (contents->size > 0) mprotect(contents->data, contents->size, PROT_READ);
 
   if (contents->size < 8) return fail("truncated: shorter than the 8-byte header length");
   uint64_t header_bytes = 0;
