@@ -853,6 +853,25 @@ class Http2AbuseTest(unittest.TestCase):
         finally:
             server.stop()
 
+    def test_calls_past_the_stream_limit_wait_for_their_connection(self):
+        # --max_concurrent_streams=1: while a stream is open, the connection's next call waits
+        # (gRPC's client queues it) and a call on another connection is served.
+        server = Server("--max_concurrent_streams=1")
+        try:
+            stream = server.stub.Generate(pb.GenerateRequest(
+                model=MODEL, prompt=pb.Sequence(text="hello"), max_tokens=1000), timeout=60)
+            next(stream)
+            request = pb.NextTokenRequest(model=MODEL, sequences=[pb.Sequence(text="x")])
+            with self.assertRaises(grpc.RpcError) as raised:
+                server.stub.NextToken(request, timeout=0.5)
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+            with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                self.assertEqual(len(pb_grpc.InferenceStub(channel).NextToken(
+                    request, timeout=10).results), 1)
+            stream.cancel()
+        finally:
+            server.stop()
+
     def test_large_headers_fail_their_own_call_only(self):
         # A 20 KB header block passes (gRPC's 8 KB default refused it and, in 1.51, ended every
         # other call on the connection too); past --max_metadata_bytes it is RESOURCE_EXHAUSTED.
