@@ -842,12 +842,16 @@ class Http2AbuseTest(unittest.TestCase):
                 model=MODEL, sequences=[pb.Sequence(text="warm")])).results), 1)
             before = resident_megabytes(server.process.pid)
             rapid_reset(server.port, connections=4, streams=25000)
-            deadline = time.time() + 60
-            while time.time() < deadline and \
-                    resident_megabytes(server.process.pid) - before > 64:
-                time.sleep(1)
-            self.assertLess(resident_megabytes(server.process.pid) - before, 64,
-                            server.metrics())
+            # Under AddressSanitizer (make test-asan) its allocator replaces glibc's, which the
+            # server trims, and its shadow memory stays: there the burst must only leave the
+            # server serving.
+            if "ASAN_OPTIONS" not in os.environ:
+                deadline = time.time() + 60
+                while time.time() < deadline and \
+                        resident_megabytes(server.process.pid) - before > 64:
+                    time.sleep(1)
+                self.assertLess(resident_megabytes(server.process.pid) - before, 64,
+                                server.metrics())
             self.assertEqual(len(server.stub.NextToken(pb.NextTokenRequest(
                 model=MODEL, sequences=[pb.Sequence(text="still serving")])).results), 1)
         finally:
