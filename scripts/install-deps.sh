@@ -9,8 +9,9 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 packages=(
   # build
   build-essential cmake pkg-config clang-format
-  # engine
-  libdnnl-dev libabsl-dev nlohmann-json3-dev
+  # engine; ICU for Hugging Face tokenizers (Unicode normalization, character properties, case
+  # mapping)
+  libdnnl-dev libabsl-dev nlohmann-json3-dev libicu-dev
   # server: gRPC, Protobuf, Prometheus metrics (prometheus-cpp serves them with civetweb)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler prometheus-cpp-dev
   # end-to-end tests: real clients in Python, health and reflection protos, a real Prometheus
@@ -22,8 +23,9 @@ packages=(
   # fuzzing the parsers (make fuzz): clang with libFuzzer, and LLVM's OpenMP runtime, which
   # clang's -fopenmp needs (the engine's OpenMP; gcc builds use libgomp)
   clang libclang-rt-14-dev libomp-14-dev
-  # PyTorch reference (run with /usr/bin/python3); OpenBLAS so torch matmul is not the reference BLAS
-  python3 python3-torch python3-numpy libopenblas0-openmp
+  # PyTorch reference; OpenBLAS so torch matmul is not the reference BLAS; venv for the pinned
+  # PyPI packages below
+  python3 python3-torch python3-numpy libopenblas0-openmp python3-venv
   # benchmarks plots
   python3-matplotlib
   # deploy/ checks without a cluster (kubectl for its built-in kustomize; these machines' apt
@@ -68,4 +70,19 @@ if [[ ! -f $node_example/node_modules/.package-lock.json ||
       $node_example/package-lock.json -nt $node_example/node_modules/.package-lock.json ]]; then
   echo "install-deps: npm ci in client/examples/node"
   (cd "$node_example" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
+# PyPI packages the tests compare against (python/requirements.txt, every version pinned), in a
+# virtual environment that also sees Debian's packages, so that Debian's torch stays the one torch.
+# Reinstalled only when the requirements changed.
+venv="$repo/.venv"
+requirements="$repo/python/requirements.txt"
+if [[ ! -x $venv/bin/python ]]; then
+  echo "install-deps: creating $venv"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+fi
+if ! cmp -s "$requirements" "$venv/installed-requirements.txt"; then
+  echo "install-deps: pip install -r python/requirements.txt"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$requirements"
+  cp "$requirements" "$venv/installed-requirements.txt"
 fi

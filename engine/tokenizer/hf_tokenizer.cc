@@ -1,0 +1,150 @@
+#include "engine/tokenizer/hf_tokenizer.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace attnserve {
+
+absl::StatusOr<HfTokenizer> HfTokenizer::FromFile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
+  std::stringstream text;
+  text << file.rdbuf();
+  return FromJson(text.str(), path);
+}
+
+absl::StatusOr<HfTokenizer> HfTokenizer::FromJson(const std::string& text,
+                                                  const std::string& path) {
+  const auto fail = [&path](const absl::Status& status) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", status.message()));
+  };
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return fail(absl::InvalidArgumentError("not a JSON object"));
+  }
+  const auto part = [&json](const char* name) {
+    auto it = json.find(name);
+    return it == json.end() ? nlohmann::json() : *it;
+  };
+  HfTokenizer tokenizer;
+  const nlohmann::json model = part("model");
+  if (!model.is_object()) return fail(absl::InvalidArgumentError("model: an object is required"));
+  // The type tag is optional in the reference's files; WordPiece is told by its fields.
+  const std::string type = model.contains("type") && model["type"].is_string()
+                               ? model["type"].get<std::string>()
+                               : (model.contains("max_input_chars_per_word") ? "WordPiece" : "");
+  if (type != "WordPiece") {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("model type \"", type, "\" is not supported; supported: WordPiece")));
+  }
+  auto wordpiece = WordPiece::FromJson(model);
+  if (!wordpiece.ok()) return fail(wordpiece.status());
+  tokenizer.model_ = std::make_shared<const WordPiece>(*std::move(wordpiece));
+  for (const auto& [token, id] : tokenizer.model_->vocab()) {
+    if (id >= static_cast<int64_t>(tokenizer.id_to_token_.size())) {
+      tokenizer.id_to_token_.resize(id + 1);
+    }
+    tokenizer.id_to_token_[id] = token;
+  }
+  auto normalizer = NormalizerFromJson(part("normalizer"));
+  if (!normalizer.ok()) return fail(normalizer.status());
+  tokenizer.normalizer_ = *std::move(normalizer);
+  auto pre_tokenizer = PreTokenizerFromJson(part("pre_tokenizer"));
+  if (!pre_tokenizer.ok()) return fail(pre_tokenizer.status());
+  tokenizer.pre_tokenizer_ = *std::move(pre_tokenizer);
+  auto post_processor = PostProcessorFromJson(part("post_processor"));
+  if (!post_processor.ok()) return fail(post_processor.status());
+  tokenizer.post_processor_ = *std::move(post_processor);
+  auto decoder = DecoderFromJson(part("decoder"));
+  if (!decoder.ok()) return fail(decoder.status());
+  tokenizer.decoder_ = *std::move(decoder);
+  const auto& vocab = tokenizer.model_->vocab();
+  auto added = AddedVocabulary::FromJson(
+      part("added_tokens"),
+      [&vocab](const std::string& content) -> int64_t {
+        auto it = vocab.find(content);
+        return it == vocab.end() ? -1 : it->second;
+      },
+      static_cast<int64_t>(vocab.size()));
+  if (!added.ok()) return fail(added.status());
+  tokenizer.added_ = *std::move(added);
+  return tokenizer;
+}
+
+Encoding HfTokenizer::Encode(const std::string& text, bool add_special_tokens) const {
+  // Added tokens that match the raw text, then, in each part between them, normalization and the
+  // added tokens that match the normalized text.
+  const NormalizedText whole(text);
+  std::vector<TextSplit> splits;
+  const auto split_added = [this](const NormalizedText& part, bool normalized,
+                                  std::vector<TextSplit>& out) {
+    for (const AddedVocabulary::Match& match : added_.Find(part.normalized(), normalized)) {
+      std::optional<NormalizedText> piece = part.Slice(match.range);
+      if (!piece) continue;
+      if (match.token < 0) {
+        out.push_back({*std::move(piece), std::nullopt});
+      } else {
+        const AddedToken& token = added_.tokens()[match.token];
+        ModelToken added{token.id, piece->normalized(), {0, piece->normalized().size()}};
+        out.push_back({*std::move(piece), added});
+      }
+    }
+  };
+  std::vector<TextSplit> raw;
+  split_added(whole, false, raw);
+  for (TextSplit& split : raw) {
+    if (split.added) {
+      splits.push_back(std::move(split));
+      continue;
+    }
+    if (normalizer_) normalizer_->Apply(split.text);
+    split_added(split.text, true, splits);
+  }
+  if (pre_tokenizer_) pre_tokenizer_->Apply(splits);
+
+  Encoding encoding;
+  for (const TextSplit& split : splits) {
+    const std::vector<ModelToken> tokens = split.added ? std::vector<ModelToken>{*split.added}
+                                                       : model_->Tokenize(split.text.normalized());
+    for (const ModelToken& token : tokens) {
+      ByteRange offsets = token.range;
+      if (auto original = split.text.ToOriginal(token.range)) {
+        offsets = {original->begin + split.text.original_shift(),
+                   original->end + split.text.original_shift()};
+      }
+      encoding.Add(token.id, token.value, offsets, false);
+    }
+  }
+  if (post_processor_) return post_processor_->Process(std::move(encoding), add_special_tokens);
+  return encoding;
+}
+
+std::string HfTokenizer::IdToToken(int64_t id) const {
+  if (const AddedToken* added = added_.ById(id)) return added->content;
+  if (id >= 0 && id < static_cast<int64_t>(id_to_token_.size())) return id_to_token_[id];
+  return "";
+}
+
+int64_t HfTokenizer::vocab_size() const {
+  int64_t size = static_cast<int64_t>(id_to_token_.size());
+  for (const AddedToken& token : added_.tokens()) size = std::max(size, token.id + 1);
+  return size;
+}
+
+std::string HfTokenizer::Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {
+  std::vector<std::string> tokens;
+  for (int64_t id : ids) {
+    std::string token = IdToToken(id);
+    if (token.empty()) continue;
+    if (skip_special_tokens && added_.IsSpecial(token)) continue;
+    tokens.push_back(std::move(token));
+  }
+  if (!decoder_) return absl::StrJoin(tokens, " ");
+  return absl::StrJoin(decoder_->DecodeChain(std::move(tokens)), "");
+}
+
+}  // namespace attnserve

@@ -1,0 +1,148 @@
+#include "engine/tokenizer/unicode.h"
+
+#include <unicode/normalizer2.h>
+#include <unicode/uchar.h>
+#include <unicode/ustring.h>
+#include <unicode/utf16.h>
+
+namespace attnserve::unicode {
+
+Decoded DecodeUtf8(std::string_view text) {
+  if (text.empty()) return {0, 0, true};
+  const auto byte = [&](size_t i) { return static_cast<uint8_t>(text[i]); };
+  const uint8_t lead = byte(0);
+  if (lead < 0x80) return {lead, 1, true};
+  int length = 0;
+  char32_t code_point = 0, minimum = 0;
+  if ((lead & 0xE0) == 0xC0) {
+    length = 2, code_point = lead & 0x1F, minimum = 0x80;
+  } else if ((lead & 0xF0) == 0xE0) {
+    length = 3, code_point = lead & 0x0F, minimum = 0x800;
+  } else if ((lead & 0xF8) == 0xF0) {
+    length = 4, code_point = lead & 0x07, minimum = 0x10000;
+  } else {
+    return {0xFFFD, 1, false};
+  }
+  if (text.size() < static_cast<size_t>(length)) return {0xFFFD, 1, false};
+  for (int i = 1; i < length; ++i) {
+    if ((byte(i) & 0xC0) != 0x80) return {0xFFFD, 1, false};
+    code_point = (code_point << 6) | (byte(i) & 0x3F);
+  }
+  if (code_point < minimum || code_point > 0x10FFFF ||
+      (code_point >= 0xD800 && code_point <= 0xDFFF)) {
+    return {0xFFFD, 1, false};
+  }
+  return {code_point, length, true};
+}
+
+void AppendUtf8(char32_t c, std::string& out) {
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xC0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xE0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  }
+}
+
+bool IsValidUtf8(std::string_view text) {
+  while (!text.empty()) {
+    const Decoded d = DecodeUtf8(text);
+    if (!d.valid) return false;
+    text.remove_prefix(d.bytes);
+  }
+  return true;
+}
+
+bool IsWhitespace(char32_t c) {
+  if (c < 0x80) return c == ' ' || (c >= '\t' && c <= '\r');
+  return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_WHITE_SPACE);
+}
+
+bool IsOther(char32_t c) {
+  return (U_GET_GC_MASK(static_cast<UChar32>(c)) & (U_GC_CC_MASK | U_GC_CF_MASK | U_GC_CO_MASK)) !=
+         0;
+}
+bool IsPunctuation(char32_t c) {
+  return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_P_MASK) != 0;
+}
+bool IsNonspacingMark(char32_t c) {
+  return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_MN_MASK) != 0;
+}
+bool IsCombiningMark(char32_t c) {
+  return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_M_MASK) != 0;
+}
+bool IsLetter(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_L_MASK) != 0; }
+bool IsNumber(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_N_MASK) != 0; }
+
+bool IsAsciiPunctuation(char32_t c) {
+  return (c >= '!' && c <= '/') || (c >= ':' && c <= '@') || (c >= '[' && c <= '`') ||
+         (c >= '{' && c <= '~');
+}
+
+bool IsChineseChar(char32_t c) {
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+         (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+std::u32string ToLowercase(char32_t c) {
+  if (c < 0x80) return std::u32string(1, c >= 'A' && c <= 'Z' ? c + 32 : c);
+  UChar in[2], out[8];
+  int32_t in_length = 0;
+  U16_APPEND_UNSAFE(in, in_length, static_cast<UChar32>(c));
+  UErrorCode error = U_ZERO_ERROR;
+  // The root locale: no Turkish or Lithuanian tailoring, as Rust's mapping has none.
+  const int32_t out_length = u_strToLower(out, 8, in, in_length, "", &error);
+  if (U_FAILURE(error)) return std::u32string(1, c);
+  std::u32string lowered;
+  for (int32_t i = 0; i < out_length;) {
+    UChar32 code_point;
+    U16_NEXT(out, i, out_length, code_point);
+    lowered += static_cast<char32_t>(code_point);
+  }
+  return lowered;
+}
+
+uint8_t CombiningClass(char32_t c) { return u_getCombiningClass(static_cast<UChar32>(c)); }
+
+namespace {
+
+const icu::Normalizer2& Instance(bool compatibility) {
+  UErrorCode error = U_ZERO_ERROR;
+  const icu::Normalizer2* instance = compatibility ? icu::Normalizer2::getNFKDInstance(error)
+                                                   : icu::Normalizer2::getNFDInstance(error);
+  return *instance;  // ICU's data is built in: these never fail
+}
+
+}  // namespace
+
+std::u32string Decomposition(char32_t c, bool compatibility) {
+  icu::UnicodeString mapping;
+  if (!Instance(compatibility).getDecomposition(static_cast<UChar32>(c), mapping)) return {};
+  std::u32string decomposed;
+  for (int32_t i = 0; i < mapping.length();) {
+    const UChar32 code_point = mapping.char32At(i);
+    decomposed += static_cast<char32_t>(code_point);
+    i += U16_LENGTH(code_point);
+  }
+  return decomposed;
+}
+
+char32_t Compose(char32_t first, char32_t second) {
+  UErrorCode error = U_ZERO_ERROR;
+  const UChar32 composite = icu::Normalizer2::getNFCInstance(error)->composePair(
+      static_cast<UChar32>(first), static_cast<UChar32>(second));
+  return composite < 0 ? 0 : static_cast<char32_t>(composite);
+}
+
+}  // namespace attnserve::unicode

@@ -1,0 +1,43 @@
+// Unicode for the tokenizers: UTF-8 decoding and encoding, and the character properties and
+// mappings Hugging Face's tokenizers use, from ICU (never hand-written tables).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace attnserve::unicode {
+
+// One code point decoded from the front of `text`.
+struct Decoded {
+  char32_t code_point = 0;
+  int bytes = 0;      // 0 when `text` is empty
+  bool valid = true;  // false: an invalid or truncated sequence; code_point is U+FFFD, bytes 1
+};
+Decoded DecodeUtf8(std::string_view text);
+void AppendUtf8(char32_t code_point, std::string& out);
+bool IsValidUtf8(std::string_view text);
+
+// Rust's char::is_whitespace: the White_Space property.
+bool IsWhitespace(char32_t c);
+// General categories, as Rust's unicode_categories crate groups them.
+bool IsOther(char32_t c);           // Cc, Cf, Co (not Cn or Cs, as that crate has it)
+bool IsPunctuation(char32_t c);     // P*
+bool IsNonspacingMark(char32_t c);  // Mn
+bool IsCombiningMark(char32_t c);   // M*: Mn, Mc, Me
+bool IsLetter(char32_t c);          // L*
+bool IsNumber(char32_t c);          // N*
+bool IsAsciiPunctuation(char32_t c);
+// BERT's CJK ranges (the CJK Unified Ideographs blocks and their extensions).
+bool IsChineseChar(char32_t c);
+
+// Rust's char::to_lowercase: the full, context-free lowercase mapping (one or more code points).
+std::u32string ToLowercase(char32_t c);
+
+// Canonical combining class, the full canonical (or compatibility) decomposition of one code point
+// (empty when it has none), and the primary composite of a pair (0 when there is none).
+uint8_t CombiningClass(char32_t c);
+std::u32string Decomposition(char32_t c, bool compatibility);
+char32_t Compose(char32_t first, char32_t second);
+
+}  // namespace attnserve::unicode

@@ -1,0 +1,36 @@
+// Runs the engine's tokenizer for tests/engine/hf_tokenizer_reference_test.py: loads a
+// tokenizer.json, then for each line of stdin (a JSON string) prints a JSON object with the ids,
+// tokens, byte offsets and decoded text. A tokenizer that does not load: its error on stderr,
+// exit code 2.
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/tokenizer/hf_tokenizer.h"
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: hf_tokenizer_tool TOKENIZER_JSON < texts.jsonl\n";
+    return 1;
+  }
+  auto tokenizer = attnserve::HfTokenizer::FromFile(argv[1]);
+  if (!tokenizer.ok()) {
+    std::cerr << tokenizer.status().message() << "\n";
+    return 2;
+  }
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    const std::string text = nlohmann::json::parse(line).get<std::string>();
+    const attnserve::Encoding encoding = tokenizer->Encode(text);
+    nlohmann::json out;
+    out["ids"] = encoding.ids;
+    out["tokens"] = encoding.tokens;
+    out["offsets"] = nlohmann::json::array();
+    for (const attnserve::ByteRange& range : encoding.offsets) {
+      out["offsets"].push_back({range.begin, range.end});
+    }
+    out["decoded"] = tokenizer->Decode(encoding.ids);
+    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  }
+  return 0;
+}
