@@ -857,22 +857,28 @@ class Http2AbuseTest(unittest.TestCase):
         finally:
             server.stop()
 
-    def test_calls_past_the_stream_limit_wait_for_their_connection(self):
-        # --max_concurrent_streams=1: while a stream is open, the connection's next call waits
-        # (gRPC's client queues it) and a call on another connection is served.
-        server = Server("--max_concurrent_streams=1")
+    def test_the_connection_limits_are_announced(self):
+        # Clients learn the limits from the server's HTTP/2 SETTINGS: open calls per connection
+        # (gRPC's clients queue the ones past it) and the header block size.
+        import h2.config
+        import h2.connection
+        import h2.events
+        server = Server("--max_concurrent_streams=7", "--max_metadata_bytes=20000")
         try:
-            stream = server.stub.Generate(pb.GenerateRequest(
-                model=MODEL, prompt=pb.Sequence(text="hello"), max_tokens=1000), timeout=60)
-            next(stream)
-            request = pb.NextTokenRequest(model=MODEL, sequences=[pb.Sequence(text="x")])
-            with self.assertRaises(grpc.RpcError) as raised:
-                server.stub.NextToken(request, timeout=0.5)
-            self.assertEqual(raised.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
-            with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-                self.assertEqual(len(pb_grpc.InferenceStub(channel).NextToken(
-                    request, timeout=10).results), 1)
-            stream.cancel()
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+                connection = h2.connection.H2Connection(
+                    h2.config.H2Configuration(client_side=True))
+                connection.initiate_connection()
+                sock.sendall(connection.data_to_send())
+                settings = None
+                while settings is None:
+                    data = sock.recv(1 << 16)
+                    self.assertTrue(data, "the server closed the connection")
+                    for event in connection.receive_data(data):
+                        if isinstance(event, h2.events.RemoteSettingsChanged):
+                            settings = connection.remote_settings
+            self.assertEqual(settings.max_concurrent_streams, 7)
+            self.assertEqual(settings.max_header_list_size, 20000)
         finally:
             server.stop()
 
@@ -890,8 +896,10 @@ class Http2AbuseTest(unittest.TestCase):
             with self.assertRaises(grpc.RpcError) as raised:
                 server.stub.NextToken(request, metadata=[("x-huge", "a" * 100000)], timeout=10)
             self.assertEqual(raised.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
-            # gRPC 1.51 closes that connection (docs/reliability.md); a new one is served.
-            with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            # gRPC 1.51 closes that connection (docs/reliability.md); a new one is served (a
+            # channel of its own: channels to one target otherwise share their connection).
+            with grpc.insecure_channel(f"127.0.0.1:{server.port}",
+                                       [("grpc.use_local_subchannel_pool", 1)]) as channel:
                 self.assertEqual(len(pb_grpc.InferenceStub(channel).NextToken(
                     request, timeout=10).results), 1)
         finally:
