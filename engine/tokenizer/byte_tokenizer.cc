@@ -1,6 +1,7 @@
 #include "engine/tokenizer/byte_tokenizer.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace attnserve {
 
@@ -49,34 +50,15 @@ int64_t ByteTokenizer::SpecialId(const std::string& text) const {
 }
 
 std::string SanitizeUtf8(const std::string& bytes) {
-  static const std::string kReplacement = "\xEF\xBF\xBD";
   std::string out;
-  size_t i = 0;
-  while (i < bytes.size()) {
-    const auto c = static_cast<unsigned char>(bytes[i]);
-    int length = c < 0x80           ? 1
-                 : (c >> 5) == 0x6  ? 2
-                 : (c >> 4) == 0xE  ? 3
-                 : (c >> 3) == 0x1E ? 4
-                                    : 0;
-    bool valid = length > 0 && i + length <= bytes.size();
-    for (int k = 1; valid && k < length; ++k) {
-      valid = (static_cast<unsigned char>(bytes[i + k]) & 0xC0) == 0x80;
-    }
-    if (valid && length > 1) {
-      // Reject overlong forms, surrogates and code points past U+10FFFF.
-      uint32_t cp = c & (0xFF >> (length + 1));
-      for (int k = 1; k < length; ++k) cp = (cp << 6) | (bytes[i + k] & 0x3F);
-      static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-      valid = cp >= kMin[length] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    }
-    if (valid) {
-      out.append(bytes, i, length);
-      i += length;
+  for (std::string_view rest = bytes; !rest.empty();) {
+    const unicode::Decoded d = unicode::DecodeUtf8(rest);
+    if (d.valid) {
+      out.append(rest.substr(0, d.bytes));
     } else {
-      out += kReplacement;
-      ++i;
+      unicode::AppendUtf8(0xFFFD, out);
     }
+    rest.remove_prefix(d.bytes);
   }
   return out;
 }

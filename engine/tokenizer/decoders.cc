@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "engine/tokenizer/component_steps.h"
 
 namespace attnserve {
 namespace {
@@ -95,16 +96,9 @@ absl::StatusOr<std::unique_ptr<Decoder>> DecoderFromJson(const nlohmann::json& j
     return std::make_unique<WordPieceDecoder>(std::move(prefix), cleanup);
   }
   if (type == "Sequence") {
-    if (!json.contains("decoders") || !json["decoders"].is_array()) {
-      return absl::InvalidArgumentError("decoder.decoders: an array is required");
-    }
-    std::vector<std::unique_ptr<Decoder>> steps;
-    for (const nlohmann::json& step : json["decoders"]) {
-      auto decoder = DecoderFromJson(step);
-      if (!decoder.ok()) return decoder.status();
-      if (*decoder) steps.push_back(*std::move(decoder));
-    }
-    return std::make_unique<DecoderSequence>(std::move(steps));
+    auto steps = ParseSteps<Decoder>(json, "decoder", "decoders", DecoderFromJson);
+    if (!steps.ok()) return steps.status();
+    return std::make_unique<DecoderSequence>(*std::move(steps));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "decoder type \"", type,

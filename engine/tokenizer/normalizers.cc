@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/tokenizer/component_steps.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace attnserve {
@@ -152,16 +153,9 @@ absl::StatusOr<std::unique_ptr<Normalizer>> NormalizerFromJson(const nlohmann::j
     return std::make_unique<Prepend>(json["prepend"].get<std::string>());
   }
   if (type == "Sequence") {
-    if (!json.contains("normalizers") || !json["normalizers"].is_array()) {
-      return absl::InvalidArgumentError("normalizer.normalizers: an array is required");
-    }
-    std::vector<std::unique_ptr<Normalizer>> steps;
-    for (const nlohmann::json& step : json["normalizers"]) {
-      auto normalizer = NormalizerFromJson(step);
-      if (!normalizer.ok()) return normalizer.status();
-      if (*normalizer) steps.push_back(*std::move(normalizer));
-    }
-    return std::make_unique<NormalizerSequence>(std::move(steps));
+    auto steps = ParseSteps<Normalizer>(json, "normalizer", "normalizers", NormalizerFromJson);
+    if (!steps.ok()) return steps.status();
+    return std::make_unique<NormalizerSequence>(*std::move(steps));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("normalizer type \"", type, "\" is not supported; supported: ",

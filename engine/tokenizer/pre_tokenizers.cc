@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/tokenizer/component_steps.h"
 #include "engine/tokenizer/split.h"
 #include "engine/tokenizer/unicode.h"
 
@@ -81,16 +82,10 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizerFromJson(const nlohman
   if (type == "BertPreTokenizer") return std::make_unique<BertPreTokenizer>();
   if (type == "WhitespaceSplit") return std::make_unique<WhitespaceSplit>();
   if (type == "Sequence") {
-    if (!json.contains("pretokenizers") || !json["pretokenizers"].is_array()) {
-      return absl::InvalidArgumentError("pre_tokenizer.pretokenizers: an array is required");
-    }
-    std::vector<std::unique_ptr<PreTokenizer>> steps;
-    for (const nlohmann::json& step : json["pretokenizers"]) {
-      auto pre_tokenizer = PreTokenizerFromJson(step);
-      if (!pre_tokenizer.ok()) return pre_tokenizer.status();
-      if (*pre_tokenizer) steps.push_back(*std::move(pre_tokenizer));
-    }
-    return std::make_unique<PreTokenizerSequence>(std::move(steps));
+    auto steps =
+        ParseSteps<PreTokenizer>(json, "pre_tokenizer", "pretokenizers", PreTokenizerFromJson);
+    if (!steps.ok()) return steps.status();
+    return std::make_unique<PreTokenizerSequence>(*std::move(steps));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("pre_tokenizer type \"", type, "\" is not supported; supported: ",

@@ -53,15 +53,6 @@ void AppendUtf8(char32_t c, std::string& out) {
   }
 }
 
-bool IsValidUtf8(std::string_view text) {
-  while (!text.empty()) {
-    const Decoded d = DecodeUtf8(text);
-    if (!d.valid) return false;
-    text.remove_prefix(d.bytes);
-  }
-  return true;
-}
-
 bool IsWhitespace(char32_t c) {
   if (c < 0x80) return c == ' ' || (c >= '\t' && c <= '\r');
   return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_WHITE_SPACE);
@@ -80,8 +71,6 @@ bool IsNonspacingMark(char32_t c) {
 bool IsCombiningMark(char32_t c) {
   return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_M_MASK) != 0;
 }
-bool IsLetter(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_L_MASK) != 0; }
-bool IsNumber(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_N_MASK) != 0; }
 
 bool IsAsciiPunctuation(char32_t c) {
   return (c >= '!' && c <= '/') || (c >= ':' && c <= '@') || (c >= '[' && c <= '`') ||

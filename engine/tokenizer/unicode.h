@@ -16,7 +16,6 @@ struct Decoded {
 };
 Decoded DecodeUtf8(std::string_view text);
 void AppendUtf8(char32_t code_point, std::string& out);
-bool IsValidUtf8(std::string_view text);
 
 // Rust's char::is_whitespace: the White_Space property.
 bool IsWhitespace(char32_t c);
@@ -25,8 +24,6 @@ bool IsOther(char32_t c);           // Cc, Cf, Co (not Cn or Cs, as that crate h
 bool IsPunctuation(char32_t c);     // P*
 bool IsNonspacingMark(char32_t c);  // Mn
 bool IsCombiningMark(char32_t c);   // M*: Mn, Mc, Me
-bool IsLetter(char32_t c);          // L*
-bool IsNumber(char32_t c);          // N*
 bool IsAsciiPunctuation(char32_t c);
 // BERT's CJK ranges (the CJK Unified Ideographs blocks and their extensions).
 bool IsChineseChar(char32_t c);
