@@ -6,7 +6,7 @@
 FROM debian:bookworm-slim AS build
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      build-essential cmake pkg-config libdnnl-dev libabsl-dev nlohmann-json3-dev libicu-dev \
+      build-essential cmake pkg-config libdnnl-dev libabsl-dev nlohmann-json3-dev libicu-dev libonig-dev \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler prometheus-cpp-dev \
       grpc-proto \
  && rm -rf /var/lib/apt/lists/*

@@ -9,9 +9,9 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 packages=(
   # build
   build-essential cmake pkg-config clang-format
-  # engine; ICU for Hugging Face tokenizers (Unicode normalization, character properties, case
-  # mapping)
-  libdnnl-dev libabsl-dev nlohmann-json3-dev libicu-dev
+  # engine; for Hugging Face tokenizers ICU (Unicode normalization, character properties, case
+  # mapping) and Oniguruma (the regex engine the reference library itself uses)
+  libdnnl-dev libabsl-dev nlohmann-json3-dev libicu-dev libonig-dev
   # server: gRPC, Protobuf, Prometheus metrics (prometheus-cpp serves them with civetweb)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler prometheus-cpp-dev
   # end-to-end tests: real clients in Python, health and reflection protos, a real Prometheus
@@ -62,15 +62,17 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   apt_install nodejs npm
 fi
 
-# The example's dependencies, exactly as its lockfile says. npm rewrites
-# node_modules/.package-lock.json on every install, so it is older than the lockfile only when
-# the lockfile changed since.
-node_example="$repo/client/examples/node"
-if [[ ! -f $node_example/node_modules/.package-lock.json ||
-      $node_example/package-lock.json -nt $node_example/node_modules/.package-lock.json ]]; then
-  echo "install-deps: npm ci in client/examples/node"
-  (cd "$node_example" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-fi
+# npm dependencies, exactly as their lockfiles say: the Node client example's, and GPT-2's
+# vocabulary for the tokenizer tests. npm rewrites node_modules/.package-lock.json on every
+# install, so it is older than the lockfile only when the lockfile changed since.
+for npm_dir in client/examples/node tests/engine/gpt2_vocab; do
+  dir="$repo/$npm_dir"
+  if [[ ! -f $dir/node_modules/.package-lock.json ||
+        $dir/package-lock.json -nt $dir/node_modules/.package-lock.json ]]; then
+    echo "install-deps: npm ci in $npm_dir"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  fi
+done
 
 # PyPI packages the tests compare against (python/requirements.txt, every version pinned), in a
 # virtual environment that also sees Debian's packages, so that Debian's torch stays the one torch.

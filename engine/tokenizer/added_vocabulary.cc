@@ -1,7 +1,5 @@
 #include "engine/tokenizer/added_vocabulary.h"
 
-#include <unicode/uchar.h>
-
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -10,13 +8,6 @@
 
 namespace attnserve {
 namespace {
-
-// The regex crate's \w: Alphabetic, marks, decimal digits, connector punctuation, Join_Control.
-bool IsWordChar(char32_t c) {
-  const UChar32 u = static_cast<UChar32>(c);
-  return u_hasBinaryProperty(u, UCHAR_ALPHABETIC) || u_hasBinaryProperty(u, UCHAR_JOIN_CONTROL) ||
-         (U_GET_GC_MASK(u) & (U_GC_M_MASK | U_GC_ND_MASK | U_GC_PC_MASK)) != 0;
-}
 
 // The char ending text[..end], and the one starting text[begin..].
 char32_t CharBefore(const std::string& text, size_t end) {
@@ -122,8 +113,8 @@ std::vector<AddedVocabulary::Match> AddedVocabulary::Find(const std::string& tex
     const AddedToken& token = tokens_[best];
     size_t start = at, stop = at + token.content.size();
     at = stop;  // the next search starts after this match, whatever becomes of it
-    if (token.single_word && ((start > 0 && IsWordChar(CharBefore(text, start))) ||
-                              (stop < text.size() && IsWordChar(CharAt(text, stop))))) {
+    if (token.single_word && ((start > 0 && unicode::IsWordChar(CharBefore(text, start))) ||
+                              (stop < text.size() && unicode::IsWordChar(CharAt(text, stop))))) {
       continue;
     }
     if (token.lstrip) {

@@ -6,7 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/component_steps.h"
+#include "engine/tokenizer/metaspace_options.h"
+#include "engine/tokenizer/normalized_text.h"
+#include "engine/tokenizer/onig_regex.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace attnserve {
 namespace {
@@ -57,6 +62,167 @@ class WordPieceDecoder final : public Decoder {
   const bool cleanup_;
 };
 
+// GPT-2's: byte-level chars back to bytes, the bytes read as UTF-8 (invalid parts replaced).
+class ByteLevelDecoder final : public Decoder {
+ public:
+  std::vector<std::string> DecodeChain(std::vector<std::string> tokens) const override {
+    std::string bytes;
+    for (const std::string& token : tokens) {
+      // A token with a char outside the alphabet (an added token) stands for its own UTF-8.
+      const std::vector<char32_t> chars = CodePoints(token);
+      std::string token_bytes;
+      bool in_alphabet = true;
+      for (char32_t c : chars) {
+        const int b = byte_level::CharToByte(c);
+        if (b < 0) {
+          in_alphabet = false;
+          break;
+        }
+        token_bytes += static_cast<char>(b);
+      }
+      bytes += in_alphabet ? token_bytes : token;
+    }
+    return {unicode::DecodeLossy(bytes)};
+  }
+};
+
+// SentencePiece's ▁ back to spaces; the first token's are dropped when words were prefixed.
+class MetaspaceDecoder final : public Decoder {
+ public:
+  explicit MetaspaceDecoder(MetaspaceOptions options) : options_(std::move(options)) {}
+  std::vector<std::string> DecodeChain(std::vector<std::string> tokens) const override {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const bool drop = i == 0 && options_.prepend_scheme != PrependScheme::kNever;
+      std::string out;
+      for (char32_t c : CodePoints(tokens[i])) {
+        if (c != options_.replacement) {
+          unicode::AppendUtf8(c, out);
+        } else if (!drop) {
+          out += ' ';
+        }
+      }
+      tokens[i] = std::move(out);
+    }
+    return tokens;
+  }
+
+ private:
+  const MetaspaceOptions options_;
+};
+
+// Runs of "<0xAB>" tokens as the UTF-8 they spell; a run that is not UTF-8 gives one U+FFFD per
+// byte, as the reference does.
+class ByteFallbackDecoder final : public Decoder {
+ public:
+  std::vector<std::string> DecodeChain(std::vector<std::string> tokens) const override {
+    std::vector<std::string> out;
+    std::string run;
+    size_t run_tokens = 0;
+    const auto flush = [&] {
+      if (run_tokens == 0) return;
+      if (unicode::IsValidUtf8(run)) {
+        out.push_back(run);
+      } else {
+        for (size_t i = 0; i < run_tokens; ++i) out.push_back("\xEF\xBF\xBD");
+      }
+      run.clear();
+      run_tokens = 0;
+    };
+    for (std::string& token : tokens) {
+      if (const int byte = ByteToken(token); byte >= 0) {
+        run += static_cast<char>(byte);
+        ++run_tokens;
+        continue;
+      }
+      flush();
+      out.push_back(std::move(token));
+    }
+    flush();
+    return out;
+  }
+
+ private:
+  // The byte of "<0xAB>" (hex digits of either case, or a '+' and one digit, as Rust's
+  // u8::from_str_radix reads them), or -1.
+  static int ByteToken(const std::string& token) {
+    if (token.size() != 6 || !token.starts_with("<0x") || token[5] != '>') return -1;
+    const auto digit = [](char c) {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    const int high = digit(token[3]), low = digit(token[4]);
+    if (token[3] == '+' && low >= 0) return low;
+    return high >= 0 && low >= 0 ? high * 16 + low : -1;
+  }
+};
+
+class FuseDecoder final : public Decoder {
+ public:
+  std::vector<std::string> DecodeChain(std::vector<std::string> tokens) const override {
+    return {absl::StrJoin(tokens, "")};
+  }
+};
+
+// Up to `start` leading and `stop` trailing `content` chars removed from each token.
+class StripDecoder final : public Decoder {
+ public:
+  StripDecoder(char32_t content, size_t start, size_t stop)
+      : content_(content), start_(start), stop_(stop) {}
+  std::vector<std::string> DecodeChain(std::vector<std::string> tokens) const override {
+    for (std::string& token : tokens) {
+      const std::vector<char32_t> chars = CodePoints(token);
+      size_t begin = 0, end = chars.size();
+      while (begin < std::min(start_, chars.size()) && chars[begin] == content_) ++begin;
+      while (chars.size() - end < stop_ && end > begin && chars[end - 1] == content_) --end;
+      std::string out;
+      for (size_t i = begin; i < end; ++i) unicode::AppendUtf8(chars[i], out);
+      token = std::move(out);
+    }
+    return tokens;
+  }
+
+ private:
+  const char32_t content_;
+  const size_t start_, stop_;
+};
+
+// Each match of a pattern in each token replaced by `content`.
+class ReplaceDecoder final : public Decoder {
+ public:
+  ReplaceDecoder(OnigRegex pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  std::vector<std::string> DecodeChain(std::vector<std::string> tokens) const override {
+    for (std::string& token : tokens) {
+      if (token.empty()) continue;  // the reference finds no match, not even "^"
+      std::string out;
+      size_t previous = 0;
+      for (const ByteRange& match : pattern_.FindAll(token)) {
+        out.append(token, previous, match.begin - previous);
+        out += content_;
+        previous = match.end;
+      }
+      out.append(token, previous);
+      token = std::move(out);
+    }
+    return tokens;
+  }
+
+ private:
+  const OnigRegex pattern_;
+  const std::string content_;
+};
+
+absl::StatusOr<size_t> Count(const nlohmann::json& json, const char* name) {
+  auto it = json.find(name);
+  if (it == json.end() || !it->is_number_unsigned()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("decoder.", name, ": a non-negative integer is required"));
+  }
+  return it->get<size_t>();
+}
+
 class DecoderSequence final : public Decoder {
  public:
   explicit DecoderSequence(std::vector<std::unique_ptr<Decoder>> steps)
@@ -95,14 +261,46 @@ absl::StatusOr<std::unique_ptr<Decoder>> DecoderFromJson(const nlohmann::json& j
     }
     return std::make_unique<WordPieceDecoder>(std::move(prefix), cleanup);
   }
+  if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();
+  if (type == "ByteFallback") return std::make_unique<ByteFallbackDecoder>();
+  if (type == "Fuse") return std::make_unique<FuseDecoder>();
+  if (type == "Metaspace") {
+    auto options = MetaspaceOptions::FromJson(json, "decoder");
+    if (!options.ok()) return options.status();
+    return std::make_unique<MetaspaceDecoder>(*std::move(options));
+  }
+  if (type == "Strip") {
+    auto content = json.find("content");
+    if (content == json.end() || !content->is_string() ||
+        CodePoints(content->get<std::string>()).size() != 1) {
+      return absl::InvalidArgumentError("decoder.content: one char is required");
+    }
+    auto start = Count(json, "start");
+    auto stop = Count(json, "stop");
+    if (!start.ok()) return start.status();
+    if (!stop.ok()) return stop.status();
+    return std::make_unique<StripDecoder>(CodePoints(content->get<std::string>())[0], *start,
+                                          *stop);
+  }
+  if (type == "Replace") {
+    auto pattern = PatternFromJson(json, "decoder");
+    if (!pattern.ok()) return pattern.status();
+    if (!json.contains("content") || !json["content"].is_string()) {
+      return absl::InvalidArgumentError("decoder.content: a string is required");
+    }
+    return std::make_unique<ReplaceDecoder>(*std::move(pattern),
+                                            json["content"].get<std::string>());
+  }
   if (type == "Sequence") {
     auto steps = ParseSteps<Decoder>(json, "decoder", "decoders", DecoderFromJson);
     if (!steps.ok()) return steps.status();
     return std::make_unique<DecoderSequence>(*std::move(steps));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "decoder type \"", type,
-      "\" is not supported; supported: ", absl::StrJoin({"WordPiece", "Sequence"}, ", ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("decoder type \"", type, "\" is not supported; supported: ",
+                   absl::StrJoin({"ByteLevel", "WordPiece", "Metaspace", "ByteFallback", "Fuse",
+                                  "Strip", "Replace", "Sequence"},
+                                 ", ")));
 }
 
 }  // namespace attnserve

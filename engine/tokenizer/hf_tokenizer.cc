@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/tokenizer/reference_json.h"
 
 namespace attnserve {
 
@@ -22,34 +23,22 @@ absl::StatusOr<HfTokenizer> HfTokenizer::FromJson(const std::string& text,
   const auto fail = [&path](const absl::Status& status) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", status.message()));
   };
-  const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded() || !json.is_object()) {
-    return fail(absl::InvalidArgumentError("not a JSON object"));
-  }
+  absl::StatusOr<nlohmann::json> parsed = ParseReferenceJson(text);
+  if (!parsed.ok()) return fail(parsed.status());
+  const nlohmann::json& json = *parsed;
+  if (!json.is_object()) return fail(absl::InvalidArgumentError("not a JSON object"));
   const auto part = [&json](const char* name) {
     auto it = json.find(name);
     return it == json.end() ? nlohmann::json() : *it;
   };
   HfTokenizer tokenizer;
-  const nlohmann::json model = part("model");
-  if (!model.is_object()) return fail(absl::InvalidArgumentError("model: an object is required"));
-  // The type tag is optional in the reference's files; WordPiece is told by its fields.
-  const std::string type = model.contains("type") && model["type"].is_string()
-                               ? model["type"].get<std::string>()
-                               : (model.contains("max_input_chars_per_word") ? "WordPiece" : "");
-  if (type != "WordPiece") {
-    return fail(absl::InvalidArgumentError(
-        absl::StrCat("model type \"", type, "\" is not supported; supported: WordPiece")));
+  if (auto version = json.find("version");
+      version != json.end() && !(version->is_string() && *version == "1.0")) {
+    return fail(absl::InvalidArgumentError("version: \"1.0\" is the only version supported"));
   }
-  auto wordpiece = WordPiece::FromJson(model);
-  if (!wordpiece.ok()) return fail(wordpiece.status());
-  tokenizer.model_ = std::make_shared<const WordPiece>(*std::move(wordpiece));
-  for (const auto& [token, id] : tokenizer.model_->vocab()) {
-    if (id >= static_cast<int64_t>(tokenizer.id_to_token_.size())) {
-      tokenizer.id_to_token_.resize(id + 1);
-    }
-    tokenizer.id_to_token_[id] = token;
-  }
+  auto model = TokenizerModelFromJson(part("model"));
+  if (!model.ok()) return fail(model.status());
+  tokenizer.model_ = *std::move(model);
   auto normalizer = NormalizerFromJson(part("normalizer"));
   if (!normalizer.ok()) return fail(normalizer.status());
   tokenizer.normalizer_ = *std::move(normalizer);
@@ -62,20 +51,17 @@ absl::StatusOr<HfTokenizer> HfTokenizer::FromJson(const std::string& text,
   auto decoder = DecoderFromJson(part("decoder"));
   if (!decoder.ok()) return fail(decoder.status());
   tokenizer.decoder_ = *std::move(decoder);
-  const auto& vocab = tokenizer.model_->vocab();
+  const Vocabulary& vocab = tokenizer.model_->vocab();
   auto added = AddedVocabulary::FromJson(
-      part("added_tokens"),
-      [&vocab](const std::string& content) -> int64_t {
-        auto it = vocab.find(content);
-        return it == vocab.end() ? -1 : it->second;
-      },
-      static_cast<int64_t>(vocab.size()));
+      part("added_tokens"), [&vocab](const std::string& content) { return vocab.Id(content); },
+      vocab.size);
   if (!added.ok()) return fail(added.status());
   tokenizer.added_ = *std::move(added);
   return tokenizer;
 }
 
-Encoding HfTokenizer::Encode(const std::string& text, bool add_special_tokens) const {
+absl::StatusOr<Encoding> HfTokenizer::Encode(const std::string& text,
+                                             bool add_special_tokens) const {
   // Added tokens that match the raw text, then, in each part between them, normalization and the
   // added tokens that match the normalized text.
   const NormalizedText whole(text);
@@ -108,9 +94,11 @@ Encoding HfTokenizer::Encode(const std::string& text, bool add_special_tokens) c
 
   Encoding encoding;
   for (const TextSplit& split : splits) {
-    const std::vector<ModelToken> tokens = split.added ? std::vector<ModelToken>{*split.added}
-                                                       : model_->Tokenize(split.text.normalized());
-    for (const ModelToken& token : tokens) {
+    absl::StatusOr<std::vector<ModelToken>> tokens =
+        split.added ? std::vector<ModelToken>{*split.added}
+                    : model_->Tokenize(split.text.normalized());
+    if (!tokens.ok()) return tokens.status();
+    for (const ModelToken& token : *tokens) {
       ByteRange offsets = token.range;
       if (auto original = split.text.ToOriginal(token.range)) {
         offsets = {original->begin + split.text.original_shift(),
@@ -119,18 +107,28 @@ Encoding HfTokenizer::Encode(const std::string& text, bool add_special_tokens) c
       encoding.Add(token.id, token.value, offsets, false);
     }
   }
-  if (post_processor_) return post_processor_->Process(std::move(encoding), add_special_tokens);
+  if (post_processor_) {
+    return post_processor_->Process(std::move(encoding), text, add_special_tokens);
+  }
   return encoding;
 }
 
 std::string HfTokenizer::IdToToken(int64_t id) const {
   if (const AddedToken* added = added_.ById(id)) return added->content;
-  if (id >= 0 && id < static_cast<int64_t>(id_to_token_.size())) return id_to_token_[id];
+  const std::vector<std::string>& tokens = model_->vocab().tokens;
+  if (id >= 0 && id < static_cast<int64_t>(tokens.size())) return tokens[id];
   return "";
 }
 
+int64_t HfTokenizer::TokenToId(const std::string& token) const {
+  for (const AddedToken& added : added_.tokens()) {
+    if (added.content == token) return added.id;
+  }
+  return model_->vocab().Id(token);
+}
+
 int64_t HfTokenizer::vocab_size() const {
-  int64_t size = static_cast<int64_t>(id_to_token_.size());
+  int64_t size = static_cast<int64_t>(model_->vocab().tokens.size());
   for (const AddedToken& token : added_.tokens()) size = std::max(size, token.id + 1);
   return size;
 }

@@ -14,7 +14,7 @@
 #include "engine/tokenizer/normalizers.h"
 #include "engine/tokenizer/post_processors.h"
 #include "engine/tokenizer/pre_tokenizers.h"
-#include "engine/tokenizer/wordpiece.h"
+#include "engine/tokenizer/tokenizer_model.h"
 
 namespace attnserve {
 
@@ -24,22 +24,27 @@ class HfTokenizer {
   static absl::StatusOr<HfTokenizer> FromFile(const std::string& path);
   static absl::StatusOr<HfTokenizer> FromJson(const std::string& text, const std::string& path);
 
-  Encoding Encode(const std::string& text, bool add_special_tokens = true) const;
+  // An error (INVALID_ARGUMENT) names what the tokenizer cannot encode.
+  absl::StatusOr<Encoding> Encode(const std::string& text, bool add_special_tokens = true) const;
   // Unknown ids are skipped, as the reference skips them.
   std::string Decode(const std::vector<int64_t>& ids, bool skip_special_tokens = true) const;
 
   int64_t vocab_size() const;
   // A token's string: an added token's content or the model's vocabulary key; empty if unknown.
   std::string IdToToken(int64_t id) const;
+  // An added token's or a vocabulary token's id, or -1.
+  int64_t TokenToId(const std::string& token) const;
+  // "BPE", "WordPiece" or "Unigram".
+  const char* model_type() const { return model_->type(); }
+  const std::vector<AddedToken>& added_tokens() const { return added_.tokens(); }
 
  private:
   std::shared_ptr<const Normalizer> normalizer_;
   std::shared_ptr<const PreTokenizer> pre_tokenizer_;
-  std::shared_ptr<const WordPiece> model_;
+  std::shared_ptr<const TokenizerModel> model_;
   std::shared_ptr<const PostProcessor> post_processor_;
   std::shared_ptr<const Decoder> decoder_;
   AddedVocabulary added_;
-  std::vector<std::string> id_to_token_;  // the model's vocabulary by id
 };
 
 }  // namespace attnserve

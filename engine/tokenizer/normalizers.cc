@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/tokenizer/component_steps.h"
+#include "engine/tokenizer/onig_regex.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace attnserve {
@@ -93,6 +94,22 @@ class Prepend final : public Normalizer {
   const std::string prefix_;
 };
 
+// Each match of a pattern replaced by `content`.
+class Replace final : public Normalizer {
+ public:
+  Replace(OnigRegex pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  void Apply(NormalizedText& text) const override {
+    if (text.normalized().empty()) return;  // the reference finds no match, not even "^"
+    const std::vector<ByteRange> matches = pattern_.FindAll(text.normalized());
+    if (!matches.empty()) text.Replace(matches, content_);
+  }
+
+ private:
+  const OnigRegex pattern_;
+  const std::string content_;
+};
+
 class NormalizerSequence final : public Normalizer {
  public:
   explicit NormalizerSequence(std::vector<std::unique_ptr<Normalizer>> steps)
@@ -152,6 +169,14 @@ absl::StatusOr<std::unique_ptr<Normalizer>> NormalizerFromJson(const nlohmann::j
     }
     return std::make_unique<Prepend>(json["prepend"].get<std::string>());
   }
+  if (type == "Replace") {
+    auto pattern = PatternFromJson(json, "normalizer");
+    if (!pattern.ok()) return pattern.status();
+    if (!json.contains("content") || !json["content"].is_string()) {
+      return absl::InvalidArgumentError("normalizer.content: a string is required");
+    }
+    return std::make_unique<Replace>(*std::move(pattern), json["content"].get<std::string>());
+  }
   if (type == "Sequence") {
     auto steps = ParseSteps<Normalizer>(json, "normalizer", "normalizers", NormalizerFromJson);
     if (!steps.ok()) return steps.status();
@@ -160,7 +185,7 @@ absl::StatusOr<std::unique_ptr<Normalizer>> NormalizerFromJson(const nlohmann::j
   return absl::InvalidArgumentError(
       absl::StrCat("normalizer type \"", type, "\" is not supported; supported: ",
                    absl::StrJoin({"BertNormalizer", "NFC", "NFD", "NFKC", "NFKD", "Lowercase",
-                                  "StripAccents", "Strip", "Prepend", "Sequence"},
+                                  "StripAccents", "Strip", "Replace", "Prepend", "Sequence"},
                                  ", ")));
 }
 

@@ -4,6 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/tokenizer/byte_level.h"
+#include "engine/tokenizer/component_steps.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace attnserve {
 namespace {
@@ -20,7 +23,7 @@ class TemplateProcessing final : public PostProcessor {
   explicit TemplateProcessing(std::vector<std::optional<SpecialPiece>> pieces)
       : pieces_(std::move(pieces)) {}
 
-  Encoding Process(Encoding sequence, bool add_special_tokens) const override {
+  Encoding Process(Encoding sequence, const std::string&, bool add_special_tokens) const override {
     if (!add_special_tokens) return sequence;
     Encoding out;
     for (const auto& piece : pieces_) {
@@ -41,6 +44,92 @@ class TemplateProcessing final : public PostProcessor {
  private:
   const std::vector<std::optional<SpecialPiece>> pieces_;
 };
+
+// Byte-level tokens' offsets without their leading and trailing spaces ('Ġ' or whitespace), as
+// the reference's process_offsets does in chars: a single leading space of the first token is
+// kept when it was added as a prefix.
+void TrimOffsets(Encoding& encoding, const std::string& text, bool add_prefix_space) {
+  const auto is_space = [](char32_t c) {
+    return c == byte_level::ByteToChar(' ') || unicode::IsWhitespace(c);
+  };
+  for (size_t i = 0; i < encoding.ids.size(); ++i) {
+    const std::vector<char32_t> chars = CodePoints(encoding.tokens[i]);
+    size_t leading = 0, trailing = 0;
+    while (leading < chars.size() && is_space(chars[leading])) ++leading;
+    while (trailing < chars.size() && is_space(chars[chars.size() - 1 - trailing])) ++trailing;
+    ByteRange& range = encoding.offsets[i];
+    if (leading > 0) {
+      if ((i == 0 || range.begin == 0) && add_prefix_space && leading == 1) leading = 0;
+      for (; leading > 0 && range.begin < range.end; --leading) {
+        range.begin += unicode::DecodeUtf8(std::string_view(text).substr(range.begin)).bytes;
+      }
+      range.begin = std::min(range.begin, range.end);
+    }
+    if (trailing > 0 && CodePoints(text.substr(0, range.end)).size() >= trailing) {
+      for (; trailing > 0 && range.end > range.begin; --trailing) {
+        do {
+          --range.end;
+        } while (range.end > range.begin && (static_cast<uint8_t>(text[range.end]) & 0xC0) == 0x80);
+      }
+    }
+  }
+}
+
+class ByteLevelProcessing final : public PostProcessor {
+ public:
+  ByteLevelProcessing(bool trim_offsets, bool add_prefix_space)
+      : trim_offsets_(trim_offsets), add_prefix_space_(add_prefix_space) {}
+  Encoding Process(Encoding sequence, const std::string& text, bool) const override {
+    if (trim_offsets_) TrimOffsets(sequence, text, add_prefix_space_);
+    return sequence;
+  }
+
+ private:
+  const bool trim_offsets_, add_prefix_space_;
+};
+
+// RoBERTa's: "<s> $A </s>" after trimming the offsets as ByteLevel does.
+class RobertaProcessing final : public PostProcessor {
+ public:
+  RobertaProcessing(TemplateProcessing specials, bool trim_offsets, bool add_prefix_space)
+      : specials_(std::move(specials)),
+        trim_offsets_(trim_offsets),
+        add_prefix_space_(add_prefix_space) {}
+  Encoding Process(Encoding sequence, const std::string& text,
+                   bool add_special_tokens) const override {
+    if (trim_offsets_) TrimOffsets(sequence, text, add_prefix_space_);
+    return specials_.Process(std::move(sequence), text, add_special_tokens);
+  }
+
+ private:
+  const TemplateProcessing specials_;
+  const bool trim_offsets_, add_prefix_space_;
+};
+
+class PostProcessorSequence final : public PostProcessor {
+ public:
+  explicit PostProcessorSequence(std::vector<std::unique_ptr<PostProcessor>> steps)
+      : steps_(std::move(steps)) {}
+  Encoding Process(Encoding sequence, const std::string& text,
+                   bool add_special_tokens) const override {
+    for (const auto& step : steps_) {
+      sequence = step->Process(std::move(sequence), text, add_special_tokens);
+    }
+    return sequence;
+  }
+
+ private:
+  const std::vector<std::unique_ptr<PostProcessor>> steps_;
+};
+
+absl::StatusOr<bool> RequiredFlag(const nlohmann::json& json, const char* name) {
+  auto it = json.find(name);
+  if (it == json.end() || !it->is_boolean()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("post_processor.", name, ": a boolean is required"));
+  }
+  return it->get<bool>();
+}
 
 absl::StatusOr<SpecialPiece> PairPiece(const nlohmann::json& json, const char* name) {
   auto it = json.find(name);
@@ -113,9 +202,36 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> PostProcessorFromJson(const nlohm
     return std::make_unique<TemplateProcessing>(
         std::vector<std::optional<SpecialPiece>>{*cls, std::nullopt, *sep});
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("post_processor type \"", type, "\" is not supported; supported: ",
-                   absl::StrJoin({"TemplateProcessing", "BertProcessing"}, ", ")));
+  if (type == "RobertaProcessing") {
+    auto cls = PairPiece(json, "cls");
+    auto sep = PairPiece(json, "sep");
+    auto trim_offsets = RequiredFlag(json, "trim_offsets");
+    auto add_prefix_space = RequiredFlag(json, "add_prefix_space");
+    for (const absl::Status& status :
+         {cls.status(), sep.status(), trim_offsets.status(), add_prefix_space.status()}) {
+      if (!status.ok()) return status;
+    }
+    return std::make_unique<RobertaProcessing>(TemplateProcessing({*cls, std::nullopt, *sep}),
+                                               *trim_offsets, *add_prefix_space);
+  }
+  if (type == "ByteLevel") {
+    auto trim_offsets = RequiredFlag(json, "trim_offsets");
+    auto add_prefix_space = RequiredFlag(json, "add_prefix_space");
+    if (!trim_offsets.ok()) return trim_offsets.status();
+    if (!add_prefix_space.ok()) return add_prefix_space.status();
+    return std::make_unique<ByteLevelProcessing>(*trim_offsets, *add_prefix_space);
+  }
+  if (type == "Sequence") {
+    auto steps =
+        ParseSteps<PostProcessor>(json, "post_processor", "processors", PostProcessorFromJson);
+    if (!steps.ok()) return steps.status();
+    return std::make_unique<PostProcessorSequence>(*std::move(steps));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "post_processor type \"", type, "\" is not supported; supported: ",
+      absl::StrJoin(
+          {"TemplateProcessing", "BertProcessing", "RobertaProcessing", "ByteLevel", "Sequence"},
+          ", ")));
 }
 
 }  // namespace attnserve

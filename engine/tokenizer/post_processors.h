@@ -1,8 +1,10 @@
 // Post-processors of tokenizer.json (REFERENCE.md §8): the special tokens around a sequence, as
-// "[CLS] $A [SEP]" (TemplateProcessing, BertProcessing).
+// "[CLS] $A [SEP]" (TemplateProcessing, BertProcessing, RobertaProcessing), and the trimming of
+// byte-level tokens' offsets to exclude their spaces (ByteLevel, RobertaProcessing).
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "engine/tokenizer/encoding.h"
@@ -13,8 +15,9 @@ namespace attnserve {
 class PostProcessor {
  public:
   virtual ~PostProcessor() = default;
-  // One sequence; `add_special_tokens` false leaves it as it is.
-  virtual Encoding Process(Encoding sequence, bool add_special_tokens) const = 0;
+  // One sequence of `text`; `add_special_tokens` false adds none.
+  virtual Encoding Process(Encoding sequence, const std::string& text,
+                           bool add_special_tokens) const = 0;
 };
 
 // From tokenizer.json's "post_processor" (null: none); an unsupported type is an error naming it.

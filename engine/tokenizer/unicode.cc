@@ -53,6 +53,64 @@ void AppendUtf8(char32_t c, std::string& out) {
   }
 }
 
+namespace {
+
+// The length of the longest prefix of `bytes` that can begin a valid UTF-8 sequence (a maximal
+// subpart when it falls short of a whole char), and whether it is a whole char.
+std::pair<size_t, bool> ValidPrefix(std::string_view bytes) {
+  const auto byte = [&](size_t i) { return static_cast<uint8_t>(bytes[i]); };
+  const uint8_t lead = byte(0);
+  if (lead < 0x80) return {1, true};
+  size_t length = 0;
+  uint8_t low = 0x80, high = 0xBF;  // the range of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;
+    if (lead == 0xED) high = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;
+    if (lead == 0xF4) high = 0x8F;
+  } else {
+    return {1, false};
+  }
+  for (size_t i = 1; i < length; ++i) {
+    if (i >= bytes.size()) return {i, false};
+    const uint8_t b = byte(i);
+    const bool ok = i == 1 ? (b >= low && b <= high) : (b >= 0x80 && b <= 0xBF);
+    if (!ok) return {i, false};
+  }
+  return {length, true};
+}
+
+}  // namespace
+
+std::string DecodeLossy(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  while (!bytes.empty()) {
+    const auto [length, valid] = ValidPrefix(bytes);
+    if (valid) {
+      out.append(bytes.substr(0, length));
+    } else {
+      out += "\xEF\xBF\xBD";
+    }
+    bytes.remove_prefix(length);
+  }
+  return out;
+}
+
+bool IsValidUtf8(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const auto [length, valid] = ValidPrefix(bytes);
+    if (!valid) return false;
+    bytes.remove_prefix(length);
+  }
+  return true;
+}
+
 bool IsWhitespace(char32_t c) {
   if (c < 0x80) return c == ' ' || (c >= '\t' && c <= '\r');
   return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_WHITE_SPACE);
@@ -70,6 +128,18 @@ bool IsNonspacingMark(char32_t c) {
 }
 bool IsCombiningMark(char32_t c) {
   return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_M_MASK) != 0;
+}
+
+bool IsNumeric(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_N_MASK) != 0; }
+
+bool IsWordChar(char32_t c) {
+  if (c < 0x80) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  }
+  const auto code = static_cast<UChar32>(c);
+  return u_hasBinaryProperty(code, UCHAR_ALPHABETIC) ||
+         (U_GET_GC_MASK(code) & (U_GC_M_MASK | U_GC_ND_MASK | U_GC_PC_MASK)) != 0 ||
+         u_hasBinaryProperty(code, UCHAR_JOIN_CONTROL);
 }
 
 bool IsAsciiPunctuation(char32_t c) {

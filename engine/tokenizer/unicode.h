@@ -16,6 +16,11 @@ struct Decoded {
 };
 Decoded DecodeUtf8(std::string_view text);
 void AppendUtf8(char32_t code_point, std::string& out);
+// `bytes` as UTF-8, each maximal invalid subpart replaced by one U+FFFD (as Rust's
+// String::from_utf8_lossy and Python's bytes.decode("utf-8", "replace") do).
+std::string DecodeLossy(std::string_view bytes);
+// Whether `bytes` is valid UTF-8.
+bool IsValidUtf8(std::string_view bytes);
 
 // Rust's char::is_whitespace: the White_Space property.
 bool IsWhitespace(char32_t c);
@@ -25,6 +30,10 @@ bool IsPunctuation(char32_t c);     // P*
 bool IsNonspacingMark(char32_t c);  // Mn
 bool IsCombiningMark(char32_t c);   // M*: Mn, Mc, Me
 bool IsAsciiPunctuation(char32_t c);
+// Rust's char::is_numeric: Nd, Nl, No.
+bool IsNumeric(char32_t c);
+// The regex crate's \w: Alphabetic, M*, Nd, Pc, Join_Control.
+bool IsWordChar(char32_t c);
 // BERT's CJK ranges (the CJK Unified Ideographs blocks and their extensions).
 bool IsChineseChar(char32_t c);
 

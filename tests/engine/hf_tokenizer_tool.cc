@@ -1,7 +1,7 @@
 // Runs the engine's tokenizer for tests/engine/hf_tokenizer_reference_test.py: loads a
 // tokenizer.json, then for each line of stdin (a JSON string) prints a JSON object with the ids,
-// tokens, byte offsets and decoded text. A tokenizer that does not load: its error on stderr,
-// exit code 2.
+// tokens, byte offsets and decoded text (without and with the special tokens), or the error. A
+// tokenizer that does not load: its error on stderr, exit code 2.
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -21,8 +21,14 @@ int main(int argc, char** argv) {
   std::string line;
   while (std::getline(std::cin, line)) {
     const std::string text = nlohmann::json::parse(line).get<std::string>();
-    const attnserve::Encoding encoding = tokenizer->Encode(text);
+    const absl::StatusOr<attnserve::Encoding> encoded = tokenizer->Encode(text);
     nlohmann::json out;
+    if (!encoded.ok()) {
+      out["error"] = encoded.status().message();
+      std::cout << out.dump() << "\n";
+      continue;
+    }
+    const attnserve::Encoding& encoding = *encoded;
     out["ids"] = encoding.ids;
     out["tokens"] = encoding.tokens;
     out["offsets"] = nlohmann::json::array();
@@ -30,7 +36,9 @@ int main(int argc, char** argv) {
       out["offsets"].push_back({range.begin, range.end});
     }
     out["decoded"] = tokenizer->Decode(encoding.ids);
-    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    out["decoded_with_special"] = tokenizer->Decode(encoding.ids, /*skip_special_tokens=*/false);
+    std::cout << out.dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace)
+              << "\n";
   }
   return 0;
 }

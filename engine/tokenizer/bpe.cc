@@ -1,0 +1,226 @@
+#include "engine/tokenizer/bpe.h"
+
+#include <nlohmann/json.hpp>
+#include <queue>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/tokenizer/unicode.h"
+
+namespace attnserve {
+namespace {
+
+absl::StatusOr<std::string> OptionalString(const nlohmann::json& model, const char* name) {
+  auto it = model.find(name);
+  if (it == model.end() || it->is_null()) return std::string();
+  if (!it->is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat("model.", name, ": a string is required"));
+  }
+  return it->get<std::string>();
+}
+
+absl::StatusOr<bool> OptionalFlag(const nlohmann::json& model, const char* name) {
+  auto it = model.find(name);
+  if (it == model.end() || it->is_null()) return false;
+  if (!it->is_boolean()) {
+    return absl::InvalidArgumentError(absl::StrCat("model.", name, ": a boolean is required"));
+  }
+  return it->get<bool>();
+}
+
+// One merge of the "merges" list: "left right" or ["left", "right"].
+absl::StatusOr<std::pair<std::string, std::string>> MergePair(const nlohmann::json& merge,
+                                                              size_t index) {
+  if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
+    return std::make_pair(merge[0].get<std::string>(), merge[1].get<std::string>());
+  }
+  if (merge.is_string()) {
+    const std::string text = merge.get<std::string>();
+    const size_t space = text.find(' ');
+    if (space != std::string::npos && text.find(' ', space + 1) == std::string::npos) {
+      return std::make_pair(text.substr(0, space), text.substr(space + 1));
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "model.merges[", index, "]: \"left right\" or [\"left\", \"right\"] is required"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Bpe>> Bpe::FromJson(const nlohmann::json& model) {
+  auto bpe = std::make_unique<Bpe>();
+  auto vocab = VocabularyFromJson(model);
+  if (!vocab.ok()) return vocab.status();
+  bpe->vocab_ = *std::move(vocab);
+  if (auto it = model.find("dropout"); it != model.end() && !it->is_null()) {
+    // Dropout skips merges at random when it is not 0: the ids would not be reproducible.
+    if (!it->is_number() || it->get<double>() != 0.0) {
+      return absl::InvalidArgumentError(
+          "model.dropout: only null or 0 is supported (dropout is for training)");
+    }
+  }
+  auto unk = OptionalString(model, "unk_token");
+  auto prefix = OptionalString(model, "continuing_subword_prefix");
+  auto suffix = OptionalString(model, "end_of_word_suffix");
+  auto fuse_unk = OptionalFlag(model, "fuse_unk");
+  auto byte_fallback = OptionalFlag(model, "byte_fallback");
+  auto ignore_merges = OptionalFlag(model, "ignore_merges");
+  for (const absl::Status& status :
+       {unk.status(), prefix.status(), suffix.status(), fuse_unk.status(), byte_fallback.status(),
+        ignore_merges.status()}) {
+    if (!status.ok()) return status;
+  }
+  if (model.contains("unk_token") && model["unk_token"].is_string()) bpe->unk_token_ = *unk;
+  bpe->prefix_ = *prefix;
+  bpe->suffix_ = *suffix;
+  bpe->fuse_unk_ = *fuse_unk;
+  bpe->byte_fallback_ = *byte_fallback;
+  bpe->ignore_merges_ = *ignore_merges;
+  for (int b = 0; b < 256; ++b) {
+    bpe->byte_ids_[b] = static_cast<int32_t>(bpe->vocab_.Id(absl::StrFormat("<0x%02X>", b)));
+  }
+
+  auto merges = model.find("merges");
+  if (merges == model.end() || !merges->is_array()) {
+    return absl::InvalidArgumentError("model.merges: an array is required");
+  }
+  bpe->merges_.reserve(merges->size());
+  int32_t rank = 0;
+  for (size_t i = 0; i < merges->size(); ++i) {
+    const nlohmann::json& merge = (*merges)[i];
+    if (merge.is_string() && merge.get<std::string>().starts_with("#version")) continue;
+    auto pair = MergePair(merge, i);
+    if (!pair.ok()) return pair.status();
+    const auto& [left, right] = *pair;
+    const int64_t left_id = bpe->vocab_.Id(left), right_id = bpe->vocab_.Id(right);
+    if (right.size() < bpe->prefix_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model.merges[", i, "]: \"", right, "\" is shorter than the continuing-subword prefix"));
+    }
+    // The merged token drops the length of the continuing-subword prefix from the right part.
+    const std::string merged = left + right.substr(bpe->prefix_.size());
+    const int64_t merged_id = bpe->vocab_.Id(merged);
+    if (left_id < 0 || right_id < 0 || merged_id < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("model.merges[", i, "]: \"",
+                                                     left_id < 0    ? left
+                                                     : right_id < 0 ? right
+                                                                    : merged,
+                                                     "\" is not in the vocabulary"));
+    }
+    // A pair listed twice keeps its last rank, as the reference's map does; "#version" lines
+    // take no rank.
+    bpe->merges_[PairKey(left_id, right_id)] = {rank++, static_cast<int32_t>(merged_id)};
+  }
+  return bpe;
+}
+
+absl::StatusOr<std::vector<ModelToken>> Bpe::Tokenize(std::string_view word) const {
+  if (word.empty()) return std::vector<ModelToken>();
+  if (ignore_merges_) {
+    if (int64_t id = vocab_.Id(word); id >= 0) {
+      return std::vector<ModelToken>{{id, vocab_.tokens[id], {0, word.size()}}};
+    }
+  }
+  // The word's symbols, a doubly linked list so that merges are O(1).
+  struct Symbol {
+    int32_t id;
+    int32_t prev, next;
+    size_t bytes;  // 0: merged into the symbol before it
+  };
+  std::vector<Symbol> symbols;
+  symbols.reserve(word.size());
+  const auto add = [&symbols](int64_t id, size_t bytes) {
+    const int32_t at = static_cast<int32_t>(symbols.size());
+    symbols.push_back({static_cast<int32_t>(id), at - 1, at + 1, bytes});
+  };
+  // A pending unknown token (kept pending so that unknown chars in a row can fuse): id, bytes.
+  int64_t unknown_id = -1;
+  size_t unknown_bytes = 0;
+  const auto flush_unknown = [&] {
+    if (unknown_id >= 0) add(unknown_id, unknown_bytes);
+    unknown_id = -1;
+  };
+  std::string symbol;
+  for (size_t at = 0; at < word.size();) {
+    const size_t length = unicode::DecodeUtf8(word.substr(at)).bytes;
+    const bool first = at == 0, last = at + length == word.size();
+    symbol.clear();
+    if (!first) symbol += prefix_;
+    symbol.append(word.substr(at, length));
+    if (last) symbol += suffix_;
+    at += length;
+    if (const int64_t id = vocab_.Id(symbol); id >= 0) {
+      flush_unknown();
+      add(id, length);
+      continue;
+    }
+    if (byte_fallback_) {
+      bool all_bytes = true;
+      for (char b : symbol) all_bytes = all_bytes && byte_ids_[static_cast<uint8_t>(b)] >= 0;
+      if (all_bytes) {
+        // As the reference does, a pending unknown token stays pending.
+        for (char b : symbol) add(byte_ids_[static_cast<uint8_t>(b)], 1);
+        continue;
+      }
+    }
+    if (!unk_token_) continue;  // no unknown token: the reference drops the char
+    const int64_t unk_id = vocab_.Id(*unk_token_);
+    if (unk_id < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the unknown token \"", *unk_token_, "\" is not in the vocabulary"));
+    }
+    if (unknown_id >= 0 && fuse_unk_) {
+      unknown_bytes += length;
+    } else {
+      flush_unknown();
+      unknown_id = unk_id;
+      unknown_bytes = length;
+    }
+  }
+  flush_unknown();
+  if (symbols.empty()) return std::vector<ModelToken>();
+  symbols.back().next = -1;
+
+  // Lowest rank first, then leftmost; entries made stale by earlier merges are skipped.
+  struct Candidate {
+    int32_t rank, position, merged;
+    bool operator<(const Candidate& other) const {
+      return rank != other.rank ? rank > other.rank : position > other.position;
+    }
+  };
+  std::priority_queue<Candidate> queue;
+  const auto consider = [&](int32_t position) {
+    const Symbol& left = symbols[position];
+    if (left.next < 0) return;
+    auto it = merges_.find(PairKey(left.id, symbols[left.next].id));
+    if (it != merges_.end()) queue.push({it->second.rank, position, it->second.merged});
+  };
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) consider(i);
+  while (!queue.empty()) {
+    const Candidate top = queue.top();
+    queue.pop();
+    Symbol& left = symbols[top.position];
+    if (left.bytes == 0 || left.next < 0) continue;
+    Symbol& right = symbols[left.next];
+    auto it = merges_.find(PairKey(left.id, right.id));
+    if (it == merges_.end() || it->second.merged != top.merged) continue;
+    left.id = top.merged;
+    left.bytes += right.bytes;
+    right.bytes = 0;
+    left.next = right.next;
+    if (left.next >= 0) symbols[left.next].prev = top.position;
+    if (left.prev >= 0) consider(left.prev);
+    consider(top.position);
+  }
+
+  std::vector<ModelToken> tokens;
+  size_t offset = 0;
+  for (int32_t i = 0; i >= 0; i = symbols[i].next) {
+    const Symbol& s = symbols[i];
+    tokens.push_back({s.id, vocab_.tokens[s.id], {offset, offset + s.bytes}});
+    offset += s.bytes;
+  }
+  return tokens;
+}
+
+}  // namespace attnserve

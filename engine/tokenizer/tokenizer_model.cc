@@ -1,0 +1,63 @@
+#include "engine/tokenizer/tokenizer_model.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "engine/tokenizer/bpe.h"
+#include "engine/tokenizer/unigram.h"
+#include "engine/tokenizer/wordpiece.h"
+
+namespace attnserve {
+
+void Vocabulary::IndexById() {
+  tokens.clear();
+  for (const auto& [token, id] : ids) {
+    if (id >= static_cast<int64_t>(tokens.size())) tokens.resize(id + 1);
+    tokens[id] = token;
+  }
+}
+
+absl::StatusOr<Vocabulary> VocabularyFromJson(const nlohmann::json& model) {
+  auto json = model.find("vocab");
+  if (json == model.end() || !json->is_object()) {
+    return absl::InvalidArgumentError("model.vocab: a {token: id} object is required");
+  }
+  Vocabulary vocab;
+  vocab.ids.reserve(json->size());
+  for (const auto& [token, id] : json->items()) {
+    // Ids are 32-bit in the reference; larger ones would also make the id table huge.
+    if (!id.is_number_unsigned() || id.get<uint64_t>() >= (uint64_t{1} << 31)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.vocab[\"", token, "\"]: the id is not an integer in [0, 2^31)"));
+    }
+    vocab.ids[token] = id.get<int64_t>();
+  }
+  vocab.size = static_cast<int64_t>(vocab.ids.size());
+  vocab.IndexById();
+  return vocab;
+}
+
+absl::StatusOr<std::unique_ptr<TokenizerModel>> TokenizerModelFromJson(const nlohmann::json& json) {
+  if (!json.is_object()) return absl::InvalidArgumentError("model: an object is required");
+  std::string type;
+  if (auto it = json.find("type"); it != json.end() && it->is_string()) {
+    type = it->get<std::string>();
+  } else if (json.contains("merges")) {  // files written without the tag: told by their fields
+    type = "BPE";
+  } else if (json.contains("max_input_chars_per_word")) {
+    type = "WordPiece";
+  } else if (json.contains("vocab") && json["vocab"].is_array()) {
+    type = "Unigram";
+  }
+  const auto upcast = [](auto model) -> absl::StatusOr<std::unique_ptr<TokenizerModel>> {
+    if (!model.ok()) return model.status();
+    return std::unique_ptr<TokenizerModel>(*std::move(model));
+  };
+  if (type == "BPE") return upcast(Bpe::FromJson(json));
+  if (type == "WordPiece") return upcast(WordPiece::FromJson(json));
+  if (type == "Unigram") return upcast(Unigram::FromJson(json));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "model type \"", type, "\" is not supported; supported: BPE, WordPiece, Unigram"));
+}
+
+}  // namespace attnserve
