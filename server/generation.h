@@ -10,14 +10,16 @@
 
 #include "engine/models/causal_lm.h"
 #include "engine/models/seq2seq.h"
+#include "engine/tokenizer/text_stream.h"
 #include "server/task.h"
-#include "server/token_text.h"
 
 namespace attnserve::server {
 
 struct Generation {
-  Generation(std::shared_ptr<Task> task, const ByteTokenizer& tokenizer)
-      : task(std::move(task)), rng(this->task->generate.seed), text(tokenizer) {
+  Generation(std::shared_ptr<Task> task, const Tokenizer& tokenizer)
+      : task(std::move(task)),
+        rng(this->task->generate.seed),
+        text(tokenizer, this->task->sequences[0]) {
     tokens = this->task->sequences[0];
     prompt_tokens = static_cast<int64_t>(tokens.size());
   }
@@ -39,7 +41,7 @@ struct Generation {
   // (kept by the engine, as many bytes) are, so that the KV cache's share bounds them too.
   std::unique_ptr<BlockTable> source_blocks;
   std::mt19937_64 rng;
-  Utf8Stream text;
+  TextStream text;
   std::vector<int64_t> tokens;  // the prompt, then every token sent
   int64_t prompt_tokens = 0, generated = 0;
 };

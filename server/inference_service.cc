@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "server/rpc_scope.h"
+#include "server/tokenization.h"
 #include "server/wire_format.h"
 
 namespace attnserve::server {
@@ -41,9 +43,10 @@ void Describe(const ModelWorker& worker, v1::ModelInfo& info) {
   info.set_norm(c.norm == NormKind::kLayerNorm ? "layer_norm"
                 : c.norm == NormKind::kRmsNorm ? "rms_norm"
                                                : "scale_norm");
-  if (!c.tokenizer.type.empty()) {
-    info.mutable_tokenizer()->set_type(c.tokenizer.type);
-    for (const auto& [text, id] : c.tokenizer.special_tokens) {
+  if (const Tokenizer* tokenizer = worker.model().tokenizer.get()) {
+    info.mutable_tokenizer()->set_type(tokenizer->type());
+    info.mutable_tokenizer()->set_vocab_size(tokenizer->vocab_size());
+    for (const auto& [text, id] : tokenizer->special_tokens()) {
       (*info.mutable_tokenizer()->mutable_special_tokens())[text] = id;
     }
   }
@@ -172,6 +175,42 @@ grpc::ServerUnaryReactor* InferenceService::Embed(grpc::CallbackServerContext* c
                                                   grpc::ByteBuffer* response) {
   return Unary<v1::EmbedRequest>(context, "Embed", TaskKind::kEmbed, *request, response,
                                  ValidateEmbed, &Task::embed);
+}
+
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* InferenceService::Direct(
+    grpc::CallbackServerContext* context, const char* method, const grpc::ByteBuffer& bytes,
+    grpc::ByteBuffer* response,
+    absl::StatusOr<Response> (*answer)(const Request&, const ModelWorker&)) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Request request;
+  const absl::Status decoded = DecodeRequest(bytes, request);
+  RpcScope scope(metrics_, ModelLabel(request.model()), method);
+  const absl::Status status = [&]() -> absl::Status {
+    if (!decoded.ok()) return decoded;
+    auto worker = Route(request.model(), method);
+    if (!worker.ok()) return worker.status();
+    absl::StatusOr<Response> answered = answer(request, **worker);
+    if (!answered.ok()) return answered.status();
+    *response = EncodeMessage(*answered);
+    return absl::OkStatus();
+  }();
+  reactor->Finish(scope.Finish(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext* context,
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
+  return Direct<v1::TokenizeRequest, v1::TokenizeResponse>(context, "Tokenize", *request, response,
+                                                           server::Tokenize);
+}
+
+grpc::ServerUnaryReactor* InferenceService::Detokenize(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return Direct<v1::DetokenizeRequest, v1::DetokenizeResponse>(context, "Detokenize", *request,
+                                                               response, server::Detokenize);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::Generate(

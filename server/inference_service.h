@@ -17,7 +17,9 @@ namespace attnserve::server {
 using RawInferenceService = v1::Inference::WithRawCallbackMethod_ListModels<
     v1::Inference::WithRawCallbackMethod_GetModel<v1::Inference::WithRawCallbackMethod_NextToken<
         v1::Inference::WithRawCallbackMethod_Embed<v1::Inference::WithRawCallbackMethod_Generate<
-            v1::Inference::WithRawCallbackMethod_Score<v1::Inference::Service>>>>>>;
+            v1::Inference::WithRawCallbackMethod_Score<
+                v1::Inference::WithRawCallbackMethod_Tokenize<
+                    v1::Inference::WithRawCallbackMethod_Detokenize<v1::Inference::Service>>>>>>>>;
 
 class InferenceService final : public RawInferenceService {
  public:
@@ -42,8 +44,22 @@ class InferenceService final : public RawInferenceService {
   grpc::ServerUnaryReactor* Score(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
                                   grpc::ByteBuffer* response) override;
+  // Answered on the calling thread (server/tokenization.h).
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
 
  private:
+  // Decodes the request, routes it to a model that answers `method` and answers with
+  // `answer(request, worker)` on this thread.
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* Direct(grpc::CallbackServerContext* context, const char* method,
+                                   const grpc::ByteBuffer& bytes, grpc::ByteBuffer* response,
+                                   absl::StatusOr<Response> (*answer)(const Request&,
+                                                                      const ModelWorker&));
   template <typename Request>
   using Validator = absl::Status (*)(const Request&, const ModelWorker&, Task&);
   // Every inference RPC: decode, route, validate, queue; the scheduler answers `call` from then

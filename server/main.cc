@@ -50,6 +50,8 @@ ABSL_FLAG(int, idle_spin_us, 300,
           "How long an idle model scheduler polls for work before sleeping (0: never)");
 ABSL_FLAG(int, drain_timeout_s, 30, "On SIGTERM, how long in-flight requests may take");
 ABSL_FLAG(int, max_message_bytes, 16 << 20, "Largest request or response message");
+ABSL_FLAG(int64_t, max_text_bytes, 256 << 10,
+          "Longest text of one sequence (tokenizing takes memory in proportion to it)");
 ABSL_FLAG(int, max_concurrent_streams, 512, "Most calls open at once on one client connection");
 ABSL_FLAG(int, max_metadata_bytes, 64 << 10,
           "Largest header block of a call (RESOURCE_EXHAUSTED past it; gRPC 1.51 then also ends "
@@ -128,6 +130,7 @@ int Serve() {
   options.step_tokens = std::max<int64_t>(1, absl::GetFlag(FLAGS_step_tokens));
   options.prefill_chunk_tokens = std::max<int64_t>(1, absl::GetFlag(FLAGS_prefill_chunk_tokens));
   options.max_response_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.max_text_bytes = std::max<int64_t>(1, absl::GetFlag(FLAGS_max_text_bytes));
   const MemoryLimit limit = DetectMemoryLimit(absl::GetFlag(FLAGS_memory_limit_mb) << 20);
   auto repository =
       ModelRepository::Load(absl::GetFlag(FLAGS_model_repository), options, limit, metrics);

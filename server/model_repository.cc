@@ -132,10 +132,12 @@ void ModelRepository::DrainAll() {
 }
 
 std::vector<std::string> SupportedMethods(const Model& model) {
-  if (model.causal_lm || model.seq2seq) return {"NextToken", "Generate", "Score"};
-  if (model.next_word) return {"NextToken"};
-  if (model.encoder || model.perceiver_io || model.set_transformer) return {"Embed"};
-  return {};
+  std::vector<std::string> methods;
+  if (model.causal_lm || model.seq2seq) methods = {"NextToken", "Generate", "Score"};
+  if (model.next_word) methods = {"NextToken"};
+  if (model.encoder || model.perceiver_io || model.set_transformer) methods = {"Embed"};
+  if (model.tokenizer) methods.insert(methods.end(), {"Tokenize", "Detokenize"});
+  return methods;
 }
 
 }  // namespace attnserve::server

@@ -123,7 +123,7 @@ ModelWorker::ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerO
       reused_tokens_(metrics.prefix_reused_tokens.Add({{"model", name_}})),
       preemptions_(metrics.preemptions.Add({{"model", name_}})),
       step_tokens_(metrics.step_tokens.Add({{"model", name_}})),
-      end_of_text_(model_->tokenizer ? model_->tokenizer->SpecialId("<|endoftext|>") : -1),
+      end_of_text_(model_->end_of_text),
       // Packed weights sit on huge pages and need no warming; the file's bytes then hold little
       // the engine reads.
       weight_pages_(model_->weights_packed ? FileBytes{} : model_->weight_file),
@@ -764,6 +764,7 @@ bool ModelWorker::Emit(Generation& g, const float* logits) {
     event.mutable_finish()->set_reason(reason);
     event.mutable_finish()->set_prompt_tokens(g.prompt_tokens);
     event.mutable_finish()->set_generated_tokens(g.generated);
+    event.mutable_finish()->set_text(g.text.Finish());
     g.task->Emit(std::move(event));
     End(g, absl::OkStatus());
     return false;
@@ -781,7 +782,7 @@ bool ModelWorker::Emit(Generation& g, const float* logits) {
                                                    : v1::FINISH_REASON_MAX_TOKENS);
   }
   for (const std::string& stop : g.task->generate.stop) {
-    if (absl::EndsWith(g.text.bytes(), stop)) return finish(v1::FINISH_REASON_STOP_SEQUENCE);
+    if (absl::EndsWith(g.text.text(), stop)) return finish(v1::FINISH_REASON_STOP_SEQUENCE);
   }
   g.tokens.push_back(id);
   return true;

@@ -60,6 +60,8 @@ struct WorkerOptions {
   int64_t prefill_chunk_tokens = 256;
   int64_t kv_block_tokens = 32;
   int64_t max_response_bytes = 16 << 20;  // gRPC's message limit
+  // The longest text one sequence may have: tokenizing takes memory in proportion to it.
+  int64_t max_text_bytes = 256 << 10;
   // A Generate stream with this many events unsent is paused until its client reads.
   int64_t max_unsent_events = 4;
   ModelBudget budget{int64_t{256} << 20, int64_t{512} << 20, int64_t{256} << 20};

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "server/tokenization.h"
 
 namespace attnserve::server {
 namespace {
@@ -23,9 +24,12 @@ absl::StatusOr<std::vector<int64_t>> Resolve(const v1::Sequence& sequence, const
   const Model& model = worker.model();
   std::vector<int64_t> ids;
   switch (sequence.input_case()) {
-    case v1::Sequence::kText:
-      ids = model.tokenizer->Encode(sequence.text());
+    case v1::Sequence::kText: {
+      auto encoded = EncodeText(sequence.text(), field + ".text", worker);
+      if (!encoded.ok()) return encoded.status();
+      ids = *std::move(encoded);
       break;
+    }
     case v1::Sequence::kTokens:
       ids.assign(sequence.tokens().ids().begin(), sequence.tokens().ids().end());
       for (size_t i = 0; i < ids.size(); ++i) {

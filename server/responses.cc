@@ -6,19 +6,20 @@
 #include <numeric>
 
 #include "server/sampling.h"
-#include "server/token_text.h"
 
 namespace attnserve::server {
 namespace {
 
 // Wire sizes, generous: a varint field with its tag, a float with its tag, a length-delimited
-// field's tag and length, and one token's display text (a special token's name at most).
-constexpr int64_t kVarint = 11, kFloat = 5, kFraming = 6, kTokenText = 64;
+// field's tag and length.
+constexpr int64_t kVarint = 11, kFloat = 5, kFraming = 6;
 
 }  // namespace
 
 int64_t ResponseBytesBound(const Task& task, const Model& model) {
   const ModelConfig& c = model.config;
+  // One token's text; a streamed piece holds at most four (TextStream) and the end's flush.
+  const int64_t kTokenText = model.max_token_text_bytes;
   constexpr int64_t kEnvelope = 256;  // the model name and the message's own framing
   switch (task.kind) {
     case TaskKind::kNextToken: {
@@ -55,13 +56,13 @@ int64_t ResponseBytesBound(const Task& task, const Model& model) {
     }
     case TaskKind::kGenerate:
       // Streamed one event at a time; the scheduler bounds the events waiting to be sent.
-      return kEnvelope + kFraming + kVarint + kTokenText + kFloat;
+      return kEnvelope + kFraming + kVarint + 5 * kTokenText + kFloat;
   }
   return kEnvelope;
 }
 
 void AddNextTokenResult(const float* raw, int64_t vocab, int64_t input_tokens, const Task& task,
-                        const ByteTokenizer& tokenizer, v1::NextTokenResponse& response) {
+                        const Tokenizer& tokenizer, v1::NextTokenResponse& response) {
   thread_local std::vector<float> scaled;
   thread_local std::vector<int64_t> order;
   scaled.resize(vocab);
@@ -82,7 +83,7 @@ void AddNextTokenResult(const float* raw, int64_t vocab, int64_t input_tokens, c
     v1::TokenProbability* top = result->add_top();
     const float log_p = scaled[order[i]] - lse;
     top->set_id(order[i]);
-    top->set_text(DisplayText(tokenizer, order[i]));
+    top->set_text(tokenizer.TokenText(order[i]));
     top->set_probability(std::exp(log_p));
     top->set_log_probability(log_p);
   }
@@ -97,7 +98,7 @@ void AddNextTokenResult(const float* raw, int64_t vocab, int64_t input_tokens, c
 }
 
 v1::ScoreResponse MakeScoreResponse(const Tensor& logits, const std::vector<int64_t>& ids,
-                                    const ByteTokenizer& tokenizer) {
+                                    const Tokenizer& tokenizer) {
   const int64_t vocab = logits.dim(1);
   v1::ScoreResponse response;
   double total = 0.0;
@@ -106,7 +107,7 @@ v1::ScoreResponse MakeScoreResponse(const Tensor& logits, const std::vector<int6
     const float log_p = row[ids[t]] - LogSumExp(row, vocab);
     v1::TokenScore* score = response.add_tokens();
     score->set_id(ids[t]);
-    score->set_text(DisplayText(tokenizer, ids[t]));
+    score->set_text(tokenizer.TokenText(ids[t]));
     score->set_log_probability(log_p);
     total += log_p;
   }

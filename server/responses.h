@@ -19,11 +19,11 @@ int64_t ResponseBytesBound(const Task& task, const Model& model);
 
 // One sequence's NextToken result from its next-token logits (one row of vocab floats).
 void AddNextTokenResult(const float* logits, int64_t vocab, int64_t input_tokens, const Task& task,
-                        const ByteTokenizer& tokenizer, v1::NextTokenResponse& response);
+                        const Tokenizer& tokenizer, v1::NextTokenResponse& response);
 
 // The log-probability of each token of `ids` after the ones before it; logits: [T, vocab].
 v1::ScoreResponse MakeScoreResponse(const Tensor& logits, const std::vector<int64_t>& ids,
-                                    const ByteTokenizer& tokenizer);
+                                    const Tokenizer& tokenizer);
 
 // Embeddings from output [B, rows, width] with each sequence's row count, optionally
 // L2-normalized, and per-head contributions [B, T, H, width] of the layers asked for.

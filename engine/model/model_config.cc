@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -46,6 +47,14 @@ class FieldReader {
     if (it == object_.end()) return fallback;
     if (!it->is_boolean()) return Fail(key, "must be true or false"), false;
     return it->get<bool>();
+  }
+
+  std::string String(const std::string& key, const std::string& fallback) {
+    read_.insert(key);
+    auto it = object_.find(key);
+    if (it == object_.end()) return fallback;
+    if (!it->is_string()) return Fail(key, "must be a string"), fallback;
+    return it->get<std::string>();
   }
 
   template <typename Enum>
@@ -200,14 +209,26 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& text, const std:
   }
   if (const Json* tokenizer = read.Object("tokenizer")) {
     FieldReader fields(*tokenizer, path + " tokenizer");
-    c.tokenizer.type = fields.Choice<std::string>("type", {{"byte", "byte"}}, std::nullopt);
-    if (const Json* specials = fields.Object("special_tokens")) {
-      for (const auto& [text, id] : specials->items()) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 256 ||
-            id.get<int64_t>() >= std::max<int64_t>(c.vocab_size, 256)) {
-          fields.Fail("special_tokens." + text, "must be an id in [256, vocab_size)");
-        } else {
-          c.tokenizer.special_tokens[text] = id.get<int64_t>();
+    c.tokenizer.type = fields.Choice<std::string>(
+        "type", {{"byte", "byte"}, {"huggingface", "huggingface"}}, std::nullopt);
+    c.tokenizer.end_of_text = fields.String("end_of_text", "");
+    if (c.tokenizer.type == "huggingface") {
+      c.tokenizer.file = fields.String("file", "tokenizer.json");
+      // A file of the model directory: no way out of it.
+      if (c.tokenizer.file.empty() || c.tokenizer.file.front() == '/' ||
+          absl::StrContains(c.tokenizer.file, "..")) {
+        fields.Fail("file", "must be a file name inside the model directory");
+      }
+    }
+    if (c.tokenizer.type == "byte") {
+      if (const Json* specials = fields.Object("special_tokens")) {
+        for (const auto& [text, id] : specials->items()) {
+          if (!id.is_number_integer() || id.get<int64_t>() < 256 ||
+              id.get<int64_t>() >= std::max<int64_t>(c.vocab_size, 256)) {
+            fields.Fail("special_tokens." + text, "must be an id in [256, vocab_size)");
+          } else {
+            c.tokenizer.special_tokens[text] = id.get<int64_t>();
+          }
         }
       }
     }

@@ -16,8 +16,10 @@ enum class PositionKind { kSinusoidal, kLearned, kAlibi, kNone };
 enum class Pooling { kMean, kFirst, kLast, kPma, kNone, kCls };
 
 struct TokenizerConfig {
-  std::string type;                               // "byte"
-  std::map<std::string, int64_t> special_tokens;  // text -> id (>= 256)
+  std::string type;                               // "byte" or "huggingface"
+  std::map<std::string, int64_t> special_tokens;  // byte: text -> id (>= 256)
+  std::string file;                               // huggingface: tokenizer.json in the directory
+  std::string end_of_text;  // the token that ends generation; "" for <|endoftext|> if any
 };
 
 struct ModelConfig {

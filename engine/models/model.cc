@@ -5,8 +5,31 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/packed_weight.h"
+#include "engine/tokenizer/byte_tokenizer.h"
+#include "engine/tokenizer/hf_tokenizer.h"
 
 namespace attnserve {
+
+namespace {
+
+absl::StatusOr<std::shared_ptr<const Tokenizer>> LoadTokenizer(const std::string& directory,
+                                                               const ModelConfig& config) {
+  if (config.tokenizer.type == "byte") {
+    return std::make_shared<const ByteTokenizer>(config.tokenizer.special_tokens);
+  }
+  const std::string path = absl::StrCat(directory, "/", config.tokenizer.file);
+  auto tokenizer = HfTokenizer::FromFile(path);
+  if (!tokenizer.ok()) return tokenizer.status();
+  // The model must have a row for every id the tokenizer gives.
+  if (tokenizer->vocab_size() > config.vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the tokenizer has ids up to ", tokenizer->vocab_size() - 1,
+                     ", but the model's vocab_size is ", config.vocab_size));
+  }
+  return std::make_shared<const HfTokenizer>(*std::move(tokenizer));
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory) {
   const std::string config_path = directory + "/config.json";
@@ -50,7 +73,22 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory) {
   }
   if (!status.ok()) return status;
   if (auto status = weights.CheckAllTaken(); !status.ok()) return status;
-  if (config->token_inputs()) model->tokenizer.emplace(config->tokenizer.special_tokens);
+  if (config->token_inputs()) {
+    auto tokenizer = LoadTokenizer(directory, *config);
+    if (!tokenizer.ok()) return tokenizer.status();
+    model->tokenizer = *std::move(tokenizer);
+    for (int64_t id = 0; id < config->vocab_size; ++id) {
+      model->max_token_text_bytes =
+          std::max<int64_t>(model->max_token_text_bytes,
+                            static_cast<int64_t>(model->tokenizer->TokenText(id).size()));
+    }
+    const std::string& end = config->tokenizer.end_of_text;
+    model->end_of_text = model->tokenizer->TokenToId(end.empty() ? "<|endoftext|>" : end);
+    if (!end.empty() && model->end_of_text < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(config_path, ": field tokenizer.end_of_text \"", end, "\" is not a token"));
+    }
+  }
   // Every layer has a [model_dim, model_dim]-sized projection or larger (out_proj).
   model->weights_packed = PackedWeight::WorthPacking(config->model_dim, config->model_dim);
   return model;

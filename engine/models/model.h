@@ -12,7 +12,7 @@
 #include "engine/models/seq2seq.h"
 #include "engine/models/set_transformer.h"
 #include "engine/safetensors.h"
-#include "engine/tokenizer/byte_tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace attnserve {
 
@@ -26,8 +26,10 @@ struct Model {
   std::unique_ptr<Seq2Seq> seq2seq;
   std::unique_ptr<PerceiverIO> perceiver_io;
   std::unique_ptr<SetTransformer> set_transformer;
-  std::optional<ByteTokenizer> tokenizer;  // models with token inputs
-  FileBytes weight_file;                   // model.safetensors as read, where the weights live
+  std::shared_ptr<const Tokenizer> tokenizer;  // models with token inputs
+  int64_t end_of_text = -1;                    // the token that ends generation, if any
+  int64_t max_token_text_bytes = 0;            // the longest Tokenizer::TokenText
+  FileBytes weight_file;                       // model.safetensors as read, where the weights live
   // The layers' matmul weights were copied into packed buffers (PackedWeight::WorthPacking) and
   // their pages in weight_file released: the engine reads the rest (embeddings, norms) there.
   bool weights_packed = false;

@@ -1,6 +1,7 @@
 #include "engine/tokenizer/byte_tokenizer.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace attnserve {
@@ -10,14 +11,22 @@ ByteTokenizer::ByteTokenizer(std::map<std::string, int64_t> special_tokens)
   for (const auto& [text, id] : special_tokens_) special_by_id_[id] = text;
 }
 
-std::vector<int64_t> ByteTokenizer::Encode(const std::string& text) const {
-  std::vector<int64_t> ids;
-  ids.reserve(text.size());
-  for (unsigned char c : text) ids.push_back(c);
-  return ids;
+absl::StatusOr<Encoding> ByteTokenizer::Encode(const std::string& text, bool) const {
+  Encoding encoding;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    encoding.Add(byte, TokenText(byte), {i, i + 1}, false);
+  }
+  return encoding;
 }
 
-absl::StatusOr<std::string> ByteTokenizer::Decode(const std::vector<int64_t>& ids) const {
+absl::StatusOr<std::vector<int64_t>> ByteTokenizer::EncodeIds(const std::string& text) const {
+  return std::vector<int64_t>(reinterpret_cast<const unsigned char*>(text.data()),
+                              reinterpret_cast<const unsigned char*>(text.data()) + text.size());
+}
+
+absl::StatusOr<std::string> ByteTokenizer::Decode(const std::vector<int64_t>& ids,
+                                                  bool skip_special_tokens) const {
   std::string text, pending;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] >= 0 && ids[i] < 256) {
@@ -29,23 +38,26 @@ absl::StatusOr<std::string> ByteTokenizer::Decode(const std::vector<int64_t>& id
       return absl::InvalidArgumentError(
           absl::StrCat("token id ", ids[i], " at position ", i, " is not in the vocabulary"));
     }
-    text += SanitizeUtf8(pending) + special->second;
+    text += SanitizeUtf8(pending);
+    if (!skip_special_tokens) text += special->second;
     pending.clear();
   }
   return text + SanitizeUtf8(pending);
 }
 
-absl::StatusOr<std::string> ByteTokenizer::TokenText(int64_t id) const {
-  if (id >= 0 && id < 256) return std::string(1, static_cast<char>(id));
+std::string ByteTokenizer::TokenText(int64_t id) const {
+  if (id >= 0 && id < 0x80) return std::string(1, static_cast<char>(id));
+  if (id >= 0x80 && id < 256) return absl::StrFormat("<0x%02X>", id);
   auto special = special_by_id_.find(id);
-  if (special == special_by_id_.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("token id ", id, " is not in the vocabulary"));
-  }
-  return special->second;
+  return special == special_by_id_.end() ? absl::StrFormat("<%d>", id) : special->second;
 }
 
-int64_t ByteTokenizer::SpecialId(const std::string& text) const {
-  auto it = special_tokens_.find(text);
+int64_t ByteTokenizer::vocab_size() const {
+  return special_by_id_.empty() ? 256 : std::max<int64_t>(256, special_by_id_.rbegin()->first + 1);
+}
+
+int64_t ByteTokenizer::TokenToId(const std::string& token) const {
+  auto it = special_tokens_.find(token);
   return it == special_tokens_.end() ? -1 : it->second;
 }
 

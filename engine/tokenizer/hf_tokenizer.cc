@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/tokenizer/reference_json.h"
@@ -133,7 +134,8 @@ int64_t HfTokenizer::vocab_size() const {
   return size;
 }
 
-std::string HfTokenizer::Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {
+absl::StatusOr<std::string> HfTokenizer::Decode(const std::vector<int64_t>& ids,
+                                                bool skip_special_tokens) const {
   std::vector<std::string> tokens;
   for (int64_t id : ids) {
     std::string token = IdToToken(id);
@@ -143,6 +145,28 @@ std::string HfTokenizer::Decode(const std::vector<int64_t>& ids, bool skip_speci
   }
   if (!decoder_) return absl::StrJoin(tokens, " ");
   return absl::StrJoin(decoder_->DecodeChain(std::move(tokens)), "");
+}
+
+}  // namespace attnserve
+
+namespace attnserve {
+
+std::string HfTokenizer::TokenText(int64_t id) const {
+  const std::string token = IdToToken(id);
+  if (token.empty()) return absl::StrCat("<", id, ">");
+  // Alone, a byte-level or byte-fallback token may be part of a character: its spelling then.
+  std::string text = *Decode({id});
+  const char* replacement = "\xEF\xBF\xBD";
+  if (absl::StrContains(text, replacement) && !absl::StrContains(token, replacement)) return token;
+  return text;
+}
+
+std::map<std::string, int64_t> HfTokenizer::special_tokens() const {
+  std::map<std::string, int64_t> specials;
+  for (const AddedToken& token : added_.tokens()) {
+    if (token.special) specials[token.content] = token.id;
+  }
+  return specials;
 }
 
 }  // namespace attnserve

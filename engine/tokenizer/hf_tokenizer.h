@@ -14,29 +14,32 @@
 #include "engine/tokenizer/normalizers.h"
 #include "engine/tokenizer/post_processors.h"
 #include "engine/tokenizer/pre_tokenizers.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/tokenizer_model.h"
 
 namespace attnserve {
 
-class HfTokenizer {
+class HfTokenizer final : public Tokenizer {
  public:
   // Errors name the file and the field or the unsupported component.
   static absl::StatusOr<HfTokenizer> FromFile(const std::string& path);
   static absl::StatusOr<HfTokenizer> FromJson(const std::string& text, const std::string& path);
 
-  // An error (INVALID_ARGUMENT) names what the tokenizer cannot encode.
-  absl::StatusOr<Encoding> Encode(const std::string& text, bool add_special_tokens = true) const;
+  absl::StatusOr<Encoding> Encode(const std::string& text,
+                                  bool add_special_tokens = true) const override;
   // Unknown ids are skipped, as the reference skips them.
-  std::string Decode(const std::vector<int64_t>& ids, bool skip_special_tokens = true) const;
+  absl::StatusOr<std::string> Decode(const std::vector<int64_t>& ids,
+                                     bool skip_special_tokens = false) const override;
+  std::string TokenText(int64_t id) const override;
 
-  int64_t vocab_size() const;
+  // The model's: "BPE", "WordPiece" or "Unigram".
+  std::string type() const override { return model_->type(); }
+  int64_t vocab_size() const override;
+  std::map<std::string, int64_t> special_tokens() const override;
+  int64_t TokenToId(const std::string& token) const override;
+
   // A token's string: an added token's content or the model's vocabulary key; empty if unknown.
   std::string IdToToken(int64_t id) const;
-  // An added token's or a vocabulary token's id, or -1.
-  int64_t TokenToId(const std::string& token) const;
-  // "BPE", "WordPiece" or "Unigram".
-  const char* model_type() const { return model_->type(); }
-  const std::vector<AddedToken>& added_tokens() const { return added_.tokens(); }
 
  private:
   std::shared_ptr<const Normalizer> normalizer_;

@@ -915,7 +915,8 @@ class BenchTest(ToolTestCase):
         result = self.bench("--rpc", "embed", "--requests", "5")
         self.assertEqual(result.returncode, 3, result.stderr)  # as attn embed on demo
         self.assertEqual(result.stderr, "attn-bench: INVALID_ARGUMENT: model demo does not "
-                                        "answer Embed; it answers NextToken, Generate, Score\n")
+                                        "answer Embed; it answers NextToken, Generate, Score, "
+                                        "Tokenize, Detokenize\n")
         self.assertEqual(result.stdout, "")
         self.assertUsageError(self.bench("--rpc", "generate", "--max_tokens", "0"),
                               "--max_tokens must be positive", tool="attn-bench")

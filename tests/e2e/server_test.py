@@ -55,7 +55,8 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(info.architecture, "causal_lm")
         self.assertEqual(info.vocab_size, 257)
         self.assertEqual(info.tokenizer.special_tokens["<|endoftext|>"], 256)
-        self.assertEqual(set(info.methods), {"NextToken", "Generate", "Score"})
+        self.assertEqual(set(info.methods),
+                         {"NextToken", "Generate", "Score", "Tokenize", "Detokenize"})
 
     def test_health_overall_and_per_service(self):
         for service in ("", "attnserve.v1.Inference"):
@@ -679,7 +680,8 @@ class ReferenceModelsTest(unittest.TestCase):
     def test_next_token_matches_the_reference(self):
         info = self.stub.GetModel(pb.GetModelRequest(model="translator"))
         self.assertEqual(info.architecture, "seq2seq")
-        self.assertEqual(set(info.methods), {"NextToken", "Generate", "Score"})
+        self.assertEqual(set(info.methods),
+                         {"NextToken", "Generate", "Score", "Tokenize", "Detokenize"})
         reply = self.stub.NextToken(pb.NextTokenRequest(
             model="translator", sequences=[self.ids("target")] * 2,
             sources=[self.ids("source"), self.ids("source")], top_k=257))

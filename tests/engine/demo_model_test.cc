@@ -33,8 +33,8 @@ TEST(DemoModelTest, LoadsAndBeatsAUnigramModelOnEnglish) {
   auto model = LoadModel(kDemo);
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_NE((*model)->causal_lm, nullptr);
-  ASSERT_TRUE((*model)->tokenizer.has_value());
-  const std::vector<int64_t> ids = (*model)->tokenizer->Encode(
+  ASSERT_NE((*model)->tokenizer, nullptr);
+  const std::vector<int64_t> ids = *(*model)->tokenizer->EncodeIds(
       "A man who has never gone to school may steal from a freight car, but if he has a "
       "university education, he may steal the whole railroad.");
   const double loss = MeanNextByteLoss(*(*model)->causal_lm, ids);
@@ -47,7 +47,7 @@ TEST(DemoModelTest, GreedyDecodingGivesPrintableText) {
   const CausalLM& lm = *(*model)->causal_lm;
   auto state = lm.NewState(256);
   DecoderState* pointer = state.get();
-  TokenSequences feed = {(*model)->tokenizer->Encode("The meaning of life is")};
+  TokenSequences feed = {*(*model)->tokenizer->EncodeIds("The meaning of life is")};
   std::vector<int64_t> generated;
   for (int step = 0; step < 40; ++step) {
     auto logits = lm.Advance({&pointer, 1}, feed);

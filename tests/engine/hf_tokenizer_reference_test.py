@@ -106,8 +106,13 @@ class ReferenceTest(unittest.TestCase):
                            in zip(ours["offsets"], expected.special_tokens_mask)]
                 self.assertEqual(offsets, expected.offsets)
                 self.assertEqual(ours["decoded"], reference.decode(expected.ids))
-                self.assertEqual(ours["decoded_with_special"],
-                                 reference.decode(expected.ids, skip_special_tokens=False))
+                with_special = reference.decode(expected.ids, skip_special_tokens=False)
+                self.assertEqual(ours["decoded_with_special"], with_special)
+                # Streamed one id at a time: pieces that are whole characters and add up to the
+                # decoded text. A piece with U+FFFD the text does not have was cut too early.
+                self.assertEqual("".join(ours["stream"]) + ours["stream_rest"], with_special)
+                if "\ufffd" not in with_special:
+                    self.assertFalse([p for p in ours["stream"] if "\ufffd" in p])
 
     def minilm(self):
         with open(MINILM) as f:

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/tokenizer/hf_tokenizer.h"
+#include "engine/tokenizer/text_stream.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -35,8 +36,13 @@ int main(int argc, char** argv) {
     for (const attnserve::ByteRange& range : encoding.offsets) {
       out["offsets"].push_back({range.begin, range.end});
     }
-    out["decoded"] = tokenizer->Decode(encoding.ids);
-    out["decoded_with_special"] = tokenizer->Decode(encoding.ids, /*skip_special_tokens=*/false);
+    out["decoded"] = *tokenizer->Decode(encoding.ids, /*skip_special_tokens=*/true);
+    out["decoded_with_special"] = *tokenizer->Decode(encoding.ids, /*skip_special_tokens=*/false);
+    // The ids streamed one at a time, as Generate streams them.
+    attnserve::TextStream stream(*tokenizer, {});
+    out["stream"] = nlohmann::json::array();
+    for (int64_t id : encoding.ids) out["stream"].push_back(stream.Push(id));
+    out["stream_rest"] = stream.Finish();
     std::cout << out.dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace)
               << "\n";
   }

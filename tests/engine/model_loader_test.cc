@@ -87,7 +87,7 @@ TEST_F(ModelLoaderTest, LoadsTheUntouchedDirectory) {
   auto model = LoadModel(dir_.string());
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_NE((*model)->causal_lm, nullptr);
-  EXPECT_TRUE((*model)->tokenizer.has_value());
+  EXPECT_NE((*model)->tokenizer, nullptr);
 }
 
 TEST_F(ModelLoaderTest, MissingFiles) {

@@ -10,9 +10,13 @@ const ByteTokenizer kTokenizer({{"<|endoftext|>", 256}, {"<pad>", 257}});
 
 TEST(ByteTokenizerTest, EncodesUtf8BytesAndRoundTrips) {
   const std::string text = "naïve café — 東京";
-  const std::vector<int64_t> ids = kTokenizer.Encode(text);
+  const std::vector<int64_t> ids = *kTokenizer.EncodeIds(text);
   EXPECT_EQ(ids.size(), text.size());
   EXPECT_EQ(ids[2], 0xC3);  // first byte of ï
+  const Encoding encoding = *kTokenizer.Encode(text);
+  EXPECT_EQ(encoding.ids, ids);
+  EXPECT_EQ(encoding.tokens[2], "<0xC3>");
+  EXPECT_EQ(encoding.offsets[2], (ByteRange{2, 3}));
   auto decoded = kTokenizer.Decode(ids);
   ASSERT_TRUE(decoded.ok());
   EXPECT_EQ(*decoded, text);
@@ -22,10 +26,13 @@ TEST(ByteTokenizerTest, SpecialTokensDecodeToTheirText) {
   auto decoded = kTokenizer.Decode({'h', 'i', 256, 'x', 257});
   ASSERT_TRUE(decoded.ok());
   EXPECT_EQ(*decoded, "hi<|endoftext|>x<pad>");
-  EXPECT_EQ(kTokenizer.SpecialId("<pad>"), 257);
-  EXPECT_EQ(kTokenizer.SpecialId("<nope>"), -1);
-  EXPECT_EQ(*kTokenizer.TokenText(256), "<|endoftext|>");
-  EXPECT_EQ(*kTokenizer.TokenText('A'), "A");
+  EXPECT_EQ(*kTokenizer.Decode({'h', 'i', 256, 'x', 257}, /*skip_special_tokens=*/true), "hix");
+  EXPECT_EQ(kTokenizer.TokenToId("<pad>"), 257);
+  EXPECT_EQ(kTokenizer.TokenToId("<nope>"), -1);
+  EXPECT_EQ(kTokenizer.TokenText(256), "<|endoftext|>");
+  EXPECT_EQ(kTokenizer.TokenText('A'), "A");
+  EXPECT_EQ(kTokenizer.TokenText(0xE6), "<0xE6>");
+  EXPECT_EQ(kTokenizer.vocab_size(), 258);
 }
 
 TEST(ByteTokenizerTest, InvalidUtf8BecomesReplacementCharacters) {
@@ -44,7 +51,7 @@ TEST(ByteTokenizerTest, UnknownIdsAreErrorsThatNameThem) {
   ASSERT_FALSE(decoded.ok());
   EXPECT_TRUE(absl::StrContains(decoded.status().message(), "token id 300 at position 1"));
   EXPECT_FALSE(kTokenizer.Decode({-1}).ok());
-  EXPECT_FALSE(kTokenizer.TokenText(258).ok());
+  EXPECT_EQ(kTokenizer.TokenText(258), "<258>");
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/tokenizer/byte_tokenizer.h"
-#include "server/token_text.h"
+#include "engine/tokenizer/text_stream.h"
 
 namespace {
 
@@ -66,14 +66,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Require(IsValidUtf8(clean), "SanitizeUtf8 returned invalid UTF-8");
   Require(attnserve::SanitizeUtf8(clean) == clean, "SanitizeUtf8 is not idempotent");
   Require(!IsValidUtf8(text) || clean == text, "SanitizeUtf8 changed valid UTF-8");
-  const std::vector<int64_t> ids = tokenizer.Encode(text);
+  const std::vector<int64_t> ids = *tokenizer.EncodeIds(text);
   Require(ids.size() == text.size(), "Encode is not one id per byte");
   auto decoded = tokenizer.Decode(ids);
   Require(decoded.ok() && *decoded == clean, "Decode(Encode(text)) is not the sanitized text");
 
   // Ids: two bytes each, so specials and unknown ids occur. Decode refuses unknown ids; the
-  // stream of a generation shows every id, each piece valid UTF-8, and a special token flushes
-  // what is pending, so the pieces then add up to the decoded text.
+  // stream of a generation gives pieces of valid UTF-8 that, with what Finish flushes, add up
+  // to the decoded text.
   std::vector<int64_t> token_ids;
   bool known = true;
   for (size_t i = 0; i + 1 < size; i += 2) {
@@ -84,14 +84,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto from_ids = tokenizer.Decode(token_ids);
   Require(from_ids.ok() == known, "Decode accepted an unknown id or refused a known one");
   if (!known) return 0;
-  attnserve::server::Utf8Stream stream(tokenizer);
+  attnserve::TextStream stream(tokenizer, {});
   std::string streamed;
   for (int64_t id : token_ids) {
     const std::string piece = stream.Push(id);
     Require(IsValidUtf8(piece), "a streamed piece is invalid UTF-8");
     streamed += piece;
   }
-  streamed += stream.Push(256);
-  Require(streamed == *from_ids + "<|endoftext|>", "streamed pieces differ from the decoded text");
+  const std::string rest = stream.Finish();
+  Require(IsValidUtf8(rest), "the streamed rest is invalid UTF-8");
+  streamed += rest;
+  Require(streamed == *from_ids, "streamed pieces differ from the decoded text");
   return 0;
 }

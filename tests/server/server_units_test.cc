@@ -15,7 +15,6 @@
 #include "server/memory_budget.h"
 #include "server/memory_trimmer.h"
 #include "server/model_repository.h"
-#include "server/token_text.h"
 
 namespace attnserve::server {
 namespace {
@@ -104,24 +103,6 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
     EXPECT_TRUE(absl::StrContains(refused.status().message(), fragment)) << refused.status();
     EXPECT_TRUE(absl::StrContains(refused.status().message(), "serving.json"));
   }
-}
-
-TEST(Utf8StreamTest, PiecesAreValidAndAddUpToTheDecodedText) {
-  const ByteTokenizer tokenizer({{"<|endoftext|>", 256}});
-  Utf8Stream stream(tokenizer);
-  // "日" arrives byte by byte and comes out whole.
-  EXPECT_EQ(stream.Push(0xE6), "");
-  EXPECT_EQ(stream.Push(0x97), "");
-  EXPECT_EQ(stream.Push(0xA5), "\xE6\x97\xA5");
-  // 0xCB leads a two-byte character that 0xD3 does not continue: 0xCB is invalid, and 0xD3
-  // leads "Ӣ" with 0xA2, as in the decoded text (found by the tokenizer fuzzer).
-  EXPECT_EQ(stream.Push(0xCB), "");
-  EXPECT_EQ(stream.Push(0xD3), "\xEF\xBF\xBD");
-  EXPECT_EQ(stream.Push(0xA2), "\xD3\xA2");
-  // A special token flushes a pending partial character.
-  EXPECT_EQ(stream.Push(0xE6), "");
-  EXPECT_EQ(stream.Push(256), "\xEF\xBF\xBD<|endoftext|>");
-  EXPECT_EQ(stream.bytes(), "\xE6\x97\xA5\xCB\xD3\xA2\xE6");
 }
 
 TEST(CompletionEstimateTest, CountsTheRunningIterationTheWorkAheadAndAFullBatch) {
