@@ -172,6 +172,16 @@ absl::StatusOr<v1::ScoreResponse> Client::Score(const v1::ScoreRequest& request,
   return CallUnary(*stub_, &v1::Inference::Stub::Score, request, call);
 }
 
+absl::StatusOr<v1::TokenizeResponse> Client::Tokenize(const v1::TokenizeRequest& request,
+                                                      const CallOptions& call) {
+  return CallUnary(*stub_, &v1::Inference::Stub::Tokenize, request, call);
+}
+
+absl::StatusOr<v1::DetokenizeResponse> Client::Detokenize(const v1::DetokenizeRequest& request,
+                                                          const CallOptions& call) {
+  return CallUnary(*stub_, &v1::Inference::Stub::Detokenize, request, call);
+}
+
 absl::StatusOr<bool> Client::Serving(const std::string& service, const CallOptions& call) {
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(service);

@@ -61,6 +61,10 @@ class Client {
                                                   const CallOptions& call = {});
   absl::StatusOr<v1::EmbedResponse> Embed(const v1::EmbedRequest& request,
                                           const CallOptions& call = {});
+  absl::StatusOr<v1::TokenizeResponse> Tokenize(const v1::TokenizeRequest& request,
+                                                const CallOptions& call = {});
+  absl::StatusOr<v1::DetokenizeResponse> Detokenize(const v1::DetokenizeRequest& request,
+                                                    const CallOptions& call = {});
   absl::StatusOr<v1::ScoreResponse> Score(const v1::ScoreRequest& request,
                                           const CallOptions& call = {});
   // Calls `on_event` for every streamed message as it arrives, then returns the call's status.

@@ -32,6 +32,8 @@ Commands:
   generate               stream a continuation of --text or --tokens
   score                  the log-probability of every token of --text or --tokens
   embed                  the embedding of --text or --tokens
+  tokenize               the tokens of --text, each with its bytes of the text
+  detokenize             the text of --tokens
 
 --model may be left out when the server serves exactly one model.
 )";
@@ -55,6 +57,10 @@ std::vector<FlagSpec> Flags() {
       {"stop", FlagKind::kString, "", "generate: comma-separated stop sequences"},
       {"pooling", FlagKind::kString, "default", "embed: default, mean, first, last, pma or none"},
       {"normalize", FlagKind::kSwitch, "false", "embed: L2-normalize"},
+      {"omit_special_tokens", FlagKind::kSwitch, "false",
+       "tokenize: leave out what the tokenizer adds around the text ([CLS], <s>)"},
+      {"skip_special_tokens", FlagKind::kSwitch, "false",
+       "detokenize: leave special tokens out of the text"},
       {"help", FlagKind::kSwitch, "false", "this help"},
   };
   flags.insert(flags.end(), own.begin(), own.end());
@@ -96,6 +102,8 @@ class Command {
     if (name == "generate") return Generate();
     if (name == "score") return Score();
     if (name == "embed") return Embed();
+    if (name == "tokenize") return Tokenize();
+    if (name == "detokenize") return Detokenize();
     return UsageError(absl::StrCat("unknown command \"", name, "\"; see attn --help"));
   }
 
@@ -198,7 +206,10 @@ class Command {
     if (info->vocab_size() > 0) table.Add({"vocabulary", absl::StrCat(info->vocab_size())});
     if (info->input_dim() > 0) table.Add({"input dim", absl::StrCat(info->input_dim())});
     table.Add({"max context", absl::StrCat(info->max_context())});
-    if (!info->tokenizer().type().empty()) table.Add({"tokenizer", info->tokenizer().type()});
+    if (!info->tokenizer().type().empty()) {
+      table.Add({"tokenizer", absl::StrCat(info->tokenizer().type(), ", ",
+                                           info->tokenizer().vocab_size(), " tokens")});
+    }
     table.Add({"answers", absl::StrJoin(info->methods(), " ")});
     table.Print(std::cout);
     return std::nullopt;
@@ -257,6 +268,9 @@ class Command {
           } else if (event.has_token()) {
             std::cout << event.token().text() << std::flush;
             printed = true;
+          } else if (event.has_finish() && !event.finish().text().empty()) {
+            std::cout << event.finish().text() << std::flush;  // the end of a cut character
+            printed = true;
           }
           if (event.has_finish()) finish = event.finish();
         },
@@ -311,6 +325,51 @@ class Command {
                                    std::exp(-response->total_log_probability() / count));
     }
     std::cout << "\n";
+    return std::nullopt;
+  }
+
+  std::optional<Failure> Tokenize() {
+    v1::TokenizeRequest request;
+    if (!arguments_.given("text")) return UsageError("tokenize takes --text");
+    if (auto failure = ResolveModel(*request.mutable_model())) return failure;
+    request.set_text(arguments_.text("text"));
+    request.set_omit_special_tokens(arguments_.on("omit_special_tokens"));
+    auto response = client_.Tokenize(request, call_);
+    if (!response.ok()) return ServerError(response.status());
+    if (json()) {
+      PrintJson(*response);
+      return std::nullopt;
+    }
+    Table table({"POSITION", "ID", "TOKEN", "BYTES", "TEXT"}, {true, true, false, true, false});
+    int position = 0;
+    const std::string& text = request.text();
+    for (const auto& token : response->tokens()) {
+      const bool covers = token.end() > token.start();
+      table.Add({absl::StrCat(position++), absl::StrCat(token.id()), Quoted(token.text()),
+                 covers ? absl::StrCat(token.start(), "-", token.end()) : "",
+                 covers ? Quoted(text.substr(token.start(), token.end() - token.start()))
+                        : (token.special() ? "(added)" : "")});
+    }
+    table.Print(std::cout);
+    std::cout << response->tokens_size() << " tokens\n";
+    return std::nullopt;
+  }
+
+  std::optional<Failure> Detokenize() {
+    v1::DetokenizeRequest request;
+    if (!arguments_.given("tokens")) return UsageError("detokenize takes --tokens");
+    v1::Sequence sequence;
+    if (auto failure = Input(sequence)) return failure;
+    if (auto failure = ResolveModel(*request.mutable_model())) return failure;
+    *request.mutable_ids() = sequence.tokens().ids();
+    request.set_skip_special_tokens(arguments_.on("skip_special_tokens"));
+    auto response = client_.Detokenize(request, call_);
+    if (!response.ok()) return ServerError(response.status());
+    if (json()) {
+      PrintJson(*response);
+    } else {
+      std::cout << response->text() << "\n";
+    }
     return std::nullopt;
   }
 

@@ -28,13 +28,17 @@ def storage_order(names):
 
 
 def export(model, directory, tokenizer=None):
-    """Writes the model directory; tied weights are stored once (under embed_tokens.weight)."""
+    """Writes the model directory; tied weights are stored once (under embed_tokens.weight).
+    `tokenizer`: a ByteTokenizer (the default) or a HuggingFaceTokenizer (its tokenizer.json is
+    copied into the directory)."""
     os.makedirs(directory, exist_ok=True)
     config = model.config()
     if config.get("vocab_size"):
         tokenizer = tokenizer or ByteTokenizer()
         config["tokenizer"] = tokenizer.config()
         assert tokenizer.vocab_size <= config["vocab_size"], "tokenizer exceeds the vocabulary"
+        if hasattr(tokenizer, "save"):
+            tokenizer.save(directory)
     state = model.state_dict()
     tensors = {}
     for name in storage_order(list(state)):

@@ -1,4 +1,8 @@
-"""Byte-level tokenizer: ids 0-255 are UTF-8 bytes, special tokens follow."""
+"""The tokenizers a model directory can name: the byte-level tokenizer (ids 0-255 are UTF-8 bytes,
+special tokens follow) and a Hugging Face tokenizer.json, which the server runs itself."""
+import json
+import os
+import shutil
 
 DEFAULT_SPECIAL_TOKENS = {"<|endoftext|>": 256}
 
@@ -27,3 +31,28 @@ class ByteTokenizer:
 
     def config(self):
         return {"type": "byte", "special_tokens": self.special_tokens}
+
+
+class HuggingFaceTokenizer:
+    """A Hugging Face tokenizer.json (the `tokenizers` library's format), copied into the model
+    directory; the server runs it as that library does. `end_of_text` names the token that ends
+    generation (default: <|endoftext|> when the tokenizer has it)."""
+
+    def __init__(self, path, end_of_text=None):
+        self.path = path
+        self.end_of_text = end_of_text
+        with open(path) as f:
+            tokenizer = json.load(f)
+        vocab = tokenizer["model"]["vocab"]
+        ids = [i for _, i in vocab.items()] if isinstance(vocab, dict) else range(len(vocab))
+        ids = list(ids) + [t["id"] for t in tokenizer.get("added_tokens") or []]
+        self.vocab_size = max(ids) + 1 if ids else 0
+
+    def config(self):
+        config = {"type": "huggingface", "file": "tokenizer.json"}
+        if self.end_of_text:
+            config["end_of_text"] = self.end_of_text
+        return config
+
+    def save(self, directory):
+        shutil.copyfile(self.path, os.path.join(directory, "tokenizer.json"))

