@@ -11,7 +11,8 @@ FUZZ_SECONDS ?= 60
 # Sanitizer builds: optimized, with line tables only (enough for the reports' stack traces,
 # and much quicker to compile than full debug information).
 SANITIZE_FLAGS = -O2 -g1 -DNDEBUG
-FUZZ_TARGETS = safetensors_fuzz model_config_fuzz tokenizer_fuzz request_fuzz
+FUZZ_TARGETS = safetensors_fuzz model_config_fuzz tokenizer_fuzz request_fuzz \
+               tokenizer_json_fuzz hf_tokenizer_fuzz
 
 .PHONY: deps configure build test serve bench bench-model bench-server bench-compare container-test test-asan \
         test-tsan fuzz format \
@@ -75,7 +76,7 @@ test-tsan: deps
 	  -DATTNSERVE_WERROR=$(WERROR) -DATTNSERVE_PYTHON=$(PYTHON)
 	cmake --build build-tsan -j $(JOBS) --target model_worker_test server_units_test
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1" ctest --output-on-failure -j $(JOBS) \
-	  -R '^(ModelWorkerTest|CompletionEstimateTest|Utf8StreamTest|CpuQuotaTest|ServingOptionsTest)\.'
+	  -R '^(ModelWorkerTest|CompletionEstimateTest|CpuQuotaTest|ServingOptionsTest)\.'
 
 # libFuzzer (clang, ASan + UBSan) on the safetensors and config parsers, the tokenizer and the
 # service's request path, FUZZ_SECONDS per target, starting from the committed corpus; new

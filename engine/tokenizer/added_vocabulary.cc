@@ -23,7 +23,7 @@ char32_t CharAt(const std::string& text, size_t begin) {
 
 absl::StatusOr<AddedVocabulary> AddedVocabulary::FromJson(
     const nlohmann::json& added_tokens, const std::function<int64_t(const std::string&)>& model_id,
-    int64_t model_size) {
+    int64_t model_size, const std::function<std::string(const std::string&)>& normalize) {
   AddedVocabulary vocabulary;
   if (added_tokens.is_null()) return vocabulary;
   if (!added_tokens.is_array()) {
@@ -82,9 +82,39 @@ absl::StatusOr<AddedVocabulary> AddedVocabulary::FromJson(
   vocabulary.tokens_.insert(vocabulary.tokens_.end(), others.begin(), others.end());
   for (size_t i = 0; i < vocabulary.tokens_.size(); ++i) {
     vocabulary.by_id_.emplace(vocabulary.tokens_[i].id, i);
-    if (vocabulary.tokens_[i].special) vocabulary.special_.insert(vocabulary.tokens_[i].content);
+    const AddedToken& token = vocabulary.tokens_[i];
+    if (token.special) vocabulary.special_.insert(token.content);
+    // The first of equal patterns wins, as in the reference's automaton.
+    vocabulary.tries_[token.normalized].Insert(
+        token.normalized ? normalize(token.content) : token.content, static_cast<int32_t>(i));
   }
   return vocabulary;
+}
+
+void AddedVocabulary::Trie::Insert(const std::string& pattern, int32_t index) {
+  if (pattern.empty()) return;
+  starts[static_cast<uint8_t>(pattern[0])] = true;
+  int32_t node = 0;
+  for (char c : pattern) {
+    const uint64_t key = (static_cast<uint64_t>(node) << 8) | static_cast<uint8_t>(c);
+    auto [it, inserted] = children.try_emplace(key, static_cast<int32_t>(token.size()));
+    if (inserted) token.push_back(-1);
+    node = it->second;
+  }
+  if (token[node] < 0) token[node] = index;
+}
+
+std::pair<int32_t, size_t> AddedVocabulary::Trie::Longest(const std::string& text,
+                                                          size_t at) const {
+  std::pair<int32_t, size_t> best{-1, 0};
+  int32_t node = 0;
+  for (size_t i = at; i < text.size(); ++i) {
+    auto it = children.find((static_cast<uint64_t>(node) << 8) | static_cast<uint8_t>(text[i]));
+    if (it == children.end()) break;
+    node = it->second;
+    if (token[node] >= 0) best = {token[node], i + 1 - at};
+  }
+  return best;
 }
 
 const AddedToken* AddedVocabulary::ById(int64_t id) const {
@@ -96,22 +126,19 @@ std::vector<AddedVocabulary::Match> AddedVocabulary::Find(const std::string& tex
                                                           bool normalized) const {
   std::vector<Match> matches;
   size_t previous = 0;
+  const Trie& trie = tries_[normalized];
   for (size_t at = 0; at < text.size();) {
-    int best = -1;
-    for (size_t t = 0; t < tokens_.size(); ++t) {
-      const AddedToken& token = tokens_[t];
-      if (token.normalized != normalized || text.compare(at, token.content.size(), token.content)) {
-        continue;
-      }
-      if (best < 0 || token.content.size() > tokens_[best].content.size())
-        best = static_cast<int>(t);
+    if (!trie.starts[static_cast<uint8_t>(text[at])]) {
+      ++at;
+      continue;
     }
+    const auto [best, length] = trie.Longest(text, at);
     if (best < 0) {
       ++at;
       continue;
     }
     const AddedToken& token = tokens_[best];
-    size_t start = at, stop = at + token.content.size();
+    size_t start = at, stop = at + length;
     at = stop;  // the next search starts after this match, whatever becomes of it
     if (token.single_word && ((start > 0 && unicode::IsWordChar(CharBefore(text, start))) ||
                               (stop < text.size() && unicode::IsWordChar(CharAt(text, stop))))) {

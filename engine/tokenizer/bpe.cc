@@ -79,6 +79,15 @@ absl::StatusOr<std::unique_ptr<Bpe>> Bpe::FromJson(const nlohmann::json& model) 
   for (int b = 0; b < 256; ++b) {
     bpe->byte_ids_[b] = static_cast<int32_t>(bpe->vocab_.Id(absl::StrFormat("<0x%02X>", b)));
   }
+  if (bpe->prefix_.empty() && bpe->suffix_.empty()) {
+    bpe->char_ids_.assign(kCharTable, -1);
+    std::string utf8;
+    for (char32_t c = 0; c < kCharTable; ++c) {
+      utf8.clear();
+      unicode::AppendUtf8(c, utf8);
+      bpe->char_ids_[c] = static_cast<int32_t>(bpe->vocab_.Id(utf8));
+    }
+  }
 
   auto merges = model.find("merges");
   if (merges == model.end() || !merges->is_array()) {
@@ -142,14 +151,20 @@ absl::StatusOr<std::vector<ModelToken>> Bpe::Tokenize(std::string_view word) con
   };
   std::string symbol;
   for (size_t at = 0; at < word.size();) {
-    const size_t length = unicode::DecodeUtf8(word.substr(at)).bytes;
+    const unicode::Decoded decoded = unicode::DecodeUtf8(word.substr(at));
+    const size_t length = decoded.bytes;
     const bool first = at == 0, last = at + length == word.size();
-    symbol.clear();
-    if (!first) symbol += prefix_;
-    symbol.append(word.substr(at, length));
-    if (last) symbol += suffix_;
+    const std::string_view char_bytes = word.substr(at, length);
     at += length;
-    if (const int64_t id = vocab_.Id(symbol); id >= 0) {
+    const bool in_table = !char_ids_.empty() && decoded.code_point < kCharTable;
+    symbol.clear();
+    if (!in_table || char_ids_[decoded.code_point] < 0) {
+      if (!first) symbol += prefix_;
+      symbol.append(char_bytes);
+      if (last) symbol += suffix_;
+    }
+    const int64_t id = in_table ? char_ids_[decoded.code_point] : vocab_.Id(symbol);
+    if (id >= 0) {
       flush_unknown();
       add(id, length);
       continue;
@@ -183,34 +198,43 @@ absl::StatusOr<std::vector<ModelToken>> Bpe::Tokenize(std::string_view word) con
 
   // Lowest rank first, then leftmost; entries made stale by earlier merges are skipped.
   struct Candidate {
-    int32_t rank, position, merged;
-    bool operator<(const Candidate& other) const {
-      return rank != other.rank ? rank > other.rank : position > other.position;
-    }
+    uint64_t order;  // rank, then position: one comparison
+    int32_t merged, left, right;
+    int32_t position() const { return static_cast<int32_t>(order & 0xFFFFFFFF); }
+    bool operator<(const Candidate& other) const { return order > other.order; }
   };
   std::priority_queue<Candidate> queue;
   const auto consider = [&](int32_t position) {
     const Symbol& left = symbols[position];
     if (left.next < 0) return;
     auto it = merges_.find(PairKey(left.id, symbols[left.next].id));
-    if (it != merges_.end()) queue.push({it->second.rank, position, it->second.merged});
+    if (it != merges_.end()) {
+      const uint64_t order =
+          (static_cast<uint64_t>(it->second.rank) << 32) | static_cast<uint32_t>(position);
+      queue.push({order, it->second.merged, left.id, symbols[left.next].id});
+    }
   };
   for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) consider(i);
   while (!queue.empty()) {
     const Candidate top = queue.top();
     queue.pop();
-    Symbol& left = symbols[top.position];
+    const int32_t position = top.position();
+    Symbol& left = symbols[position];
     if (left.bytes == 0 || left.next < 0) continue;
     Symbol& right = symbols[left.next];
-    auto it = merges_.find(PairKey(left.id, right.id));
-    if (it == merges_.end() || it->second.merged != top.merged) continue;
+    // A stale entry (a neighbour merged since) still counts if the pair there now merges into
+    // the same token, as in the reference; the same pair always does.
+    if (left.id != top.left || right.id != top.right) {
+      auto it = merges_.find(PairKey(left.id, right.id));
+      if (it == merges_.end() || it->second.merged != top.merged) continue;
+    }
     left.id = top.merged;
     left.bytes += right.bytes;
     right.bytes = 0;
     left.next = right.next;
-    if (left.next >= 0) symbols[left.next].prev = top.position;
+    if (left.next >= 0) symbols[left.next].prev = position;
     if (left.prev >= 0) consider(left.prev);
-    consider(top.position);
+    consider(position);
   }
 
   std::vector<ModelToken> tokens;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,10 @@ class Bpe final : public TokenizerModel {
   std::string prefix_, suffix_;  // continuing_subword_prefix, end_of_word_suffix
   bool fuse_unk_ = false, byte_fallback_ = false, ignore_merges_ = false;
   std::array<int32_t, 256> byte_ids_{};  // "<0xAB>" tokens' ids, -1 where missing
+  // Without a prefix or suffix, a word starts as its chars' ids: those of the first code points
+  // are kept in a table (-1: not in the vocabulary), so most chars need no hash lookup.
+  static constexpr char32_t kCharTable = 0x3000;
+  std::vector<int32_t> char_ids_;
 };
 
 }  // namespace attnserve

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/tokenizer/reference_json.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace attnserve {
 
@@ -55,7 +56,12 @@ absl::StatusOr<HfTokenizer> HfTokenizer::FromJson(const std::string& text,
   const Vocabulary& vocab = tokenizer.model_->vocab();
   auto added = AddedVocabulary::FromJson(
       part("added_tokens"), [&vocab](const std::string& content) { return vocab.Id(content); },
-      vocab.size);
+      vocab.size,
+      [&tokenizer](const std::string& content) {
+        NormalizedText text(content);
+        if (tokenizer.normalizer_) tokenizer.normalizer_->Apply(text);
+        return text.normalized();
+      });
   if (!added.ok()) return fail(added.status());
   tokenizer.added_ = *std::move(added);
   return tokenizer;
@@ -63,6 +69,10 @@ absl::StatusOr<HfTokenizer> HfTokenizer::FromJson(const std::string& text,
 
 absl::StatusOr<Encoding> HfTokenizer::Encode(const std::string& text,
                                              bool add_special_tokens) const {
+  // The gRPC API only carries valid UTF-8; anything else has no characters to tokenize.
+  if (!unicode::IsValidUtf8(text)) {
+    return absl::InvalidArgumentError("the text is not valid UTF-8");
+  }
   // Added tokens that match the raw text, then, in each part between them, normalization and the
   // added tokens that match the normalized text.
   const NormalizedText whole(text);
@@ -105,6 +115,10 @@ absl::StatusOr<Encoding> HfTokenizer::Encode(const std::string& text,
         offsets = {original->begin + split.text.original_shift(),
                    original->end + split.text.original_shift()};
       }
+      // Where the reference keeps a range it could not map (REFERENCE.md §1), it may lie past
+      // the text's end; clients slice the text with it.
+      offsets.end = std::min(offsets.end, text.size());
+      offsets.begin = std::min(offsets.begin, offsets.end);
       encoding.Add(token.id, token.value, offsets, false);
     }
   }

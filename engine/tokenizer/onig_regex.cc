@@ -58,11 +58,20 @@ absl::StatusOr<OnigRegex> OnigRegex::Literal(const std::string& text) {
     }
     pattern += c;
   }
-  return Compile(pattern);
+  auto regex = Compile(pattern);
+  if (regex.ok()) regex->literal_ = text;
+  return regex;
 }
 
 std::vector<ByteRange> OnigRegex::FindAll(std::string_view text) const {
   std::vector<ByteRange> matches;
+  if (!literal_.empty()) {
+    for (size_t at = text.find(literal_); at != std::string_view::npos;
+         at = text.find(literal_, at + literal_.size())) {
+      matches.push_back({at, at + literal_.size()});
+    }
+    return matches;
+  }
   OnigRegion* region = onig_region_new();
   const auto* begin = reinterpret_cast<const OnigUChar*>(text.data());
   const auto* end = begin + text.size();

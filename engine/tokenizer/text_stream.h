@@ -1,14 +1,10 @@
 // Streamed text of generated tokens, for any tokenizer: each piece is valid UTF-8 and ends on a
 // character boundary, and the pieces add up to the decoded text. A byte-level or byte-fallback
-// token can be part of a character: the decoded text then ends in U+FFFD, which is held back
-// until the character is whole (at most 3 replacements: a character is at most 4 bytes). Each
-// step decodes the tokens since the last one whose text was sent whole, after that one for
+// token can be part of a character: the decoded text then ends in U+FFFD, and the tokens are
+// held back until the character is whole (at most 16 tokens; past that, what there is is sent).
+// Each step decodes the tokens since the last text sent, after the tokens of that text for
 // context, so that a decoder that depends on the token before (a space between WordPiece words,
 // SentencePiece's leading ▁) sees it.
-//
-// The pieces add up to the decoded text whenever the decoder never changes text it gave for
-// earlier tokens; ByteFallback does when an invalid byte follows a valid character in one run of
-// byte tokens (it replaces the whole run), and the stream then sends only what differs.
 #pragma once
 
 #include <cstdint>
@@ -33,8 +29,8 @@ class TextStream {
 
  private:
   std::string Decode() const;
-  // Sends `now` (the window's text) from what was sent up to `end` bytes.
-  std::string Send(const std::string& now, size_t end);
+  // Sends what `now` (the window's text) has beyond what was sent.
+  std::string Send(const std::string& now);
   // Makes the window's tokens the context of the next ones.
   void Restart(const std::string& now);
 

@@ -163,10 +163,12 @@ class WordPieceTest(ReferenceTest):
             dict(base, id=30524, content="word", single_word=True),
             dict(base, id=30525, content="normal", normalized=True),
             dict(base, id=30526, content="hello world"),
+            # Looked for as its normalized form ("mixed"), after lowercasing the text.
+            dict(base, id=30527, content="MiXeD", normalized=True),
         ]
         texts = ["a <lstrip> b", "a   <lstrip>", "<rstrip>  x", "word words sword word.",
                  "NORMAL normal Normalize", "say hello world hello  world", "x\u3000<lstrip>y",
-                 "<lstrip><rstrip>word"] + CORPUS
+                 "<lstrip><rstrip>word", "mixed MIXED MiXeD unmixed"] + CORPUS
         self.assert_same(tokenizer, texts)
 
     def test_unsupported_and_malformed_files_are_refused_by_part(self):
@@ -278,12 +280,12 @@ class ByteLevelBpeTest(ReferenceTest):
                 self.assert_same(tokenizer)
 
 
-def train(model, trainer, pre_tokenizer=None, normalizer=None):
+def train(model, trainer, pre_tokenizer=None, normalizer=None, text=None):
     tokenizer = Tokenizer(model)
     tokenizer.pre_tokenizer = pre_tokenizer
     if normalizer is not None:
         tokenizer.normalizer = normalizer
-    tokenizer.train_from_iterator(TRAINING_TEXT, trainer)
+    tokenizer.train_from_iterator(text or TRAINING_TEXT, trainer)
     return json.loads(tokenizer.to_str())
 
 

@@ -29,11 +29,16 @@ TEST(TextStreamTest, BytesThatNeverMakeACharacterAreSentAsReplacements) {
   streamed += stream.Push(0xD3);
   streamed += stream.Push(0xA2);
   EXPECT_EQ(streamed, "\xEF\xBF\xBD\xD3\xA2");
-  // At most three replacements are held (a character has at most four bytes): a run of bytes
-  // that never make one is sent a replacement at a time, not held forever.
+  // Bytes that never make a character are sent with the next text.
   EXPECT_EQ(stream.Push(0xFF) + stream.Push(0xFF) + stream.Push(0xFF), "");
-  EXPECT_EQ(stream.Push(0xFF), "\xEF\xBF\xBD");
   EXPECT_EQ(stream.Push('x'), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDx");
+  // Not held forever: at the 16th token held, what there is is sent.
+  std::string held;
+  for (int i = 0; i < 15; ++i) held += stream.Push(0xFF);
+  EXPECT_EQ(held, "");
+  std::string sixteen;
+  for (int i = 0; i < 16; ++i) sixteen += "\xEF\xBF\xBD";
+  EXPECT_EQ(stream.Push(0xFF), sixteen);
 }
 
 TEST(TextStreamTest, FinishSendsAnIncompleteCharacterAsAReplacement) {
