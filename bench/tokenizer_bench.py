@@ -9,7 +9,8 @@ Tokenizers: all-MiniLM-L6-v2's WordPiece, GPT-2's byte-level BPE, and a byte-fal
 Llama 2's) and a Unigram (as T5's) trained on the texts by the reference library. For each, tokens
 per second of: the engine, one thread; the reference's encode_batch with its parallelism off
 (one thread) and on (every core); the reference's encode called once per text. Every timing is
-the best of --rounds; both sides must give the same number of tokens."""
+the best of --rounds; both sides must give the same number of tokens. Also the engine's cost of
+streaming each text's ids back as text (TextStream), per token."""
 import argparse
 import glob
 import json
@@ -125,6 +126,7 @@ def main():
                 peaks.append(run([speed, path, one, "1"]))
             rows.append({"tokenizer": name, "tokens": ours["tokens"],
                          "attnserve": rate(ours),
+                         "stream_us_per_token": ours["stream_seconds"] / ours["tokens"] * 1e6,
                          **{k: rate(v) for k, v in reference.items()},
                          "big_text_seconds": peaks[0]["seconds"],
                          "big_text_mib": (peaks[0]["max_rss_kib"] - peaks[1]["max_rss_kib"]) / 1024})
@@ -137,6 +139,11 @@ def main():
               f"{r['batch, 1 thread'] / 1e6:.2f} M/s | {r['batch, all cores'] / 1e6:.2f} M/s | "
               f"{r['encode per text'] / 1e6:.2f} M/s | "
               f"{r['attnserve'] / r['batch, 1 thread']:.2f}x |")
+    print("\nStreamed decoding (TextStream, on the scheduler's thread for each generated token)")
+    print("| tokenizer | µs per token |")
+    print("|---|---|")
+    for r in rows:
+        print(f"| {r['tokenizer']} | {r['stream_us_per_token']:.2f} |")
     print(f"\nOne text of {len(big_text.encode()) >> 10} KiB (--max_text_bytes): time and memory "
           "to tokenize it (peak resident memory over that of an empty text)")
     print("| tokenizer | milliseconds | MiB |")

@@ -1,7 +1,9 @@
 // Times the engine's tokenizer.json encoding, one thread, for bench/tokenizer_bench.py:
 //   tokenizer_speed TOKENIZER_JSON TEXTS_JSONL ROUNDS
 // encodes every text (one JSON string per line) ROUNDS times after a warm-up round and prints a
-// JSON object: tokens per round, the best round's seconds, and the peak resident memory.
+// JSON object: tokens per round, the best round's seconds, and the peak resident memory. It also
+// streams every text's ids back through TextStream, as the scheduler thread does for a
+// generation, and gives the best round's seconds for that ("stream_seconds").
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -13,6 +15,14 @@
 #include <vector>
 
 #include "engine/tokenizer/hf_tokenizer.h"
+#include "engine/tokenizer/text_stream.h"
+
+// Seconds since `start`; a warm-up round (-1) counts as never best.
+double Seconds(std::chrono::steady_clock::time_point start, int round) {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return round >= 0 ? seconds : 1e30;
+}
 
 int main(int argc, char** argv) {
   if (argc != 4) {
@@ -32,25 +42,36 @@ int main(int argc, char** argv) {
   const int rounds = std::stoi(argv[3]);
   int64_t tokens = 0;
   double best = 1e30;
+  std::vector<std::vector<int64_t>> ids(texts.size());
   for (int round = -1; round < rounds; ++round) {
     tokens = 0;
     const auto start = std::chrono::steady_clock::now();
-    for (const std::string& text : texts) {
-      auto encoding = tokenizer->Encode(text);
+    for (size_t i = 0; i < texts.size(); ++i) {
+      auto encoding = tokenizer->Encode(texts[i]);
       if (!encoding.ok()) {
         std::cerr << encoding.status() << "\n";
         return 3;
       }
       tokens += static_cast<int64_t>(encoding->ids.size());
+      ids[i] = std::move(encoding->ids);
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (round >= 0) best = std::min(best, seconds);
+    best = std::min(best, Seconds(start, round));
+  }
+  double best_stream = 1e30;
+  for (int round = -1; round < rounds; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    for (const std::vector<int64_t>& text_ids : ids) {
+      attnserve::TextStream stream(*tokenizer, {});
+      for (int64_t id : text_ids) stream.Push(id);
+      stream.Finish();
+    }
+    best_stream = std::min(best_stream, Seconds(start, round));
   }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   std::cout << nlohmann::json{{"tokens", tokens},
                               {"seconds", best},
+                              {"stream_seconds", best_stream},
                               {"max_rss_kib", usage.ru_maxrss}}
                    .dump()
             << "\n";

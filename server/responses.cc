@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "engine/tokenizer/text_stream.h"
 #include "server/sampling.h"
 
 namespace attnserve::server {
@@ -18,7 +19,7 @@ constexpr int64_t kVarint = 11, kFloat = 5, kFraming = 6;
 
 int64_t ResponseBytesBound(const Task& task, const Model& model) {
   const ModelConfig& c = model.config;
-  // One token's text; a streamed piece holds at most four (TextStream) and the end's flush.
+  // One token's text; a streamed piece holds those of at most TextStream::kMaxHeldTokens.
   const int64_t kTokenText = model.max_token_text_bytes;
   constexpr int64_t kEnvelope = 256;  // the model name and the message's own framing
   switch (task.kind) {
@@ -56,7 +57,8 @@ int64_t ResponseBytesBound(const Task& task, const Model& model) {
     }
     case TaskKind::kGenerate:
       // Streamed one event at a time; the scheduler bounds the events waiting to be sent.
-      return kEnvelope + kFraming + kVarint + 5 * kTokenText + kFloat;
+      return kEnvelope + kFraming + kVarint +
+             static_cast<int64_t>(TextStream::kMaxHeldTokens) * kTokenText + kFloat;
   }
   return kEnvelope;
 }

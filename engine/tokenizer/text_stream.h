@@ -1,7 +1,10 @@
 // Streamed text of generated tokens, for any tokenizer: each piece is valid UTF-8 and ends on a
 // character boundary, and the pieces add up to the decoded text. A byte-level or byte-fallback
 // token can be part of a character: the decoded text then ends in U+FFFD, and the tokens are
-// held back until the character is whole (at most 16 tokens; past that, what there is is sent).
+// held back until the character is whole. At most 16 tokens are held: past that, the text of those
+// whose bytes are decided is sent (exact for decoders that replace invalid UTF-8 per character, as
+// ByteLevel and the byte tokenizer do; ByteFallback replaces a whole run of byte tokens that is not
+// UTF-8, so a run of invalid bytes longer than that may stream other U+FFFDs than its decoding).
 // Each step decodes the tokens since the last text sent, after the tokens of that text for
 // context, so that a decoder that depends on the token before (a space between WordPiece words,
 // SentencePiece's leading ▁) sees it.
@@ -17,6 +20,9 @@ namespace attnserve {
 
 class TextStream {
  public:
+  // Tokens held back at most: a piece holds the text of at most this many (and their context).
+  static constexpr size_t kMaxHeldTokens = 16;
+
   // `prompt`: the tokens before the generated ones; the last few give the first ones context.
   TextStream(const Tokenizer& tokenizer, const std::vector<int64_t>& prompt);
 
@@ -28,11 +34,14 @@ class TextStream {
   const std::string& text() const { return text_; }
 
  private:
-  std::string Decode() const;
+  // The text of window_[begin, end).
+  std::string Decode(size_t begin, size_t end) const;
   // Sends what `now` (the window's text) has beyond what was sent.
   std::string Send(const std::string& now);
   // Makes the window's tokens the context of the next ones.
   void Restart(const std::string& now);
+  // The window's first `sent_tokens` tokens were sent: they become the context of the rest.
+  void Advance(size_t sent_tokens);
 
   const Tokenizer* tokenizer_;  // a pointer, so that streams can be moved
   std::vector<int64_t> window_;

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "engine/tokenizer/byte_tokenizer.h"
 
 namespace attnserve {
@@ -32,13 +36,27 @@ TEST(TextStreamTest, BytesThatNeverMakeACharacterAreSentAsReplacements) {
   // Bytes that never make a character are sent with the next text.
   EXPECT_EQ(stream.Push(0xFF) + stream.Push(0xFF) + stream.Push(0xFF), "");
   EXPECT_EQ(stream.Push('x'), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDx");
-  // Not held forever: at the 16th token held, what there is is sent.
+  // Not held forever: at the 16th token held, the bytes of all but the last three are decided.
   std::string held;
   for (int i = 0; i < 15; ++i) held += stream.Push(0xFF);
   EXPECT_EQ(held, "");
-  std::string sixteen;
-  for (int i = 0; i < 16; ++i) sixteen += "\xEF\xBF\xBD";
-  EXPECT_EQ(stream.Push(0xFF), sixteen);
+  std::string thirteen;
+  for (int i = 0; i < 13; ++i) thirteen += "\xEF\xBF\xBD";
+  EXPECT_EQ(stream.Push(0xFF), thirteen);
+}
+
+TEST(TextStreamTest, TokensHeldTooLongStillAddUpToTheDecodedText) {
+  // Stray continuation bytes, then one that leads "߇" as the 16th held token (found by fuzzing:
+  // sending its U+FFFD at once would have made the pieces differ from the decoded text).
+  std::vector<int64_t> ids(15, 0x87);
+  ids.push_back(0xDF);
+  ids.push_back(0x87);
+  ids.push_back(0xE6);
+  TextStream stream(kTokenizer, {});
+  std::string streamed;
+  for (int64_t id : ids) streamed += stream.Push(id);
+  streamed += stream.Finish();
+  EXPECT_EQ(streamed, *kTokenizer.Decode(ids));
 }
 
 TEST(TextStreamTest, FinishSendsAnIncompleteCharacterAsAReplacement) {
