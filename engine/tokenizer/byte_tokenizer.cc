@@ -45,6 +45,14 @@ absl::StatusOr<std::string> ByteTokenizer::Decode(const std::vector<int64_t>& id
   return text + SanitizeUtf8(pending);
 }
 
+size_t ByteTokenizer::IncompleteCharacterTokens(const std::vector<int64_t>& ids) const {
+  std::string tail;  // the last bytes, back to a special token; one token each
+  for (auto id = ids.rbegin(); id != ids.rend() && tail.size() < 4 && *id >= 0 && *id < 256; ++id) {
+    tail.insert(tail.begin(), static_cast<char>(*id));
+  }
+  return unicode::IncompleteCharacterBytes(tail);
+}
+
 std::string ByteTokenizer::TokenText(int64_t id) const {
   if (id >= 0 && id < 0x80) return std::string(1, static_cast<char>(id));
   if (id >= 0x80 && id < 256) return absl::StrFormat("<0x%02X>", id);

@@ -22,6 +22,7 @@ class ByteTokenizer final : public Tokenizer {
   // Unknown ids are an error.
   absl::StatusOr<std::string> Decode(const std::vector<int64_t>& ids,
                                      bool skip_special_tokens = false) const override;
+  size_t IncompleteCharacterTokens(const std::vector<int64_t>& ids) const override;
   // ASCII as itself, other bytes as "<0xE6>", special tokens by name; "<id>" if unknown.
   std::string TokenText(int64_t id) const override;
 

@@ -67,22 +67,18 @@ class ByteLevelDecoder final : public Decoder {
  public:
   std::vector<std::string> DecodeChain(std::vector<std::string> tokens) const override {
     std::string bytes;
-    for (const std::string& token : tokens) {
-      // A token with a char outside the alphabet (an added token) stands for its own UTF-8.
-      const std::vector<char32_t> chars = CodePoints(token);
-      std::string token_bytes;
-      bool in_alphabet = true;
-      for (char32_t c : chars) {
-        const int b = byte_level::CharToByte(c);
-        if (b < 0) {
-          in_alphabet = false;
-          break;
-        }
-        token_bytes += static_cast<char>(b);
-      }
-      bytes += in_alphabet ? token_bytes : token;
-    }
+    // A token with a char outside the alphabet (an added token) stands for its own UTF-8.
+    for (const std::string& token : tokens) bytes += TokenBytes(token).value_or(token);
     return {unicode::DecodeLossy(bytes)};
+  }
+  std::optional<std::string> TokenBytes(const std::string& token) const override {
+    std::string bytes;
+    for (char32_t c : CodePoints(token)) {
+      const int b = byte_level::CharToByte(c);
+      if (b < 0) return std::nullopt;
+      bytes += static_cast<char>(b);
+    }
+    return bytes;
   }
 };
 
@@ -139,6 +135,11 @@ class ByteFallbackDecoder final : public Decoder {
     }
     flush();
     return out;
+  }
+  std::optional<std::string> TokenBytes(const std::string& token) const override {
+    const int byte = ByteToken(token);
+    if (byte < 0) return std::nullopt;
+    return std::string(1, static_cast<char>(byte));
   }
 
  private:
@@ -230,6 +231,12 @@ class DecoderSequence final : public Decoder {
   std::vector<std::string> DecodeChain(std::vector<std::string> tokens) const override {
     for (const auto& step : steps_) tokens = step->DecodeChain(std::move(tokens));
     return tokens;
+  }
+  std::optional<std::string> TokenBytes(const std::string& token) const override {
+    for (const auto& step : steps_) {
+      if (auto bytes = step->TokenBytes(token)) return bytes;
+    }
+    return std::nullopt;
   }
 
  private:

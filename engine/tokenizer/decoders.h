@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,11 @@ class Decoder {
   virtual ~Decoder() = default;
   // Each step of a chain maps the token strings to new ones; the result is their concatenation.
   virtual std::vector<std::string> DecodeChain(std::vector<std::string> tokens) const = 0;
+  // The bytes `token` stands for when a step reads tokens as bytes (ByteLevel's alphabet,
+  // ByteFallback's "<0xAB>"), before they are read as UTF-8; nullopt when it stands for text.
+  virtual std::optional<std::string> TokenBytes(const std::string& /*token*/) const {
+    return std::nullopt;
+  }
 };
 
 // From tokenizer.json's "decoder" (null: none, the tokens are joined with spaces); an unsupported

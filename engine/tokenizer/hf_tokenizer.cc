@@ -165,6 +165,28 @@ absl::StatusOr<std::string> HfTokenizer::Decode(const std::vector<int64_t>& ids,
 
 namespace attnserve {
 
+size_t HfTokenizer::IncompleteCharacterTokens(const std::vector<int64_t>& ids) const {
+  if (!decoder_) return 0;
+  // The bytes of the last tokens that stand for bytes, and where each token's begin.
+  std::string tail;
+  std::vector<size_t> token_sizes;  // from the last token back; unknown ids (skipped) are empty
+  for (auto id = ids.rbegin(); id != ids.rend() && tail.size() < 4; ++id) {
+    const std::string token = IdToToken(*id);
+    std::optional<std::string> bytes;
+    if (!token.empty()) {
+      bytes = decoder_->TokenBytes(token);
+      if (!bytes) break;
+    }
+    tail.insert(0, bytes.value_or(""));
+    token_sizes.push_back(bytes ? bytes->size() : 0);
+  }
+  const size_t incomplete = unicode::IncompleteCharacterBytes(tail);
+  // The tokens back to the one the incomplete character begins in.
+  size_t tokens = 0;
+  for (size_t covered = 0; covered < incomplete; ++tokens) covered += token_sizes[tokens];
+  return tokens;
+}
+
 std::string HfTokenizer::TokenText(int64_t id) const {
   const std::string token = IdToToken(id);
   if (token.empty()) return absl::StrCat("<", id, ">");

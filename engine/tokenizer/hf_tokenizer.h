@@ -30,6 +30,7 @@ class HfTokenizer final : public Tokenizer {
   // Unknown ids are skipped, as the reference skips them.
   absl::StatusOr<std::string> Decode(const std::vector<int64_t>& ids,
                                      bool skip_special_tokens = false) const override;
+  size_t IncompleteCharacterTokens(const std::vector<int64_t>& ids) const override;
   std::string TokenText(int64_t id) const override;
 
   // The model's: "BPE", "WordPiece" or "Unigram".

@@ -1,13 +1,13 @@
 // Streamed text of generated tokens, for any tokenizer: each piece is valid UTF-8 and ends on a
 // character boundary, and the pieces add up to the decoded text. A byte-level or byte-fallback
-// token can be part of a character: the decoded text then ends in U+FFFD, and the tokens are
-// held back until the character is whole. At most 16 tokens are held: past that, the text of those
-// whose bytes are decided is sent (exact for decoders that replace invalid UTF-8 per character, as
-// ByteLevel and the byte tokenizer do; ByteFallback replaces a whole run of byte tokens that is not
-// UTF-8, so a run of invalid bytes longer than that may stream other U+FFFDs than its decoding).
-// Each step decodes the tokens since the last text sent, after the tokens of that text for
-// context, so that a decoder that depends on the token before (a space between WordPiece words,
-// SentencePiece's leading ▁) sees it.
+// token can be part of a character: the tokens of an incomplete last character are held back
+// until it is whole (Tokenizer::IncompleteCharacterTokens). Each step decodes the tokens since the
+// last text sent, after the tokens of that text for context, so that a decoder that depends on the
+// token before (a space between WordPiece words, SentencePiece's leading ▁) sees it. Tokens are
+// also held while the decoder changes text already sent, up to 16: ByteFallback reads a whole run
+// of byte tokens at once and turns all of it into U+FFFDs once it is not UTF-8, so a model that
+// spells a character in byte tokens and then a stray byte may stream other U+FFFDs than its
+// decoding.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,7 @@ namespace attnserve {
 
 class TextStream {
  public:
-  // Tokens held back at most: a piece holds the text of at most this many (and their context).
+  // Tokens held back at most: a piece holds the text of at most this many.
   static constexpr size_t kMaxHeldTokens = 16;
 
   // `prompt`: the tokens before the generated ones; the last few give the first ones context.
@@ -36,12 +36,9 @@ class TextStream {
  private:
   // The text of window_[begin, end).
   std::string Decode(size_t begin, size_t end) const;
-  // Sends what `now` (the window's text) has beyond what was sent.
-  std::string Send(const std::string& now);
-  // Makes the window's tokens the context of the next ones.
-  void Restart(const std::string& now);
-  // The window's first `sent_tokens` tokens were sent: they become the context of the rest.
-  void Advance(size_t sent_tokens);
+  // Sends what `text`, that of the window's first `tokens` tokens, has beyond what was sent;
+  // those tokens become the context of the rest.
+  std::string Send(const std::string& text, size_t tokens);
 
   const Tokenizer* tokenizer_;  // a pointer, so that streams can be moved
   std::vector<int64_t> window_;

@@ -32,6 +32,10 @@ class Tokenizer {
   // (as its reference does: a model's vocabulary may be larger than its tokenizer's).
   virtual absl::StatusOr<std::string> Decode(const std::vector<int64_t>& ids,
                                              bool skip_special_tokens = false) const = 0;
+  // How many of the last `ids` hold the bytes of a character that the next ids could complete
+  // (a byte-level or byte-fallback token can be part of one), in the bytes they stand for before
+  // invalid UTF-8 is replaced; 0 when the text ends on a whole character.
+  virtual size_t IncompleteCharacterTokens(const std::vector<int64_t>& ids) const = 0;
   // One token on its own, valid UTF-8: its text, or where that is part of a character, its
   // spelling in the vocabulary ("<0xE6>", GPT-2's "Ġæ").
   virtual std::string TokenText(int64_t id) const = 0;

@@ -5,6 +5,8 @@
 #include <unicode/ustring.h>
 #include <unicode/utf16.h>
 
+#include <algorithm>
+
 namespace attnserve::unicode {
 
 Decoded DecodeUtf8(std::string_view text) {
@@ -100,6 +102,19 @@ std::string DecodeLossy(std::string_view bytes) {
     bytes.remove_prefix(length);
   }
   return out;
+}
+
+size_t IncompleteCharacterBytes(std::string_view bytes) {
+  // The last character starts at most 3 bytes before the end, at a lead byte.
+  for (size_t back = 1; back <= std::min<size_t>(3, bytes.size()); ++back) {
+    const std::string_view tail = bytes.substr(bytes.size() - back);
+    const uint8_t lead = static_cast<uint8_t>(tail[0]);
+    if ((lead & 0xC0) == 0x80) continue;
+    if (lead < 0xC2 || lead > 0xF4) return 0;
+    const auto [length, valid] = ValidPrefix(tail);
+    return !valid && length == back ? back : 0;  // ran out of bytes, not into a bad one
+  }
+  return 0;
 }
 
 bool IsValidUtf8(std::string_view bytes) {

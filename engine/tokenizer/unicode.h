@@ -21,6 +21,9 @@ void AppendUtf8(char32_t code_point, std::string& out);
 std::string DecodeLossy(std::string_view bytes);
 // Whether `bytes` is valid UTF-8.
 bool IsValidUtf8(std::string_view bytes);
+// How many of the last bytes of `bytes` begin a character that more bytes could complete (0 when
+// it ends on a character boundary or in bytes that no more bytes could make valid).
+size_t IncompleteCharacterBytes(std::string_view bytes);
 
 // Rust's char::is_whitespace: the White_Space property.
 bool IsWhitespace(char32_t c);

@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "engine/tokenizer/byte_tokenizer.h"
+#include "engine/tokenizer/hf_tokenizer.h"
 
 namespace attnserve {
 namespace {
@@ -33,21 +36,14 @@ TEST(TextStreamTest, BytesThatNeverMakeACharacterAreSentAsReplacements) {
   streamed += stream.Push(0xD3);
   streamed += stream.Push(0xA2);
   EXPECT_EQ(streamed, "\xEF\xBF\xBD\xD3\xA2");
-  // Bytes that never make a character are sent with the next text.
-  EXPECT_EQ(stream.Push(0xFF) + stream.Push(0xFF) + stream.Push(0xFF), "");
-  EXPECT_EQ(stream.Push('x'), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDx");
-  // Not held forever: at the 16th token held, the bytes of all but the last three are decided.
-  std::string held;
-  for (int i = 0; i < 15; ++i) held += stream.Push(0xFF);
-  EXPECT_EQ(held, "");
-  std::string thirteen;
-  for (int i = 0; i < 13; ++i) thirteen += "\xEF\xBF\xBD";
-  EXPECT_EQ(stream.Push(0xFF), thirteen);
+  // A byte that begins no character is sent at once.
+  EXPECT_EQ(stream.Push(0xFF), "\xEF\xBF\xBD");
+  EXPECT_EQ(stream.Push(0x87), "\xEF\xBF\xBD");
 }
 
-TEST(TextStreamTest, TokensHeldTooLongStillAddUpToTheDecodedText) {
-  // Stray continuation bytes, then one that leads "߇" as the 16th held token (found by fuzzing:
-  // sending its U+FFFD at once would have made the pieces differ from the decoded text).
+TEST(TextStreamTest, StrayBytesBeforeACharacterAddUpToTheDecodedText) {
+  // Stray continuation bytes, then "߇" (found by fuzzing: a stream that sent its lead byte as
+  // U+FFFD after holding 16 tokens differed from the decoded text).
   std::vector<int64_t> ids(15, 0x87);
   ids.push_back(0xDF);
   ids.push_back(0x87);
@@ -57,6 +53,50 @@ TEST(TextStreamTest, TokensHeldTooLongStillAddUpToTheDecodedText) {
   for (int64_t id : ids) streamed += stream.Push(id);
   streamed += stream.Finish();
   EXPECT_EQ(streamed, *kTokenizer.Decode(ids));
+}
+
+// A byte-fallback BPE as Llama 2's: "a" and the 256 byte tokens.
+HfTokenizer ByteFallbackTokenizer() {
+  nlohmann::json vocab = {{"<unk>", 0}, {"a", 1}};
+  for (int b = 0; b < 256; ++b) vocab[absl::StrFormat("<0x%02X>", b)] = 2 + b;
+  const nlohmann::json config = {
+      {"version", "1.0"},
+      {"decoder",
+       {{"type", "Sequence"}, {"decoders", {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}},
+      {"model",
+       {{"type", "BPE"},
+        {"unk_token", "<unk>"},
+        {"byte_fallback", true},
+        {"vocab", vocab},
+        {"merges", nlohmann::json::array()}}}};
+  return *HfTokenizer::FromJson(config.dump(), "test.json");
+}
+
+TEST(TextStreamTest, ALiteralReplacementCharacterIsNotHeld) {
+  const HfTokenizer tokenizer = ByteFallbackTokenizer();
+  const auto byte = [](int b) -> int64_t { return 2 + b; };
+  EXPECT_EQ(tokenizer.IncompleteCharacterTokens({1, byte(0xEF), byte(0xBF)}), 2u);
+  EXPECT_EQ(tokenizer.IncompleteCharacterTokens({byte(0xEF), byte(0xBF), byte(0xBD)}), 0u);
+  EXPECT_EQ(tokenizer.IncompleteCharacterTokens({byte(0xE6), 0, byte(0x97)}), 0u);  // <unk> between
+  TextStream stream(tokenizer, {});
+  EXPECT_EQ(stream.Push(byte(0xEF)), "");
+  EXPECT_EQ(stream.Push(byte(0xBF)), "");
+  EXPECT_EQ(stream.Push(byte(0xBD)), "\xEF\xBF\xBD");
+  EXPECT_EQ(stream.Push(1), "a");
+}
+
+TEST(TextStreamTest, TextTheDecoderChangesIsHeldAtMostSixteenTokens) {
+  const HfTokenizer tokenizer = ByteFallbackTokenizer();
+  const auto byte = [](int b) -> int64_t { return 2 + b; };
+  TextStream stream(tokenizer, {});
+  EXPECT_EQ(stream.Push(byte(0xC3)), "");
+  EXPECT_EQ(stream.Push(byte(0xA9)), "\xC3\xA9");
+  // A stray byte makes the run invalid: ByteFallback now decodes "é" as two U+FFFDs.
+  std::string held;
+  for (int i = 0; i < 15; ++i) held += stream.Push(byte(0x87));
+  EXPECT_EQ(held, "");
+  const std::string piece = stream.Push(byte(0x87));
+  EXPECT_EQ(piece, *tokenizer.Decode(std::vector<int64_t>(18, byte(0x87))));
 }
 
 TEST(TextStreamTest, FinishSendsAnIncompleteCharacterAsAReplacement) {
@@ -70,10 +110,9 @@ TEST(TextStreamTest, FinishSendsAnIncompleteCharacterAsAReplacement) {
 TEST(TextStreamTest, APromptEndingInsideACharacterGivesNoContext) {
   // Context that ends in half a character would make the first piece start mid-character.
   TextStream stream(kTokenizer, {'a', 0xE6});
-  EXPECT_EQ(stream.Push(0x97), "");
-  EXPECT_EQ(stream.Push('b'),
-            "\xEF\xBF\xBD"
-            "b");
+  // Alone, the character's second byte begins nothing.
+  EXPECT_EQ(stream.Push(0x97), "\xEF\xBF\xBD");
+  EXPECT_EQ(stream.Push('b'), "b");
 }
 
 }  // namespace

@@ -54,5 +54,22 @@ TEST(ByteTokenizerTest, UnknownIdsAreErrorsThatNameThem) {
   EXPECT_EQ(kTokenizer.TokenText(258), "<258>");
 }
 
+TEST(ByteTokenizerTest, IncompleteCharacterTokensAreThoseMoreBytesCouldComplete) {
+  const ByteTokenizer tokenizer({{"<|endoftext|>", 256}});
+  using Ids = std::vector<int64_t>;
+  EXPECT_EQ(0u, tokenizer.IncompleteCharacterTokens(Ids{}));
+  EXPECT_EQ(0u, tokenizer.IncompleteCharacterTokens(Ids{'a'}));
+  EXPECT_EQ(1u, tokenizer.IncompleteCharacterTokens(Ids{'a', 0xE6}));
+  EXPECT_EQ(2u, tokenizer.IncompleteCharacterTokens(Ids{0xE6, 0x97}));
+  EXPECT_EQ(0u, tokenizer.IncompleteCharacterTokens(Ids{0xE6, 0x97, 0xA5}));
+  EXPECT_EQ(3u, tokenizer.IncompleteCharacterTokens(Ids{0xF0, 0x9F, 0x98}));
+  EXPECT_EQ(1u, tokenizer.IncompleteCharacterTokens(Ids{0xF3, 0xF3}));  // a new one begins
+  EXPECT_EQ(0u, tokenizer.IncompleteCharacterTokens(Ids{0xFF}));        // begins nothing
+  EXPECT_EQ(0u, tokenizer.IncompleteCharacterTokens(Ids{0x87}));        // continues nothing
+  EXPECT_EQ(0u, tokenizer.IncompleteCharacterTokens(Ids{0xE0, 0x80}));  // overlong: cannot follow
+  EXPECT_EQ(0u, tokenizer.IncompleteCharacterTokens(Ids{0xC3, 0xA9, 0x87}));
+  EXPECT_EQ(0u, tokenizer.IncompleteCharacterTokens(Ids{0xE6, 256}));  // a special token ends it
+}
+
 }  // namespace
 }  // namespace attnserve
