@@ -6,117 +6,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/model/field_reader.h"
 
 namespace attnserve {
 namespace {
 
 using Json = nlohmann::json;
-
-// Reads fields out of the config object, remembering the first error and every key it read.
-class FieldReader {
- public:
-  FieldReader(const Json& object, const std::string& path) : object_(object), path_(path) {}
-
-  int64_t Int(const std::string& key, int64_t min, int64_t max, std::optional<int64_t> fallback) {
-    read_.insert(key);
-    auto it = object_.find(key);
-    if (it == object_.end()) return Missing(key, fallback);
-    if (!it->is_number_integer()) return Fail(key, "must be an integer"), 0;
-    const int64_t value = it->get<int64_t>();
-    if (value < min || value > max) {
-      return Fail(key, absl::StrCat("is ", value, ", outside [", min, ", ", max, "]")), 0;
-    }
-    return value;
-  }
-
-  double Real(const std::string& key, double min, double max, double fallback) {
-    read_.insert(key);
-    auto it = object_.find(key);
-    if (it == object_.end()) return fallback;
-    if (!it->is_number()) return Fail(key, "must be a number"), 0.0;
-    const double value = it->get<double>();
-    if (!(value >= min && value <= max)) {
-      return Fail(key, absl::StrCat("is ", value, ", outside [", min, ", ", max, "]")), 0.0;
-    }
-    return value;
-  }
-
-  bool Bool(const std::string& key, bool fallback) {
-    read_.insert(key);
-    auto it = object_.find(key);
-    if (it == object_.end()) return fallback;
-    if (!it->is_boolean()) return Fail(key, "must be true or false"), false;
-    return it->get<bool>();
-  }
-
-  std::string String(const std::string& key, const std::string& fallback) {
-    read_.insert(key);
-    auto it = object_.find(key);
-    if (it == object_.end()) return fallback;
-    if (!it->is_string()) return Fail(key, "must be a string"), fallback;
-    return it->get<std::string>();
-  }
-
-  template <typename Enum>
-  Enum Choice(const std::string& key, const std::map<std::string, Enum>& choices,
-              std::optional<std::string> fallback) {
-    read_.insert(key);
-    auto it = object_.find(key);
-    std::string value;
-    if (it == object_.end()) {
-      if (!fallback) return Fail(key, "is missing"), choices.begin()->second;
-      value = *fallback;
-    } else if (!it->is_string()) {
-      return Fail(key, "must be a string"), choices.begin()->second;
-    } else {
-      value = it->get<std::string>();
-    }
-    auto choice = choices.find(value);
-    if (choice == choices.end()) {
-      std::vector<std::string> names;
-      for (const auto& [name, unused] : choices) names.push_back(name);
-      return Fail(key,
-                  absl::StrCat("is \"", value, "\", expected one of ", absl::StrJoin(names, ", "))),
-             choices.begin()->second;
-    }
-    return choice->second;
-  }
-
-  const Json* Object(const std::string& key) {
-    read_.insert(key);
-    auto it = object_.find(key);
-    if (it == object_.end()) return nullptr;
-    if (!it->is_object()) return Fail(key, "must be an object"), nullptr;
-    return &*it;
-  }
-
-  void Fail(const std::string& key, const std::string& message) {
-    if (status_.ok()) {
-      status_ = absl::InvalidArgumentError(absl::StrCat(path_, ": field ", key, " ", message));
-    }
-  }
-
-  // Keys nobody read are refused: a misspelled option must not be silently ignored.
-  void RejectUnread() {
-    for (const auto& [key, value] : object_.items()) {
-      if (!read_.count(key)) Fail(key, "is not a known setting");
-    }
-  }
-
-  const absl::Status& status() const { return status_; }
-
- private:
-  int64_t Missing(const std::string& key, std::optional<int64_t> fallback) {
-    if (fallback) return *fallback;
-    Fail(key, "is missing");
-    return 0;
-  }
-
-  const Json& object_;
-  std::string path_;
-  std::set<std::string> read_;
-  absl::Status status_;
-};
 
 constexpr int64_t kMaxDim = 1 << 16;
 constexpr int64_t kMaxVocab = 1 << 22;
@@ -172,6 +67,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& text, const std:
                                  "layer_norm");
   c.norm_eps = static_cast<float>(read.Real("norm_eps", 0.0, 1.0, 1e-5));
   c.pre_norm = read.Choice<bool>("norm_position", {{"pre", true}, {"post", false}}, "pre");
+  c.embed_norm = read.Bool("embed_norm", false);
   c.positions = read.Choice<PositionKind>("positions",
                                           {{"sinusoidal", PositionKind::kSinusoidal},
                                            {"learned", PositionKind::kLearned},

@@ -42,6 +42,7 @@ struct ModelConfig {
   NormKind norm = NormKind::kLayerNorm;
   float norm_eps = 1e-5f;
   bool pre_norm = true;
+  bool embed_norm = false;  // a norm over the input embedding (BERT's), before the first block
   PositionKind positions = PositionKind::kSinusoidal;
   int64_t max_positions = 0;
   bool tie_embeddings = false;       // causal_lm, seq2seq

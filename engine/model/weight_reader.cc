@@ -6,24 +6,29 @@
 
 namespace attnserve {
 
+WeightReader::WeightReader(SafetensorsFile file) : path_(file.path()), file_(std::move(file)) {}
+
+WeightReader::WeightReader(std::string path, std::map<std::string, Tensor> tensors)
+    : path_(std::move(path)), tensors_(std::move(tensors)) {}
+
 absl::StatusOr<Tensor> WeightReader::Take(const std::string& name, const Shape& shape) {
-  if (!file_.contains(name)) {
-    return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": missing tensor '", name,
-                                                   "' of shape ", ShapeToString(shape)));
+  const bool present = file_ ? file_->contains(name) : tensors_.count(name) > 0;
+  if (!present) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": missing tensor '", name, "' of shape ", ShapeToString(shape)));
   }
-  auto tensor = file_.Float32(name);
+  auto tensor = file_ ? file_->Float32(name) : absl::StatusOr<Tensor>(tensors_.at(name));
   if (!tensor.ok()) return tensor.status();
   if (tensor->shape() != shape) {
-    return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor '", name, "' has shape ",
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": tensor '", name, "' has shape ",
                                                    tensor->ShapeString(), ", the config implies ",
                                                    ShapeToString(shape)));
   }
   // A NaN or infinity in a weight would reach every answer as NaN.
   if (const int64_t bad = FirstNonFinite(tensor->data(), tensor->size()); bad >= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file_.path(), ": tensor '", name, "' holds ",
-                     std::isnan(tensor->data()[bad]) ? "NaN" : "infinity", " at element ", bad,
-                     " of ", tensor->size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path_, ": tensor '", name, "' holds ", std::isnan(tensor->data()[bad]) ? "NaN" : "infinity",
+        " at element ", bad, " of ", tensor->size()));
   }
   taken_.insert(name);
   return tensor;
@@ -45,10 +50,12 @@ absl::StatusOr<LinearWeights> WeightReader::TakeLinear(const std::string& prefix
 }
 
 absl::Status WeightReader::CheckAllTaken() const {
-  for (const std::string& name : file_.names()) {
+  std::vector<std::string> names = file_ ? file_->names() : std::vector<std::string>();
+  for (const auto& [name, tensor] : tensors_) names.push_back(name);
+  for (const std::string& name : names) {
     if (!taken_.count(name)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(file_.path(), ": unexpected tensor '", name, "' (not used by the config)"));
+          absl::StrCat(path_, ": unexpected tensor '", name, "' (not used by the config)"));
     }
   }
   return absl::OkStatus();

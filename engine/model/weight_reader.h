@@ -1,8 +1,11 @@
 // Hands out the tensors of a model.safetensors by name, checking each one's dtype and shape
 // against what the config implies, and remembering which were taken so that tensors nobody
-// asked for are reported as unexpected.
+// asked for are reported as unexpected. The tensors may also come prepared under the engine's
+// names (a Hugging Face checkpoint's, renamed and converted by its importer).
 #pragma once
 
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -14,7 +17,9 @@ namespace attnserve {
 
 class WeightReader {
  public:
-  explicit WeightReader(SafetensorsFile file) : file_(std::move(file)) {}
+  explicit WeightReader(SafetensorsFile file);
+  // `path` names where the tensors came from, in errors.
+  WeightReader(std::string path, std::map<std::string, Tensor> tensors);
 
   // The tensor `name` with exactly `shape`; errors name the file and the tensor.
   absl::StatusOr<Tensor> Take(const std::string& name, const Shape& shape);
@@ -29,10 +34,12 @@ class WeightReader {
   // An error naming the first tensor in the file that no Take* asked for.
   absl::Status CheckAllTaken() const;
 
-  const std::string& path() const { return file_.path(); }
+  const std::string& path() const { return path_; }
 
  private:
-  SafetensorsFile file_;
+  std::string path_;
+  std::optional<SafetensorsFile> file_;
+  std::map<std::string, Tensor> tensors_;  // without a file
   std::set<std::string> taken_;
 };
 

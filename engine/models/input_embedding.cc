@@ -29,18 +29,25 @@ absl::StatusOr<InputEmbedding> InputEmbedding::Load(WeightReader& weights,
   } else if (config.positions == PositionKind::kSinusoidal) {
     embedding.positions_ = SinusoidalPositions(config.max_positions, config.model_dim);
   }
+  if (config.embed_norm) {
+    auto norm = Norm::Load(weights, "embed_norm", config.norm, config.model_dim, config.norm_eps);
+    if (!norm.ok()) return norm.status();
+    embedding.norm_.emplace(*std::move(norm));
+  }
   return embedding;
 }
 
-absl::Status InputEmbedding::AddPositionsFrom(const std::vector<int64_t>& starts,
-                                              PaddedBatch& x) const {
-  if (positions_.empty()) return absl::OkStatus();
-  for (int64_t b = 0; b < x.batch(); ++b) {
+absl::Status InputEmbedding::Finish(const std::vector<int64_t>& starts, PaddedBatch& x) const {
+  for (int64_t b = 0; b < x.batch() && !positions_.empty(); ++b) {
     Tensor row = x.values.Slice(0, b, 1);
     const int64_t start = starts.empty() ? 0 : starts[b];
     if (auto status = AddPositions(positions_, {&x.lengths[b], 1}, start, row); !status.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", b, ": ", status.message()));
     }
+  }
+  if (norm_) {
+    if (auto status = norm_->Apply(x.values, x.values); !status.ok()) return status;
+    ZeroPadding(x.values, x.lengths);  // the norm's bias would fill the padding
   }
   return absl::OkStatus();
 }
@@ -65,7 +72,7 @@ absl::StatusOr<PaddedBatch> InputEmbedding::EmbedTokens(const TokenSequences& se
       return absl::InvalidArgumentError(absl::StrCat("sequence ", b, ": ", status.message()));
     }
   }
-  if (auto status = AddPositionsFrom(starts, x); !status.ok()) return status;
+  if (auto status = Finish(starts, x); !status.ok()) return status;
   return x;
 }
 
@@ -81,7 +88,7 @@ absl::StatusOr<PaddedBatch> InputEmbedding::EmbedFeatures(const PaddedBatch& fea
   if (!projected.ok()) return projected.status();
   PaddedBatch x{*std::move(projected), features.lengths};
   ZeroPadding(x.values, x.lengths);
-  if (auto status = AddPositionsFrom({}, x); !status.ok()) return status;
+  if (auto status = Finish({}, x); !status.ok()) return status;
   return x;
 }
 

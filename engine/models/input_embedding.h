@@ -1,11 +1,14 @@
 // The input side every model shares: token ids through embed_tokens (or feature vectors through
-// input_proj), plus sinusoidal or learned positions (embed_positions). ALiBi and "none" add no
-// position vectors (ALiBi lives in the attention scores).
+// input_proj), plus sinusoidal or learned positions (embed_positions), then embed_norm if the
+// config has one (BERT's). ALiBi and "none" add no position vectors (ALiBi lives in the
+// attention scores).
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/blocks/norm.h"
 #include "engine/model/model_config.h"
 #include "engine/model/weight_reader.h"
 #include "engine/padded_batch.h"
@@ -32,12 +35,14 @@ class InputEmbedding {
   const Tensor& token_table() const { return tokens_; }
 
  private:
-  absl::Status AddPositionsFrom(const std::vector<int64_t>& starts, PaddedBatch& x) const;
+  // Adds the positions and applies embed_norm.
+  absl::Status Finish(const std::vector<int64_t>& starts, PaddedBatch& x) const;
 
   int64_t dim_ = 0;
   Tensor tokens_;  // embed_tokens.weight
   LinearWeights input_proj_;
   Tensor positions_;  // learned or sinusoidal table; empty for alibi / none
+  std::optional<Norm> norm_;
 };
 
 // The LM head [vocab, dim]: lm_head.weight, or the token embedding when tie_embeddings.

@@ -1,9 +1,12 @@
 #include "engine/models/model.h"
 
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "engine/model/hf_checkpoint.h"
 #include "engine/packed_weight.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "engine/tokenizer/hf_tokenizer.h"
@@ -39,14 +42,26 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory) {
   }
   std::stringstream text;
   text << config_file.rdbuf();
-  auto config = ParseModelConfig(text.str(), config_path);
-  if (!config.ok()) return config.status();
-
-  auto file = SafetensorsFile::Open(directory + "/model.safetensors");
-  if (!file.ok()) return file.status();
   auto model = std::make_unique<Model>();
-  model->weight_file = file->bytes();
-  WeightReader weights(*std::move(file));
+  absl::StatusOr<ModelConfig> config;
+  std::optional<WeightReader> reader;
+  // A Hugging Face snapshot names its model_type; the engine's own format does not.
+  const auto json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (IsHuggingFaceConfig(json)) {
+    auto imported = ImportHuggingFace(directory, json);
+    if (!imported.ok()) return imported.status();
+    config = imported->config;
+    model->weight_file = imported->weight_file;
+    reader.emplace(imported->weights_path, std::move(imported->tensors));
+  } else {
+    config = ParseModelConfig(text.str(), config_path);
+    if (!config.ok()) return config.status();
+    auto file = SafetensorsFile::Open(directory + "/model.safetensors");
+    if (!file.ok()) return file.status();
+    model->weight_file = file->bytes();
+    reader.emplace(*std::move(file));
+  }
+  WeightReader& weights = *reader;
 
   model->directory = directory;
   model->config = *config;

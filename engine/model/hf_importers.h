@@ -1,0 +1,25 @@
+// One importer per family of Hugging Face model_types (hf_checkpoint.h): each reads its fields of
+// config.json into the engine's config and its tensors under the engine's names.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "engine/model/field_reader.h"
+#include "engine/model/hf_checkpoint.h"
+#include "engine/model/hf_tensors.h"
+
+namespace attnserve {
+
+// bert, roberta, distilbert: post-norm encoders with a LayerNorm over the embeddings.
+absl::Status ImportBertFamily(const std::string& model_type, FieldReader& read, HfTensors& tensors,
+                              ImportedModel& model);
+
+// gpt2: a pre-norm causal LM with Conv1D weights ([in, out]) and a fused c_attn.
+absl::Status ImportGpt2(FieldReader& read, HfTensors& tensors, ImportedModel& model);
+
+// The head size, if `heads` divides `dim`; an error naming `heads_field` otherwise.
+absl::StatusOr<int64_t> HeadDim(FieldReader& read, int64_t dim, int64_t heads,
+                                const std::string& heads_field);
+
+}  // namespace attnserve

@@ -1,0 +1,276 @@
+"""Hugging Face checkpoints served as they are, against transformers itself (4.45.2, PyPI).
+
+For each supported model_type (bert, roberta, distilbert, gpt2) a model with random weights (every
+parameter, LayerNorms included) is built by transformers from a small config and saved as a
+snapshot directory (config.json, model.safetensors, tokenizer.json); the engine loads the directory
+(tests/engine/hf_model_tool.cc) and runs a padded batch of sequences of different lengths. Hidden
+states, pooled embeddings and logits must match transformers' within 1e-4 (fp32), and logits from
+decoding with the cache those of the full pass within 1e-5. Then: sharded checkpoints, task-model
+prefixes, sentence-transformers pooling, untied GPT-2 heads, and the errors a malformed snapshot
+gets."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
+from transformers import (BertConfig, BertForMaskedLM, BertModel, DistilBertConfig,  # noqa: E402
+                          DistilBertModel, GPT2Config, GPT2LMHeadModel, RobertaConfig,
+                          RobertaModel)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_tokenizer_reference_test import MINILM, gpt2  # noqa: E402
+
+TOOL = os.environ["HF_MODEL_TOOL"]
+LENGTHS = [7, 12, 3]  # one padded batch
+
+
+def randomize(model, seed):
+    """Every parameter random, norms around 1: a test that cannot pass by the defaults."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            values = torch.randn(parameter.shape, generator=generator) * 0.2
+            if ("norm" in name.lower() or "ln_" in name) and name.endswith("weight"):
+                values += 1.0
+            parameter.copy_(values)
+    return model.eval()
+
+
+def sequences(vocab, seed, lowest=4):
+    generator = np.random.default_rng(seed)
+    return [generator.integers(lowest, vocab, size=n).tolist() for n in LENGTHS]
+
+
+def padded(batch):
+    longest = max(len(s) for s in batch)
+    ids = torch.tensor([s + [0] * (longest - len(s)) for s in batch])
+    mask = torch.tensor([[1] * len(s) + [0] * (longest - len(s)) for s in batch])
+    return ids, mask
+
+
+def run_engine(directory, batch):
+    result = subprocess.run([TOOL, directory], input=json.dumps({"sequences": batch}),
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise AssertionError(f"hf_model_tool exit {result.returncode}: {result.stderr}")
+    return json.loads(result.stdout)
+
+
+def engine_error(directory):
+    result = subprocess.run([TOOL, directory], input='{"sequences": [[5]]}', capture_output=True,
+                            text=True)
+    return result.returncode, result.stderr
+
+
+def save(model, directory, tokenizer, **kwargs):
+    model.save_pretrained(directory, safe_serialization=True, **kwargs)
+    with open(os.path.join(directory, "tokenizer.json"), "w") as f:
+        json.dump(tokenizer, f)
+
+
+class HfModelTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        with open(MINILM) as f:
+            cls.wordpiece = json.load(f)
+        cls.byte_level = gpt2()
+        cls.scratch = tempfile.mkdtemp()
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.scratch)
+
+    def directory(self, name):
+        path = os.path.join(self.scratch, name)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def assert_close(self, ours, reference, tolerance, what):
+        ours, reference = np.asarray(ours, dtype=np.float64), np.asarray(reference, np.float64)
+        self.assertEqual(ours.shape, reference.shape, what)
+        error = np.max(np.abs(ours - reference) / (1 + np.abs(reference)))
+        self.assertLessEqual(error, tolerance, f"{what}: error {error:.2e}")
+
+    def check_encoder(self, model, directory, batch, pooled=None):
+        ours = run_engine(directory, batch)
+        ids, mask = padded(batch)
+        with torch.no_grad():
+            states = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        for b, sequence in enumerate(batch):
+            self.assert_close(ours["states"][b], states[b, :len(sequence)], 1e-4, f"states {b}")
+        if pooled is None:  # mean over the tokens, as the engine's default
+            weights = mask.unsqueeze(-1).to(states.dtype)
+            pooled = (states * weights).sum(1) / weights.sum(1)
+        else:
+            pooled = pooled(states)
+        self.assert_close(ours["embeddings"], pooled, 1e-4, "embeddings")
+        return ours
+
+    def test_bert(self):
+        config = BertConfig(vocab_size=30522, hidden_size=48, num_hidden_layers=2,
+                            num_attention_heads=4, intermediate_size=80, max_position_embeddings=40,
+                            type_vocab_size=2, layer_norm_eps=1e-12)
+        model = randomize(BertModel(config), 1)
+        directory = self.directory("bert")
+        save(model, directory, self.wordpiece)
+        self.check_encoder(model, directory, sequences(30522, 1))
+
+    def test_bert_with_a_task_head_and_shards(self):
+        # BertForMaskedLM saves its encoder under "bert." beside the head; shards and an index.
+        config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=3,
+                            num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
+                            hidden_act="gelu_new")
+        masked = randomize(BertForMaskedLM(config), 2)
+        directory = self.directory("bert_mlm")
+        save(masked, directory, self.wordpiece, max_shard_size="1MB")
+        self.assertTrue(os.path.exists(os.path.join(directory, "model.safetensors.index.json")))
+        self.check_encoder(masked.bert, directory, sequences(30522, 2))
+
+    def test_roberta(self):
+        # Positions count from the padding index + 1; one token type.
+        config = RobertaConfig(vocab_size=50265, hidden_size=32, num_hidden_layers=2,
+                               num_attention_heads=4, intermediate_size=64,
+                               max_position_embeddings=34, type_vocab_size=1, pad_token_id=1,
+                               layer_norm_eps=1e-5)
+        model = randomize(RobertaModel(config, add_pooling_layer=False), 3)
+        directory = self.directory("roberta")
+        save(model, directory, self.byte_level)
+        self.check_encoder(model, directory, sequences(50265, 3))
+        # The longest sequence the table allows: max_position_embeddings - pad - 1 tokens.
+        self.check_encoder(model, directory, [list(range(4, 36)), [5, 6], [7]])
+
+    def test_distilbert(self):
+        config = DistilBertConfig(vocab_size=30522, dim=32, n_layers=2, n_heads=4, hidden_dim=72,
+                                  max_position_embeddings=24)
+        model = randomize(DistilBertModel(config), 4)
+        directory = self.directory("distilbert")
+        save(model, directory, self.wordpiece)
+        self.check_encoder(model, directory, sequences(30522, 4))
+
+    def test_sentence_transformers_pooling_and_normalization(self):
+        config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
+                            num_attention_heads=2, intermediate_size=48, max_position_embeddings=16)
+        model = randomize(BertModel(config), 5)
+        directory = self.directory("sentence_bert")
+        save(model, directory, self.wordpiece)
+        os.makedirs(os.path.join(directory, "1_Pooling"))
+        modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                   {"idx": 1, "name": "1", "path": "1_Pooling",
+                    "type": "sentence_transformers.models.Pooling"},
+                   {"idx": 2, "name": "2", "path": "2_Normalize",
+                    "type": "sentence_transformers.models.Normalize"}]
+        with open(os.path.join(directory, "modules.json"), "w") as f:
+            json.dump(modules, f)
+        pooling = {"word_embedding_dimension": 32, "pooling_mode_cls_token": True,
+                   "pooling_mode_mean_tokens": False, "pooling_mode_max_tokens": False,
+                   "pooling_mode_mean_sqrt_len_tokens": False}
+        with open(os.path.join(directory, "1_Pooling", "config.json"), "w") as f:
+            json.dump(pooling, f)
+        cls = lambda states: torch.nn.functional.normalize(states[:, 0], dim=-1)  # noqa: E731
+        self.check_encoder(model, directory, sequences(30522, 5), pooled=cls)
+
+        pooling.update(pooling_mode_cls_token=False, pooling_mode_max_tokens=True)
+        with open(os.path.join(directory, "1_Pooling", "config.json"), "w") as f:
+            json.dump(pooling, f)
+        code, message = engine_error(directory)
+        self.assertEqual(code, 2)
+        self.assertIn("pooling_mode_max_tokens is not supported", message)
+
+    def check_gpt2(self, model, directory, batch):
+        ours = run_engine(directory, batch)
+        ids, mask = padded(batch)
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask).logits
+        for b, sequence in enumerate(batch):
+            self.assert_close(ours["logits"][b], logits[b, :len(sequence)], 1e-4, f"logits {b}")
+            self.assert_close(ours["decoded"][b], ours["logits"][b], 1e-5, f"decoded {b}")
+        # Decoding with transformers' own cache gives the same last logits.
+        with torch.no_grad():
+            past, last = None, None
+            for token in batch[0]:
+                step = model(input_ids=torch.tensor([[token]]), past_key_values=past,
+                             use_cache=True)
+                past, last = step.past_key_values, step.logits[0, -1]
+        self.assert_close(ours["decoded"][0][-1], last, 1e-4, "cached decode")
+
+    def test_gpt2(self):
+        config = GPT2Config(vocab_size=50257, n_embd=48, n_layer=2, n_head=4, n_positions=32)
+        model = randomize(GPT2LMHeadModel(config), 6)
+        model.tie_weights()
+        directory = self.directory("gpt2")
+        save(model, directory, self.byte_level)
+        self.check_gpt2(model, directory, sequences(50257, 6))
+
+    def test_gpt2_untied_with_n_inner_and_erf_gelu(self):
+        config = GPT2Config(vocab_size=50257, n_embd=32, n_layer=2, n_head=2, n_positions=24,
+                            n_inner=40, activation_function="gelu", tie_word_embeddings=False,
+                            layer_norm_epsilon=1e-6)
+        model = randomize(GPT2LMHeadModel(config), 7)
+        self.assertFalse(torch.equal(model.lm_head.weight, model.transformer.wte.weight))
+        directory = self.directory("gpt2_untied")
+        save(model, directory, self.byte_level)
+        self.check_gpt2(model, directory, sequences(50257, 7))
+
+    def test_malformed_snapshots_are_refused_naming_what_is_wrong(self):
+        config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1,
+                            num_attention_heads=2, intermediate_size=16, max_position_embeddings=8)
+        model = randomize(BertModel(config), 8)
+        directory = self.directory("broken")
+        save(model, directory, self.wordpiece)
+        weights_path = os.path.join(directory, "model.safetensors")
+        weights = load_file(weights_path)
+
+        def rewrite(change):
+            tensors = dict(weights)
+            change(tensors)
+            save_file(tensors, weights_path, metadata={"format": "pt"})
+
+        name = "encoder.layer.0.attention.self.key.weight"
+        rewrite(lambda t: t.pop(name))
+        code, message = engine_error(directory)
+        self.assertEqual(code, 2)
+        self.assertIn(f"missing tensor '{name}'", message)
+        self.assertIn("model.safetensors", message)
+
+        rewrite(lambda t: t.update({name: torch.zeros(3, 16)}))
+        self.assertIn(f"tensor '{name}' has shape [3, 16]", engine_error(directory)[1])
+
+        rewrite(lambda t: t.update({"classifier.weight": torch.zeros(2, 16)}))
+        self.assertIn("unexpected tensor 'classifier.weight'", engine_error(directory)[1])
+        rewrite(lambda t: None)
+
+        with open(os.path.join(directory, "config.json")) as f:
+            original = json.load(f)
+        for change, expected in [
+                ({"model_type": "t5"},
+                 'model_type "t5" is not supported; supported: bert, roberta, distilbert, gpt2'),
+                ({"num_attention_heads": 3}, "num_attention_heads is 3, which does not divide 16"),
+                ({"hidden_act": "swish"}, "field hidden_act is \"swish\""),
+                ({"position_embedding_type": "relative_key"}, "field position_embedding_type"),
+                ({"hidden_size": "16"}, "field hidden_size must be an integer")]:
+            with open(os.path.join(directory, "config.json"), "w") as f:
+                json.dump({**original, **change}, f)
+            code, message = engine_error(directory)
+            self.assertEqual(code, 2, change)
+            self.assertIn(expected, message)
+            self.assertIn("config.json", message)
+
+        with open(os.path.join(directory, "config.json"), "w") as f:
+            json.dump(original, f)
+        os.remove(os.path.join(directory, "tokenizer.json"))
+        self.assertIn("tokenizer.json is missing", engine_error(directory)[1])
+        os.remove(weights_path)
+        self.assertIn("no model.safetensors", engine_error(directory)[1])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,79 @@
+// Runs a model directory for tests/engine/hf_model_reference_test.py: reads one JSON object from
+// stdin, {"sequences": [[ids], ...]}, runs the model on them as one padded batch and prints a JSON
+// object. An encoder gives each sequence's states ([T][dim], unpadded) and pooled embedding; a
+// causal LM gives each sequence's logits at every position ([T][vocab]) from one pass, and those
+// of each position again from decoding with the cache (the prompt's first token, then one token at
+// a time). A model that does not load: its error on stderr, exit code 2.
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/models/model.h"
+
+namespace {
+
+using nlohmann::json;
+
+json Rows(const attnserve::Tensor& matrix, int64_t rows) {
+  json out = json::array();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = matrix.row(r);
+    out.push_back(std::vector<float>(row, row + matrix.dim(-1)));
+  }
+  return out;
+}
+
+int Fail(const absl::Status& status) {
+  std::cerr << status.message() << "\n";
+  return 3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: hf_model_tool MODEL_DIR < request.json\n";
+    return 1;
+  }
+  auto model = attnserve::LoadModel(argv[1]);
+  if (!model.ok()) {
+    std::cerr << model.status().message() << "\n";
+    return 2;
+  }
+  std::stringstream text;
+  text << std::cin.rdbuf();
+  const auto sequences =
+      json::parse(text.str())["sequences"].get<std::vector<std::vector<int64_t>>>();
+  json out;
+  if (const attnserve::Encoder* encoder = (*model)->encoder.get()) {
+    auto states = encoder->States({sequences, {}});
+    if (!states.ok()) return Fail(states.status());
+    auto pooled = encoder->Pool(*states);
+    if (!pooled.ok()) return Fail(pooled.status());
+    for (size_t b = 0; b < sequences.size(); ++b) {
+      out["states"].push_back(Rows(states->values.Select(b), states->lengths[b]));
+    }
+    out["embeddings"] = Rows(*pooled, pooled->dim(0));
+  } else if (const attnserve::CausalLM* lm = (*model)->causal_lm.get()) {
+    auto logits = lm->Logits(sequences);
+    if (!logits.ok()) return Fail(logits.status());
+    for (size_t b = 0; b < sequences.size(); ++b) {
+      out["logits"].push_back(Rows(logits->Select(b), sequences[b].size()));
+      auto state = lm->NewState(static_cast<int64_t>(sequences[b].size()));
+      json decoded = json::array();
+      for (int64_t id : sequences[b]) {
+        attnserve::DecoderState* states[] = {state.get()};
+        auto step = lm->Advance(states, {{id}});
+        if (!step.ok()) return Fail(step.status());
+        decoded.push_back(Rows(*step, 1)[0]);
+      }
+      out["decoded"].push_back(decoded);
+    }
+  } else {
+    return Fail(absl::InvalidArgumentError("not an encoder or a causal LM"));
+  }
+  std::cout << out.dump() << "\n";
+  return 0;
+}
