@@ -16,11 +16,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto model = attnserve::LoadModel(argv[1]);
-  if (!model.ok() || !(*model)->causal_lm) {
+  if (!model.ok() || !(*model)->As<attnserve::CausalLM>()) {
     std::cerr << "needs a causal_lm model: " << model.status() << "\n";
     return 1;
   }
-  const attnserve::CausalLM& lm = *(*model)->causal_lm;
+  const attnserve::CausalLM& lm = *(*model)->As<attnserve::CausalLM>();
   const int64_t length = std::atoll(argv[2]);
   const int runs = argc > 3 ? std::atoi(argv[3]) : 200;
   const int batch = argc > 4 ? std::atoi(argv[4]) : 1;

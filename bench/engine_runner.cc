@@ -116,8 +116,10 @@ struct States {
 };
 
 Tensor RunFeatures(const Model& model, const ModelInputs& inputs) {
-  if (model.perceiver_io) return Value(model.perceiver_io->Forward(inputs), "forward");
-  return Value(model.set_transformer->Forward(inputs), "forward");
+  if (const auto* perceiver = model.As<PerceiverIO>()) {
+    return Value(perceiver->Forward(inputs), "forward");
+  }
+  return Value(model.As<SetTransformer>()->Forward(inputs), "forward");
 }
 
 void Check(const Model& model, const std::string& directory) {
@@ -126,8 +128,8 @@ void Check(const Model& model, const std::string& directory) {
   const auto check = nlohmann::json::parse(file);
   const int64_t batch = check["batch"], length = check["length"];
   const std::vector<float> expected = ReadFloats(directory + "/check_output.bin");
-  if (model.causal_lm) {
-    const CausalLM& lm = *model.causal_lm;
+  if (model.As<CausalLM>()) {
+    const CausalLM& lm = *model.As<CausalLM>();
     const auto ids = check["ids"].get<std::vector<int64_t>>();
     TokenSequences prompts(batch);
     for (int64_t b = 0; b < batch; ++b) {
@@ -152,18 +154,18 @@ double TimeCase(const Model& model, const std::string& name, int runs) {
   const std::string kind = name.substr(0, colon), shape = name.substr(colon + 1);
   if (kind == "prefill") {
     const int64_t batch = std::stoll(shape), length = std::stoll(shape.substr(shape.find('x') + 1));
-    if (model.causal_lm) {
+    if (model.As<CausalLM>()) {
       const TokenSequences prompts = RandomTokens(batch, length);
       return MedianMs(runs, [&] {
-        States states(*model.causal_lm, batch, length);
-        Value(model.causal_lm->Advance(states.pointers, prompts), name);
+        States states(*model.As<CausalLM>(), batch, length);
+        Value(model.As<CausalLM>()->Advance(states.pointers, prompts), name);
       });
     }
     const ModelInputs inputs{{}, RandomFeatures(batch, length, model.config.input_dim)};
     return MedianMs(runs, [&] { RunFeatures(model, inputs); });
   }
-  Require(kind == "decode" && model.causal_lm, "unknown case " + name);
-  const CausalLM& lm = *model.causal_lm;
+  Require(kind == "decode" && model.As<CausalLM>(), "unknown case " + name);
+  const CausalLM& lm = *model.As<CausalLM>();
   const int64_t context = std::stoll(shape);
   // Each timed step adds a token, so the context ends runs + 2 tokens longer than it starts.
   States states(lm, 1, context + runs + 3);

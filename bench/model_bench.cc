@@ -61,7 +61,7 @@ int Run(const std::string& directory, int runs) {
   struct stat info;
   stat((directory + "/model.safetensors").c_str(), &info);
   const double weight_mb = static_cast<double>(info.st_size) / (1024.0 * 1024.0);
-  const CausalLM& lm = *(*loaded)->causal_lm;
+  const CausalLM& lm = *(*loaded)->As<CausalLM>();
   const int64_t vocab = lm.config().vocab_size;
 
   std::printf("{\"weights_mb\": %.1f, \"rss_before_mb\": %.1f, \"rss_after_load_mb\": %.1f",

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/models/causal_lm.h"
-#include "engine/models/seq2seq.h"
+#include "engine/models/servable_model.h"
 #include "engine/tokenizer/text_stream.h"
 #include "server/task.h"
 
@@ -24,9 +24,9 @@ struct Generation {
     prompt_tokens = static_cast<int64_t>(tokens.size());
   }
 
-  DecoderState& decoder() { return seq2seq ? *seq2seq->decoder : *state; }
+  DecoderState& decoder() { return state->decoder(); }
   // An encoder-decoder preempted: its encoded source was dropped too, to be encoded again.
-  bool source_dropped() const { return seq2seq && seq2seq->source.empty(); }
+  bool source_dropped() const { return state->source_dropped(); }
   int64_t held_blocks() {
     return static_cast<int64_t>(decoder().table.blocks().size() +
                                 (source_blocks ? source_blocks->blocks().size() : 0));
@@ -35,8 +35,7 @@ struct Generation {
   int64_t unfed() { return static_cast<int64_t>(tokens.size()) - decoder().position; }
 
   std::shared_ptr<Task> task;
-  std::unique_ptr<DecoderState> state;    // causal LMs
-  std::unique_ptr<Seq2SeqState> seq2seq;  // encoder-decoders: the encoded source too
+  std::unique_ptr<GenerationState> state;
   // Encoder-decoders: pool blocks held for as long as the encoded source's keys and values
   // (kept by the engine, as many bytes) are, so that the KV cache's share bounds them too.
   std::unique_ptr<BlockTable> source_blocks;

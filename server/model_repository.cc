@@ -57,7 +57,7 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
             << (plan.reserve >> 20) << " MiB reserved, " << (plan.per_model >> 20)
             << " MiB per model\n";
   for (Loaded& entry : loaded) {
-    const bool caches_keys = entry.model->causal_lm != nullptr || entry.model->seq2seq != nullptr;
+    const bool caches_keys = entry.model->servable->Answers(ModelMethod::kGenerate);
     entry.options.budget = SplitModelBudget(plan.per_model, caches_keys);
     const std::string architecture = entry.model->config.architecture;
     auto worker = ModelWorker::Create(entry.name, std::move(entry.model), entry.options, metrics);
@@ -133,9 +133,12 @@ void ModelRepository::DrainAll() {
 
 std::vector<std::string> SupportedMethods(const Model& model) {
   std::vector<std::string> methods;
-  if (model.causal_lm || model.seq2seq) methods = {"NextToken", "Generate", "Score"};
-  if (model.next_word) methods = {"NextToken"};
-  if (model.encoder || model.perceiver_io || model.set_transformer) methods = {"Embed"};
+  for (const auto& [method, name] : {std::pair{ModelMethod::kNextToken, "NextToken"},
+                                     {ModelMethod::kGenerate, "Generate"},
+                                     {ModelMethod::kScore, "Score"},
+                                     {ModelMethod::kEmbed, "Embed"}}) {
+    if (model.servable->Answers(method)) methods.push_back(name);
+  }
   if (model.tokenizer) methods.insert(methods.end(), {"Tokenize", "Detokenize"});
   return methods;
 }

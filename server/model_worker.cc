@@ -81,15 +81,16 @@ absl::StatusOr<std::unique_ptr<ModelWorker>> ModelWorker::Create(std::string nam
                            " holds ", fit, ": raise --memory_limit_mb")
             : "raise --max_batch_tokens"));
   }
-  std::optional<KvBlockShape> shape;
-  if (model->causal_lm) shape = model->causal_lm->CacheShape(options.kv_block_tokens);
-  if (model->seq2seq) shape = model->seq2seq->CacheShape(options.kv_block_tokens);
+  const ServableModel& servable = *model->servable;
+  const std::optional<KvBlockShape> shape = servable.Answers(ModelMethod::kGenerate)
+                                                ? servable.CacheShape(options.kv_block_tokens)
+                                                : std::nullopt;
   std::unique_ptr<KvBlockPool> pool;
   if (shape) {
     const int64_t blocks = options.budget.kv_cache_bytes / shape->BlockBytes();
     // An encoder-decoder's source and target each take up to the context.
     const int64_t context_blocks =
-        shape->BlocksFor(config.max_positions) * (model->seq2seq ? 2 : 1);
+        shape->BlocksFor(config.max_positions) * (servable.takes_sources() ? 2 : 1);
     if (blocks < context_blocks) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "model ", name, ": its KV cache budget of ", Megabytes(options.budget.kv_cache_bytes),
@@ -157,10 +158,11 @@ absl::Status ModelWorker::CheckFits(const Task& task, const RequestCost& cost) {
                     pool_->block_tokens()
               : 0;
     if (needed > kv_cache_tokens()) {
-      return Refuse("kv_cache", absl::ResourceExhaustedError(absl::StrCat(
-                                    "the ", model_->seq2seq ? "source, prompt" : "prompt",
-                                    " and max_tokens need ", needed, " tokens of KV cache; model ",
-                                    name_, " has ", kv_cache_tokens())));
+      return Refuse("kv_cache",
+                    absl::ResourceExhaustedError(absl::StrCat(
+                        "the ", model_->servable->takes_sources() ? "source, prompt" : "prompt",
+                        " and max_tokens need ", needed, " tokens of KV cache; model ", name_,
+                        " has ", kv_cache_tokens())));
     }
     return absl::OkStatus();
   }
@@ -441,9 +443,7 @@ void ModelWorker::RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks) 
     sources.insert(sources.end(), task->sources.begin(), task->sources.end());
   }
   const int64_t prompt_tokens = TokenCount(sequences);
-  absl::StatusOr<Tensor> logits = model_->seq2seq ? model_->seq2seq->LastLogits(sources, sequences)
-                                  : model_->causal_lm ? model_->causal_lm->LastLogits(sequences)
-                                                      : model_->next_word->Logits(sequences);
+  absl::StatusOr<Tensor> logits = model_->servable->NextTokenLogits(sources, sequences);
   metrics_.batch_size.Add({{"model", name_}, {"method", "NextToken"}})
       .Observe(static_cast<double>(sequences.size()));
   metrics_.tokens.Add({{"model", name_}, {"kind", "prompt"}}).Increment(prompt_tokens);
@@ -477,8 +477,7 @@ void ModelWorker::RunScore(const std::vector<std::shared_ptr<Task>>& tasks) {
     sequences.push_back(task->sequences[0]);
     sources.insert(sources.end(), task->sources.begin(), task->sources.end());
   }
-  auto logits = model_->seq2seq ? model_->seq2seq->Logits(sources, sequences)
-                                : model_->causal_lm->Logits(sequences);
+  auto logits = model_->servable->Logits(sources, sequences);
   metrics_.batch_size.Add({{"model", name_}, {"method", "Score"}})
       .Observe(static_cast<double>(sequences.size()));
   step_tokens_.Observe(static_cast<double>(TokenCount(sequences)));
@@ -508,63 +507,38 @@ void ModelWorker::RunEmbed(const std::shared_ptr<Task>& task) {
   metrics_.batch_size.Add({{"model", name_}, {"method", "Embed"}})
       .Observe(static_cast<double>(batch));
   step_tokens_.Observe(static_cast<double>(task->input_tokens));
-  // The output: a [batch, rows, width] tensor and each sequence's row count.
-  absl::StatusOr<Tensor> output;
-  std::vector<int64_t> rows(batch, 1);
-  std::vector<int64_t> lengths;  // tokens per sequence, for the contributions
-  std::map<int64_t, Tensor> contributions;
-  for (int64_t layer : task->head_layers) contributions[layer] = Tensor();
-  if (model_->encoder) {
-    // One encoder pass gives the states, the contributions asked for, and the pooled vectors.
-    auto states = model_->encoder->States(inputs, contributions.empty() ? nullptr : &contributions);
-    if (!states.ok()) {
-      output = states.status();
-    } else {
-      lengths = states->lengths;
-      if (task->pooling == Pooling::kNone) {
-        rows = states->lengths;
-        output = states->values;
-      } else {
-        auto pooled = model_->encoder->Pool(*states, task->pooling);
-        output = pooled.ok() ? pooled->Reshape({batch, 1, pooled->dim(1)})
-                             : absl::StatusOr<Tensor>(pooled.status());
-      }
-    }
-  } else {
-    output = model_->perceiver_io ? model_->perceiver_io->Forward(inputs)
-                                  : model_->set_transformer->Forward(inputs);
-    if (output.ok()) rows.assign(batch, output->dim(1));
-  }
+  auto output = model_->servable->Embed(inputs, task->pooling, task->head_layers);
   if (!output.ok()) {
     task->Finish(EngineFailure(output.status()));
     return;
   }
   for (int64_t b = 0; b < batch; ++b) {
-    const Tensor values = output->Select(b);
-    if (absl::Status finite = Finite(values.data(), rows[b] * values.dim(1)); !finite.ok()) {
+    const Tensor values = output->values.Select(b);
+    if (absl::Status finite = Finite(values.data(), output->rows[b] * values.dim(1));
+        !finite.ok()) {
       task->Finish(std::move(finite));
       return;
     }
   }
-  task->embed = MakeEmbedResponse(*output, rows, task->normalize, contributions, lengths);
+  task->embed = MakeEmbedResponse(output->values, output->rows, task->normalize,
+                                  output->contributions, output->lengths);
   task->embed.set_model(name_);
   task->Finish(absl::OkStatus());
 }
 
 void ModelWorker::StartGeneration(std::shared_ptr<Task> task) {
   Generation g(task, *model_->tokenizer);
-  if (model_->seq2seq) {
-    auto state = model_->seq2seq->Start(task->sources[0], pool_.get());
-    if (!state.ok()) {
-      task->Finish(EngineFailure(state.status()));
-      return;
-    }
-    g.seq2seq = *std::move(state);
-    if (pool_) g.source_blocks = std::make_unique<BlockTable>(pool_.get(), false);
-  } else {
-    g.state = model_->causal_lm->NewState(pool_.get());
-    reused_tokens_.Increment(static_cast<double>(g.state->ReusePrefix(g.tokens)));
+  const bool sources = model_->servable->takes_sources();
+  auto state =
+      model_->servable->Start(sources ? task->sources[0] : std::vector<int64_t>(), pool_.get());
+  if (!state.ok()) {
+    task->Finish(EngineFailure(state.status()));
+    return;
   }
+  g.state = *std::move(state);
+  if (sources && pool_) g.source_blocks = std::make_unique<BlockTable>(pool_.get(), false);
+  // Only a causal LM's blocks are shared: an encoder-decoder's depend on its source.
+  reused_tokens_.Increment(static_cast<double>(g.decoder().ReusePrefix(g.tokens)));
   metrics_.tokens.Add({{"model", name_}, {"kind", "prompt"}}).Increment(g.prompt_tokens);
   // Counted before the first token goes out: a caller who has seen one sees its sequence counted.
   active_sequences_.Increment();
@@ -581,7 +555,7 @@ void ModelWorker::StartGeneration(std::shared_ptr<Task> task) {
 void ModelWorker::Preempt(Generation& g) {
   g.decoder().Reset();
   if (g.source_blocks) {
-    g.seq2seq->source.clear();
+    g.state->DropSource();
     g.source_blocks->Clear();
   }
   preemptions_.Increment();
@@ -591,15 +565,15 @@ absl::Status ModelWorker::EncodeAgain(Generation& g) {
   if (!g.source_dropped() || pool_->free_blocks() < SourceBlocks(*g.task)) {
     return absl::OkStatus();
   }
-  auto state = model_->seq2seq->Start(g.task->sources[0], pool_.get());
+  auto state = model_->servable->Start(g.task->sources[0], pool_.get());
   if (!state.ok()) return EngineFailure(state.status());
-  g.seq2seq = *std::move(state);
+  g.state = *std::move(state);
   g.source_blocks->Reserve(SourceTokens(*g.task));  // the free blocks were counted
   return absl::OkStatus();
 }
 
 int64_t ModelWorker::SourceTokens(const Task& task) const {
-  return model_->seq2seq ? static_cast<int64_t>(task.sources[0].size()) : 0;
+  return model_->servable->takes_sources() ? static_cast<int64_t>(task.sources[0].size()) : 0;
 }
 
 int64_t ModelWorker::SourceBlocks(const Task& task) const {
@@ -719,16 +693,9 @@ void ModelWorker::Feed(const std::vector<Generation*>& batch, const TokenSequenc
   step_tokens_.Observe(static_cast<double>(TokenCount(tokens)));
   metrics_.batch_size.Add({{"model", name_}, {"method", "Generate"}})
       .Observe(static_cast<double>(batch.size()));
-  absl::StatusOr<Tensor> logits;
-  if (model_->seq2seq) {
-    std::vector<Seq2SeqState*> states;
-    for (Generation* g : batch) states.push_back(g->seq2seq.get());
-    logits = model_->seq2seq->Advance(states, tokens);
-  } else {
-    std::vector<DecoderState*> states;
-    for (Generation* g : batch) states.push_back(g->state.get());
-    logits = model_->causal_lm->Advance(states, tokens);
-  }
+  std::vector<GenerationState*> states;
+  for (Generation* g : batch) states.push_back(g->state.get());
+  const absl::StatusOr<Tensor> logits = model_->servable->Advance(states, tokens);
   for (size_t i = 0; i < batch.size(); ++i) {
     Generation& g = *batch[i];
     if (!logits.ok()) {
@@ -747,7 +714,6 @@ void ModelWorker::Feed(const std::vector<Generation*>& batch, const TokenSequenc
 
 void ModelWorker::End(Generation& g, absl::Status status) {
   g.state.reset();
-  g.seq2seq.reset();
   active_sequences_.Decrement();
   g.task->Finish(std::move(status));
 }

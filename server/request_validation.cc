@@ -63,7 +63,7 @@ absl::Status CheckTemperature(const std::string& field, float temperature) {
 absl::Status ResolveSources(const google::protobuf::RepeatedPtrField<v1::Sequence>& sources,
                             const std::string& field, bool single, size_t expected,
                             const ModelWorker& worker, Task& task) {
-  if (worker.model().seq2seq == nullptr) {
+  if (!worker.model().servable->takes_sources()) {
     if (!sources.empty()) {
       return Invalid(field, "given, but model " + worker.name() + " is not an encoder-decoder");
     }
@@ -194,7 +194,7 @@ absl::Status ValidateEmbed(const v1::EmbedRequest& request, const ModelWorker& w
     case v1::POOLING_LAST:
     case v1::POOLING_PMA:
     case v1::POOLING_NONE:
-      if (!model.encoder) {
+      if (!model.servable->gives_token_states()) {
         return Invalid("pooling", "applies to encoder models; " + worker.name() + " is a " +
                                       config.architecture);
       }
@@ -210,20 +210,20 @@ absl::Status ValidateEmbed(const v1::EmbedRequest& request, const ModelWorker& w
     default:
       return Invalid("pooling", absl::StrCat("= ", request.pooling(), " is not a known pooling"));
   }
-  if (model.encoder && !task.pooling && config.pooling == Pooling::kNone) {
+  if (model.servable->gives_token_states() && !task.pooling && config.pooling == Pooling::kNone) {
     task.pooling = Pooling::kNone;
   }
   task.normalize = request.normalize();
   for (int i = 0; i < request.head_contribution_layers_size(); ++i) {
     const int64_t layer = request.head_contribution_layers(i);
     const std::string field = absl::StrCat("head_contribution_layers[", i, "]");
-    if (!model.encoder) {
+    if (!model.servable->gives_token_states()) {
       return Invalid(
           field, "applies to encoder models; " + worker.name() + " is a " + config.architecture);
     }
-    if (layer < 0 || layer >= model.encoder->num_layers()) {
+    if (layer < 0 || layer >= model.servable->num_layers()) {
       return Invalid(field, absl::StrCat("= ", layer, " is not a layer of ", worker.name(), " [0, ",
-                                         model.encoder->num_layers(), ")"));
+                                         model.servable->num_layers(), ")"));
     }
     if (std::find(task.head_layers.begin(), task.head_layers.end(), layer) !=
         task.head_layers.end()) {

@@ -131,6 +131,28 @@ std::unique_ptr<DecoderState> CausalLM::NewState(int64_t capacity) const {
                          std::min(capacity, config_.max_positions));
 }
 
+absl::StatusOr<Tensor> CausalLM::NextTokenLogits(const TokenSequences& /*sources*/,
+                                                 const TokenSequences& sequences) const {
+  return LastLogits(sequences);
+}
+
+absl::StatusOr<Tensor> CausalLM::Logits(const TokenSequences& /*sources*/,
+                                        const TokenSequences& sequences) const {
+  return Logits(sequences);
+}
+
+absl::StatusOr<std::unique_ptr<GenerationState>> CausalLM::Start(
+    const std::vector<int64_t>& /*source*/, KvBlockPool* pool) const {
+  return std::unique_ptr<GenerationState>(NewState(pool));
+}
+
+absl::StatusOr<Tensor> CausalLM::Advance(std::span<GenerationState* const> states,
+                                         const TokenSequences& tokens) const {
+  std::vector<DecoderState*> decoders;
+  for (GenerationState* state : states) decoders.push_back(&state->decoder());
+  return Advance(decoders, tokens);
+}
+
 absl::StatusOr<Tensor> CausalLM::Advance(std::span<DecoderState* const> states,
                                          const TokenSequences& tokens) const {
   if (auto status = CheckRoomFor(states, tokens); !status.ok()) return status;

@@ -9,17 +9,19 @@
 #include "absl/status/statusor.h"
 #include "engine/models/input_embedding.h"
 #include "engine/models/layer_stack.h"
+#include "engine/models/servable_model.h"
 
 namespace attnserve {
 
 // One sequence's decoding state: its blocks in the pool, a cache per layer over them, and the
 // number of tokens seen.
-struct DecoderState {
+struct DecoderState final : GenerationState {
   // own_pool: a private pool (NewState(capacity)); else `pool` belongs to the caller.
   DecoderState(std::unique_ptr<KvBlockPool> own_pool, KvBlockPool* pool, bool share_prefixes)
       : own_pool(std::move(own_pool)), table(pool, share_prefixes) {}
   DecoderState(const DecoderState&) = delete;
   DecoderState& operator=(const DecoderState&) = delete;
+  DecoderState& decoder() override { return *this; }
 
   // Starts the state with the published blocks of `prompt`'s longest cached prefix (leaving at
   // least one token to feed); returns the tokens reused. Only on a fresh state.
@@ -46,7 +48,7 @@ std::unique_ptr<DecoderState> NewDecoderState(const LayerStack& stack, KvBlockPo
 // Refuses feeding tokens[b] to states[b] when it would overflow the cache.
 absl::Status CheckRoomFor(std::span<DecoderState* const> states, const TokenSequences& tokens);
 
-class CausalLM {
+class CausalLM final : public ServableModel {
  public:
   static absl::StatusOr<std::unique_ptr<CausalLM>> Load(const ModelConfig& config,
                                                         WeightReader& weights);
@@ -59,7 +61,7 @@ class CausalLM {
 
   // The blocks a pool for this model holds; nullopt when no layer caches keys (linear
   // attention keeps a constant-size state instead).
-  std::optional<KvBlockShape> CacheShape(int64_t block_tokens) const;
+  std::optional<KvBlockShape> CacheShape(int64_t block_tokens) const override;
   // A fresh state whose keys and values go to `pool` (null for linear attention) in blocks
   // the caller reserves (state->table.Reserve) before each Advance.
   std::unique_ptr<DecoderState> NewState(KvBlockPool* pool) const;
@@ -73,6 +75,18 @@ class CausalLM {
                                  const TokenSequences& tokens) const;
 
   const ModelConfig& config() const { return config_; }
+
+  // ServableModel: NextToken, Score and Generate.
+  bool Answers(ModelMethod method) const override { return method != ModelMethod::kEmbed; }
+  int64_t num_layers() const override { return config_.num_layers; }
+  absl::StatusOr<Tensor> NextTokenLogits(const TokenSequences& sources,
+                                         const TokenSequences& sequences) const override;
+  absl::StatusOr<Tensor> Logits(const TokenSequences& sources,
+                                const TokenSequences& sequences) const override;
+  absl::StatusOr<std::unique_ptr<GenerationState>> Start(const std::vector<int64_t>& source,
+                                                         KvBlockPool* pool) const override;
+  absl::StatusOr<Tensor> Advance(std::span<GenerationState* const> states,
+                                 const TokenSequences& tokens) const override;
 
  private:
   // The final states of every position, in one pass without caches.

@@ -67,6 +67,27 @@ absl::StatusOr<Tensor> Encoder::Embed(const ModelInputs& inputs,
   return Pool(*states, mode);
 }
 
+absl::StatusOr<EmbedOutput> Encoder::Embed(const ModelInputs& inputs,
+                                           std::optional<Pooling> pooling,
+                                           const std::vector<int64_t>& contribution_layers) const {
+  // One pass gives the states, the contributions asked for, and the pooled vectors.
+  EmbedOutput out;
+  for (int64_t layer : contribution_layers) out.contributions[layer] = Tensor();
+  auto states = States(inputs, out.contributions.empty() ? nullptr : &out.contributions);
+  if (!states.ok()) return states.status();
+  out.lengths = states->lengths;
+  if (pooling.value_or(config_.pooling) == Pooling::kNone) {
+    out.rows = states->lengths;
+    out.values = states->values;
+    return out;
+  }
+  auto pooled = Pool(*states, pooling);
+  if (!pooled.ok()) return pooled.status();
+  out.rows.assign(states->batch(), 1);
+  out.values = pooled->Reshape({states->batch(), 1, pooled->dim(1)});
+  return out;
+}
+
 absl::StatusOr<Tensor> Encoder::Pool(const PaddedBatch& states_batch,
                                      std::optional<Pooling> pooling) const {
   const Pooling mode = pooling.value_or(config_.pooling);

@@ -11,20 +11,15 @@
 #include "engine/blocks/pooling_by_attention.h"
 #include "engine/models/input_embedding.h"
 #include "engine/models/layer_stack.h"
+#include "engine/models/servable_model.h"
 
 namespace attnserve {
-
-// A batch of model inputs: token ids, or feature vectors for models with input_dim.
-struct ModelInputs {
-  TokenSequences tokens;
-  PaddedBatch features;
-};
 
 // Embeds whichever kind of input the model takes.
 absl::StatusOr<PaddedBatch> EmbedInputs(const InputEmbedding& embedding, const ModelConfig& config,
                                         const ModelInputs& inputs);
 
-class Encoder {
+class Encoder final : public ServableModel {
  public:
   static absl::StatusOr<std::unique_ptr<Encoder>> Load(const ModelConfig& config,
                                                        WeightReader& weights);
@@ -42,7 +37,13 @@ class Encoder {
                               std::optional<Pooling> pooling = std::nullopt) const;
 
   const ModelConfig& config() const { return config_; }
-  int64_t num_layers() const { return static_cast<int64_t>(stack_->layers().size()); }
+
+  // ServableModel: Embed, pooled or per token, with per-head contributions.
+  bool Answers(ModelMethod method) const override { return method == ModelMethod::kEmbed; }
+  bool gives_token_states() const override { return true; }
+  int64_t num_layers() const override { return static_cast<int64_t>(stack_->layers().size()); }
+  absl::StatusOr<EmbedOutput> Embed(const ModelInputs& inputs, std::optional<Pooling> pooling,
+                                    const std::vector<int64_t>& contribution_layers) const override;
 
  private:
   ModelConfig config_;

@@ -17,6 +17,12 @@ namespace attnserve {
 
 using TokenSequences = std::vector<std::vector<int64_t>>;
 
+// A batch of model inputs: token ids, or feature vectors for models with input_dim.
+struct ModelInputs {
+  TokenSequences tokens;
+  PaddedBatch features;
+};
+
 // The most tokens in one of the sequences: the time axis of their padded batch.
 int64_t LongestSequence(const TokenSequences& sequences);
 

@@ -1,6 +1,7 @@
 #include "engine/models/model.h"
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -30,6 +31,14 @@ absl::StatusOr<std::shared_ptr<const Tokenizer>> LoadTokenizer(const std::string
                      ", but the model's vocab_size is ", config.vocab_size));
   }
   return std::make_shared<const HfTokenizer>(*std::move(tokenizer));
+}
+
+template <typename Architecture>
+absl::StatusOr<std::unique_ptr<ServableModel>> LoadAs(const ModelConfig& config,
+                                                      WeightReader& weights) {
+  auto loaded = Architecture::Load(config, weights);
+  if (!loaded.ok()) return loaded.status();
+  return std::unique_ptr<ServableModel>(*std::move(loaded));
 }
 
 }  // namespace
@@ -65,28 +74,16 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory) {
 
   model->directory = directory;
   model->config = *config;
-  auto load = [&](auto& slot, auto loader) -> absl::Status {
-    auto loaded = loader(*config, weights);
-    if (!loaded.ok()) return loaded.status();
-    slot = *std::move(loaded);
-    return absl::OkStatus();
-  };
-  const std::string& architecture = config->architecture;
-  absl::Status status;
-  if (architecture == "causal_lm") {
-    status = load(model->causal_lm, CausalLM::Load);
-  } else if (architecture == "encoder") {
-    status = load(model->encoder, Encoder::Load);
-  } else if (architecture == "next_word") {
-    status = load(model->next_word, NextWordModel::Load);
-  } else if (architecture == "seq2seq") {
-    status = load(model->seq2seq, Seq2Seq::Load);
-  } else if (architecture == "perceiver_io") {
-    status = load(model->perceiver_io, PerceiverIO::Load);
-  } else {
-    status = load(model->set_transformer, SetTransformer::Load);
-  }
-  if (!status.ok()) return status;
+  // Architectures by config.json's name: nothing else in the engine or the server names them.
+  using Loader =
+      absl::StatusOr<std::unique_ptr<ServableModel>> (*)(const ModelConfig&, WeightReader&);
+  static const std::map<std::string, Loader> kArchitectures = {
+      {"causal_lm", &LoadAs<CausalLM>},       {"encoder", &LoadAs<Encoder>},
+      {"next_word", &LoadAs<NextWordModel>},  {"seq2seq", &LoadAs<Seq2Seq>},
+      {"perceiver_io", &LoadAs<PerceiverIO>}, {"set_transformer", &LoadAs<SetTransformer>}};
+  auto servable = kArchitectures.at(config->architecture)(*config, weights);
+  if (!servable.ok()) return servable.status();
+  model->servable = *std::move(servable);
   if (auto status = weights.CheckAllTaken(); !status.ok()) return status;
   if (config->token_inputs()) {
     auto tokenizer = LoadTokenizer(directory, *config);

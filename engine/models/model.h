@@ -16,16 +16,18 @@
 
 namespace attnserve {
 
-// A loaded model: exactly one architecture pointer is set.
+// A loaded model: what it computes (one of the architectures, behind the interface the server
+// uses), its tokenizer and its weights' bytes.
 struct Model {
+  // The architecture itself (CausalLM, Encoder, ...), for tests and benchmarks; null if another.
+  template <typename Architecture>
+  const Architecture* As() const {
+    return dynamic_cast<const Architecture*>(servable.get());
+  }
+
   std::string directory;
   ModelConfig config;
-  std::unique_ptr<CausalLM> causal_lm;
-  std::unique_ptr<Encoder> encoder;
-  std::unique_ptr<NextWordModel> next_word;
-  std::unique_ptr<Seq2Seq> seq2seq;
-  std::unique_ptr<PerceiverIO> perceiver_io;
-  std::unique_ptr<SetTransformer> set_transformer;
+  std::unique_ptr<ServableModel> servable;
   std::shared_ptr<const Tokenizer> tokenizer;  // models with token inputs
   int64_t end_of_text = -1;                    // the token that ends generation, if any
   int64_t max_token_text_bytes = 0;            // the longest Tokenizer::TokenText

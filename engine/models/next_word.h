@@ -10,10 +10,11 @@
 #include "engine/blocks/pooling_by_attention.h"
 #include "engine/models/input_embedding.h"
 #include "engine/models/layer_stack.h"
+#include "engine/models/servable_model.h"
 
 namespace attnserve {
 
-class NextWordModel {
+class NextWordModel final : public ServableModel {
  public:
   static absl::StatusOr<std::unique_ptr<NextWordModel>> Load(const ModelConfig& config,
                                                              WeightReader& weights);
@@ -22,6 +23,15 @@ class NextWordModel {
   absl::StatusOr<Tensor> Logits(const TokenSequences& contexts) const;
 
   const ModelConfig& config() const { return config_; }
+
+  // ServableModel: NextToken.
+  bool Answers(ModelMethod method) const override { return method == ModelMethod::kNextToken; }
+  int64_t num_layers() const override { return config_.num_layers; }
+  absl::StatusOr<Tensor> NextTokenLogits(const TokenSequences& /*sources*/,
+                                         const TokenSequences& contexts) const override {
+    return Logits(contexts);
+  }
+  using ServableModel::Logits;
 
  private:
   ModelConfig config_;

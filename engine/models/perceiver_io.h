@@ -9,10 +9,11 @@
 
 #include "absl/status/statusor.h"
 #include "engine/models/encoder.h"
+#include "engine/models/servable_model.h"
 
 namespace attnserve {
 
-class PerceiverIO {
+class PerceiverIO final : public ServableModel {
  public:
   static absl::StatusOr<std::unique_ptr<PerceiverIO>> Load(const ModelConfig& config,
                                                            WeightReader& weights);
@@ -21,6 +22,19 @@ class PerceiverIO {
   absl::StatusOr<Tensor> Forward(const ModelInputs& inputs) const;
 
   const ModelConfig& config() const { return config_; }
+
+  // ServableModel: Embed, a set of output vectors per input.
+  bool Answers(ModelMethod method) const override { return method == ModelMethod::kEmbed; }
+  int64_t num_layers() const override { return config_.num_layers; }
+  absl::StatusOr<EmbedOutput> Embed(const ModelInputs& inputs, std::optional<Pooling> /*pooling*/,
+                                    const std::vector<int64_t>& /*layers*/) const override {
+    auto output = Forward(inputs);
+    if (!output.ok()) return output.status();
+    EmbedOutput out;
+    out.rows.assign(output->dim(0), output->dim(1));
+    out.values = *std::move(output);
+    return out;
+  }
 
  private:
   ModelConfig config_;

@@ -116,9 +116,11 @@ std::optional<KvBlockShape> Seq2Seq::CacheShape(int64_t block_tokens) const {
   return StackCacheShape(*decoder_, block_tokens);
 }
 
-absl::StatusOr<std::unique_ptr<Seq2SeqState>> Seq2Seq::Start(const std::vector<int64_t>& source,
-                                                             KvBlockPool* pool) const {
-  return Start(source, pool, 0);
+absl::StatusOr<std::unique_ptr<GenerationState>> Seq2Seq::Start(const std::vector<int64_t>& source,
+                                                                KvBlockPool* pool) const {
+  auto state = Start(source, pool, 0);
+  if (!state.ok()) return state.status();
+  return std::unique_ptr<GenerationState>(*std::move(state));
 }
 
 absl::StatusOr<std::unique_ptr<Seq2SeqState>> Seq2Seq::Start(const std::vector<int64_t>& source,
@@ -137,8 +139,15 @@ absl::StatusOr<std::unique_ptr<Seq2SeqState>> Seq2Seq::Start(const std::vector<i
   auto state = std::make_unique<Seq2SeqState>();
   state->source = *std::move(projected);
   // The decoder's keys and values depend on the source too: its blocks are never shared.
-  state->decoder = NewDecoderState(*decoder_, pool, /*share_prefixes=*/false, capacity);
+  state->self_attention = NewDecoderState(*decoder_, pool, /*share_prefixes=*/false, capacity);
   return state;
+}
+
+absl::StatusOr<Tensor> Seq2Seq::Advance(std::span<GenerationState* const> states,
+                                        const TokenSequences& tokens) const {
+  std::vector<Seq2SeqState*> ours;
+  for (GenerationState* state : states) ours.push_back(static_cast<Seq2SeqState*>(state));
+  return Advance(ours, tokens);
 }
 
 absl::StatusOr<Tensor> Seq2Seq::Advance(std::span<Seq2SeqState* const> states,
@@ -147,8 +156,8 @@ absl::StatusOr<Tensor> Seq2Seq::Advance(std::span<Seq2SeqState* const> states,
   std::vector<DecoderState*> decoders;
   std::vector<int64_t> starts;
   for (Seq2SeqState* state : states) {
-    decoders.push_back(state->decoder.get());
-    starts.push_back(state->decoder->position);
+    decoders.push_back(state->self_attention.get());
+    starts.push_back(state->self_attention->position);
   }
   if (auto status = CheckRoomFor(decoders, tokens); !status.ok()) return status;
   auto x = embedding_.EmbedTokens(tokens, starts);

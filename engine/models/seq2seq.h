@@ -15,29 +15,34 @@ namespace attnserve {
 
 // One sequence's decoding state: self-attention caches, and the cross-attention keys and values
 // of its encoded source, projected once per decoder layer.
-struct Seq2SeqState {
-  std::unique_ptr<DecoderState> decoder;
+struct Seq2SeqState final : GenerationState {
+  DecoderState& decoder() override { return *self_attention; }
+  bool source_dropped() const override { return source.empty(); }
+  void DropSource() override { source.clear(); }
+
+  std::unique_ptr<DecoderState> self_attention;
   std::vector<KeyValues> source;  // per decoder layer, batch of 1
 };
 
-class Seq2Seq {
+class Seq2Seq final : public ServableModel {
  public:
   static absl::StatusOr<std::unique_ptr<Seq2Seq>> Load(const ModelConfig& config,
                                                        WeightReader& weights);
 
   // Logits [B, T_target, vocab] at every target position, in one pass.
-  absl::StatusOr<Tensor> Logits(const TokenSequences& sources, const TokenSequences& targets) const;
+  absl::StatusOr<Tensor> Logits(const TokenSequences& sources,
+                                const TokenSequences& targets) const override;
 
   // Next-token logits [B, vocab] after each target's last token, in one pass without caches.
   absl::StatusOr<Tensor> LastLogits(const TokenSequences& sources,
                                     const TokenSequences& targets) const;
 
   // The blocks a pool for the decoder's self-attention holds; nullopt for linear attention.
-  std::optional<KvBlockShape> CacheShape(int64_t block_tokens) const;
+  std::optional<KvBlockShape> CacheShape(int64_t block_tokens) const override;
   // Encodes the source once; the state then decodes into blocks of `pool` that the caller
-  // reserves (state->decoder.table.Reserve) before each Advance.
-  absl::StatusOr<std::unique_ptr<Seq2SeqState>> Start(const std::vector<int64_t>& source,
-                                                      KvBlockPool* pool) const;
+  // reserves (state->decoder().table.Reserve) before each Advance.
+  absl::StatusOr<std::unique_ptr<GenerationState>> Start(const std::vector<int64_t>& source,
+                                                         KvBlockPool* pool) const override;
   // The same with a private pool and room for `capacity` target tokens.
   absl::StatusOr<std::unique_ptr<Seq2SeqState>> Start(const std::vector<int64_t>& source,
                                                       int64_t capacity) const;
@@ -46,6 +51,17 @@ class Seq2Seq {
                                  const TokenSequences& tokens) const;
 
   const ModelConfig& config() const { return config_; }
+
+  // ServableModel: NextToken, Score and Generate, each with a source.
+  bool Answers(ModelMethod method) const override { return method != ModelMethod::kEmbed; }
+  bool takes_sources() const override { return true; }
+  int64_t num_layers() const override { return config_.num_layers; }
+  absl::StatusOr<Tensor> NextTokenLogits(const TokenSequences& sources,
+                                         const TokenSequences& targets) const override {
+    return LastLogits(sources, targets);
+  }
+  absl::StatusOr<Tensor> Advance(std::span<GenerationState* const> states,
+                                 const TokenSequences& tokens) const override;
 
  private:
   absl::StatusOr<PaddedBatch> Encode(const TokenSequences& sources) const;

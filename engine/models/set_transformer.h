@@ -10,10 +10,11 @@
 #include "absl/status/statusor.h"
 #include "engine/blocks/induced_set.h"
 #include "engine/models/encoder.h"
+#include "engine/models/servable_model.h"
 
 namespace attnserve {
 
-class SetTransformer {
+class SetTransformer final : public ServableModel {
  public:
   static absl::StatusOr<std::unique_ptr<SetTransformer>> Load(const ModelConfig& config,
                                                               WeightReader& weights);
@@ -22,6 +23,19 @@ class SetTransformer {
   absl::StatusOr<Tensor> Forward(const ModelInputs& inputs) const;
 
   const ModelConfig& config() const { return config_; }
+
+  // ServableModel: Embed, a set of output vectors per input.
+  bool Answers(ModelMethod method) const override { return method == ModelMethod::kEmbed; }
+  int64_t num_layers() const override { return config_.num_layers; }
+  absl::StatusOr<EmbedOutput> Embed(const ModelInputs& inputs, std::optional<Pooling> /*pooling*/,
+                                    const std::vector<int64_t>& /*layers*/) const override {
+    auto output = Forward(inputs);
+    if (!output.ok()) return output.status();
+    EmbedOutput out;
+    out.rows.assign(output->dim(0), output->dim(1));
+    out.values = *std::move(output);
+    return out;
+  }
 
  private:
   ModelConfig config_;

@@ -46,27 +46,28 @@ std::vector<std::pair<int64_t, int64_t>> MeasureCalls(const Model& model) {
   } else {
     inputs.features = {Tensor::Zeros({kBatch, kTime, c.input_dim}), {kTime, kTime - 7, kTime - 14}};
   }
-  if (model.causal_lm) {
+  if (model.As<CausalLM>()) {
     measure({.batch = kBatch, .time = kTime, .logits_rows = kBatch * kTime},
-            [&] { return model.causal_lm->Logits(tokens); });
+            [&] { return model.As<CausalLM>()->Logits(tokens); });
     measure({.batch = kBatch, .time = kTime, .logits_rows = kBatch},
-            [&] { return model.causal_lm->LastLogits(tokens); });
-  } else if (model.seq2seq) {
+            [&] { return model.As<CausalLM>()->LastLogits(tokens); });
+  } else if (model.As<Seq2Seq>()) {
     measure({.batch = kBatch, .time = kTime, .source_time = kTime, .logits_rows = kBatch * kTime},
-            [&] { return model.seq2seq->Logits(tokens, tokens); });
-  } else if (model.encoder) {
+            [&] { return model.As<Seq2Seq>()->Logits(tokens, tokens); });
+  } else if (model.As<Encoder>()) {
     std::map<int64_t, Tensor> heads;
     for (int64_t layer = 0; layer < c.num_layers; ++layer) heads[layer] = Tensor();
     measure({.batch = kBatch, .time = kTime, .head_layers = c.num_layers},
-            [&] { return model.encoder->States(inputs, &heads); });
-  } else if (model.next_word) {
+            [&] { return model.As<Encoder>()->States(inputs, &heads); });
+  } else if (model.As<NextWordModel>()) {
     measure({.batch = kBatch, .time = kTime, .logits_rows = kBatch},
-            [&] { return model.next_word->Logits(tokens); });
-  } else if (model.perceiver_io) {
-    measure({.batch = kBatch, .time = kTime}, [&] { return model.perceiver_io->Forward(inputs); });
-  } else if (model.set_transformer) {
+            [&] { return model.As<NextWordModel>()->Logits(tokens); });
+  } else if (model.As<PerceiverIO>()) {
     measure({.batch = kBatch, .time = kTime},
-            [&] { return model.set_transformer->Forward(inputs); });
+            [&] { return model.As<PerceiverIO>()->Forward(inputs); });
+  } else if (model.As<SetTransformer>()) {
+    measure({.batch = kBatch, .time = kTime},
+            [&] { return model.As<SetTransformer>()->Forward(inputs); });
   }
   return results;
 }

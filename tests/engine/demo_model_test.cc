@@ -32,19 +32,19 @@ double MeanNextByteLoss(const CausalLM& lm, const std::vector<int64_t>& ids) {
 TEST(DemoModelTest, LoadsAndBeatsAUnigramModelOnEnglish) {
   auto model = LoadModel(kDemo);
   ASSERT_TRUE(model.ok()) << model.status();
-  ASSERT_NE((*model)->causal_lm, nullptr);
+  ASSERT_NE((*model)->As<CausalLM>(), nullptr);
   ASSERT_NE((*model)->tokenizer, nullptr);
   const std::vector<int64_t> ids = *(*model)->tokenizer->EncodeIds(
       "A man who has never gone to school may steal from a freight car, but if he has a "
       "university education, he may steal the whole railroad.");
-  const double loss = MeanNextByteLoss(*(*model)->causal_lm, ids);
+  const double loss = MeanNextByteLoss(*(*model)->As<CausalLM>(), ids);
   EXPECT_LT(loss, kUnigramNats - 0.5) << "nats per byte";
 }
 
 TEST(DemoModelTest, GreedyDecodingGivesPrintableText) {
   auto model = LoadModel(kDemo);
   ASSERT_TRUE(model.ok()) << model.status();
-  const CausalLM& lm = *(*model)->causal_lm;
+  const CausalLM& lm = *(*model)->As<CausalLM>();
   auto state = lm.NewState(256);
   DecoderState* pointer = state.get();
   TokenSequences feed = {*(*model)->tokenizer->EncodeIds("The meaning of life is")};

@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   const auto sequences =
       json::parse(text.str())["sequences"].get<std::vector<std::vector<int64_t>>>();
   json out;
-  if (const attnserve::Encoder* encoder = (*model)->encoder.get()) {
+  if (const attnserve::Encoder* encoder = (*model)->As<attnserve::Encoder>()) {
     auto states = encoder->States({sequences, {}});
     if (!states.ok()) return Fail(states.status());
     auto pooled = encoder->Pool(*states);
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
       out["states"].push_back(Rows(states->values.Select(b), states->lengths[b]));
     }
     out["embeddings"] = Rows(*pooled, pooled->dim(0));
-  } else if (const attnserve::CausalLM* lm = (*model)->causal_lm.get()) {
+  } else if (const attnserve::CausalLM* lm = (*model)->As<attnserve::CausalLM>()) {
     auto logits = lm->Logits(sequences);
     if (!logits.ok()) return Fail(logits.status());
     for (size_t b = 0; b < sequences.size(); ++b) {

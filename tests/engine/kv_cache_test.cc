@@ -139,7 +139,7 @@ class DemoDecodingTest : public ::testing::Test {
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *std::move(model);
   }
-  const CausalLM& lm() const { return *model_->causal_lm; }
+  const CausalLM& lm() const { return *model_->As<CausalLM>(); }
   std::unique_ptr<KvBlockPool> Pool(int64_t block_tokens, int64_t blocks) const {
     auto pool = KvBlockPool::Create(*lm().CacheShape(block_tokens), blocks);
     EXPECT_TRUE(pool.ok()) << pool.status();

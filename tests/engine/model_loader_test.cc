@@ -86,7 +86,7 @@ class ModelLoaderTest : public ::testing::Test {
 TEST_F(ModelLoaderTest, LoadsTheUntouchedDirectory) {
   auto model = LoadModel(dir_.string());
   ASSERT_TRUE(model.ok()) << model.status();
-  EXPECT_NE((*model)->causal_lm, nullptr);
+  EXPECT_NE((*model)->As<CausalLM>(), nullptr);
   EXPECT_NE((*model)->tokenizer, nullptr);
 }
 

@@ -279,36 +279,36 @@ void CheckModel(const Case& c, const std::string& case_name) {
     inputs.features = {c.Float("inputs"), lengths};
   }
   const Model& m = **model;
-  if (m.next_word) {
-    auto logits = m.next_word->Logits(inputs.tokens);
+  // Through the interface the server uses.
+  if (m.As<NextWordModel>()) {
+    auto logits = m.servable->NextTokenLogits({}, inputs.tokens);
     ASSERT_TRUE(logits.ok()) << logits.status();
     EXPECT_TRUE(AllClose(*logits, c.Float("output")));
     return;
   }
-  if (m.perceiver_io || m.set_transformer) {
-    auto output =
-        m.perceiver_io ? m.perceiver_io->Forward(inputs) : m.set_transformer->Forward(inputs);
+  if (m.As<PerceiverIO>() || m.As<SetTransformer>()) {
+    auto output = m.servable->Embed(inputs, std::nullopt, {});
     ASSERT_TRUE(output.ok()) << output.status();
-    EXPECT_TRUE(AllClose(*output, c.Float("output")));
+    EXPECT_TRUE(AllClose(output->values, c.Float("output")));
     return;
   }
-  if (m.seq2seq) {
+  if (m.As<Seq2Seq>()) {
     const TokenSequences targets = SequencesOf(c, "targets", "target_lengths");
-    auto logits = m.seq2seq->Logits(inputs.tokens, targets);
+    auto logits = m.As<Seq2Seq>()->Logits(inputs.tokens, targets);
     ASSERT_TRUE(logits.ok()) << logits.status();
     EXPECT_TRUE(AllClose(*logits, c.Float("logits")));
-    CheckSeq2SeqDecoding(*m.seq2seq, inputs.tokens, targets, *logits);
+    CheckSeq2SeqDecoding(*m.As<Seq2Seq>(), inputs.tokens, targets, *logits);
     return;
   }
-  if (m.causal_lm) {
-    const CausalLM& lm = *m.causal_lm;
+  if (m.As<CausalLM>()) {
+    const CausalLM& lm = *m.As<CausalLM>();
     auto logits = lm.Logits(inputs.tokens);
     ASSERT_TRUE(logits.ok()) << logits.status();
     EXPECT_TRUE(AllClose(*logits, c.Float("logits")));
     CheckIncrementalDecoding(lm, inputs.tokens, *logits);
     return;
   }
-  const Encoder& encoder = *m.encoder;
+  const Encoder& encoder = *m.As<Encoder>();
   auto states = encoder.States(inputs);
   ASSERT_TRUE(states.ok()) << states.status();
   EXPECT_TRUE(AllClose(states->values, c.Float("states")));

@@ -268,7 +268,7 @@ TEST_F(ModelWorkerTest, PreemptedEncoderDecoderGenerationsEncodeAgainAndGiveTheS
   options.kv_block_tokens = 8;
   auto shape = [&] {
     auto model = LoadModel(translator);
-    return (*model)->seq2seq->CacheShape(8);
+    return (*model)->As<Seq2Seq>()->CacheShape(8);
   }();
   ASSERT_TRUE(shape.has_value());
   options.budget.kv_cache_bytes = 20 * shape->BlockBytes();
