@@ -60,8 +60,8 @@ absl::Status ImportBertFamily(const std::string& model_type, FieldReader& read, 
   if (!distil) {
     type_rows = read.Int("type_vocab_size", 0, 1 << 16, 2);
     read.Choice<std::string>("position_embedding_type", {{"absolute", "absolute"}}, "absolute");
-    if (read.Bool("is_decoder", false) || read.Bool("add_cross_attention", false)) {
-      read.Fail("is_decoder", "is true: only the encoder is served");
+    for (const char* field : {"is_decoder", "add_cross_attention"}) {
+      if (read.Bool(field, false)) read.Fail(field, "is true: only the encoder is served");
     }
   }
   if (model_type == "roberta") {

@@ -32,6 +32,24 @@ bool BoolField(const Json& json, const std::string& key) {
   return it != json.end() && it->is_boolean() && it->get<bool>();
 }
 
+// sentence_bert_config.json's max_seq_length: sentence-transformers truncates longer inputs,
+// so the model is served with that context (longer ones are refused, not silently cut).
+absl::Status ReadMaxSequenceLength(const std::string& directory, ImportedModel& model) {
+  const std::string path = directory + "/sentence_bert_config.json";
+  if (!std::filesystem::exists(path)) return absl::OkStatus();
+  auto json = ReadJson(path);
+  if (!json.ok()) return json.status();
+  FieldReader read(*json, path);
+  const int64_t length = read.Int("max_seq_length", 1, 1 << 20, model.config.max_positions);
+  if (!read.status().ok()) return read.status();
+  if (length < model.config.max_positions) {
+    model.config.max_positions = length;
+    Tensor& positions = model.tensors.at("embed_positions");
+    positions = positions.Slice(0, 0, length);
+  }
+  return absl::OkStatus();
+}
+
 // A sentence-transformers model's modules.json: the pooling module's mode and whether a
 // Normalize module follows. Without modules.json: mean pooling, not normalized.
 absl::Status ReadSentenceTransformers(const std::string& directory, ModelConfig& config) {
@@ -129,6 +147,7 @@ absl::StatusOr<ImportedModel> ImportHuggingFace(const std::string& directory, co
     if (auto status = ReadSentenceTransformers(directory, model.config); !status.ok()) {
       return status;
     }
+    if (auto status = ReadMaxSequenceLength(directory, model); !status.ok()) return status;
   }
   if (!std::filesystem::exists(directory + "/tokenizer.json")) {
     return absl::NotFoundError(

