@@ -27,7 +27,8 @@ packages=(
   # PyPI packages below
   python3 python3-torch python3-numpy libopenblas0-openmp python3-venv
   # what the pinned PyPI packages (python/requirements.txt) take from Debian
-  python3-requests python3-yaml python3-packaging python3-typing-extensions
+  python3-requests python3-yaml python3-packaging python3-typing-extensions python3-scipy python3-pil
+  python3-sympy python3-protobuf
   # benchmarks plots
   python3-matplotlib
   # deploy/ checks without a cluster (kubectl for its built-in kustomize; these machines' apt

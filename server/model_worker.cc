@@ -353,7 +353,7 @@ ModelWorker::Step ModelWorker::TakeWork() {
       if (take) {
         ++unary_tasks;
         unary_tokens += tokens;
-        if (task.kind != TaskKind::kEmbed) calls[task.kind] = merged;
+        calls[task.kind] = merged;
       } else {
         unary_open = false;  // FIFO: nothing overtakes the unary task that waits
       }
@@ -384,7 +384,7 @@ void ModelWorker::Run() {
     int64_t tokens = 0;
     for (const auto& task : work) tokens += task->input_tokens;
     if (tokens > 0) completion_.IterationStarted(now, tokens);
-    std::vector<std::shared_ptr<Task>> next_token, score;
+    std::vector<std::shared_ptr<Task>> next_token, score, embed;
     for (auto& task : work) {
       if (task->cancelled.load()) {
         task->Finish(absl::CancelledError("the caller cancelled the request"));
@@ -405,7 +405,7 @@ void ModelWorker::Run() {
           score.push_back(std::move(task));
           break;
         case TaskKind::kEmbed:
-          RunEmbed(task);
+          embed.push_back(std::move(task));
           break;
         case TaskKind::kGenerate:
           StartGeneration(std::move(task));
@@ -414,6 +414,7 @@ void ModelWorker::Run() {
     }
     if (!next_token.empty()) RunNextToken(next_token);
     if (!score.empty()) RunScore(score);
+    if (!embed.empty()) RunEmbeds(std::move(embed));
     // The estimate is of prompt work (requests and prompt chunks); decode steps, bound by
     // reading the weights rather than by tokens, would make it look many times as costly.
     const FedTokens fed = StepGenerations(step.prompt_tokens);
@@ -500,30 +501,68 @@ void ModelWorker::RunScore(const std::vector<std::shared_ptr<Task>>& tasks) {
   }
 }
 
-void ModelWorker::RunEmbed(const std::shared_ptr<Task>& task) {
-  const ModelInputs& inputs = task->embed_inputs;
-  const int64_t batch = model_->config.token_inputs() ? static_cast<int64_t>(inputs.tokens.size())
-                                                      : inputs.features.batch();
-  metrics_.batch_size.Add({{"model", name_}, {"method", "Embed"}})
-      .Observe(static_cast<double>(batch));
-  step_tokens_.Observe(static_cast<double>(task->input_tokens));
-  auto output = model_->servable->Embed(inputs, task->pooling, task->head_layers);
-  if (!output.ok()) {
-    task->Finish(EngineFailure(output.status()));
-    return;
-  }
-  for (int64_t b = 0; b < batch; ++b) {
-    const Tensor values = output->values.Select(b);
-    if (absl::Status finite = Finite(values.data(), output->rows[b] * values.dim(1));
-        !finite.ok()) {
-      task->Finish(std::move(finite));
-      return;
+void ModelWorker::RunEmbeds(std::vector<std::shared_ptr<Task>> tasks) {
+  std::map<std::optional<Pooling>, std::vector<std::shared_ptr<Task>>> shared;
+  for (auto& task : tasks) {
+    if (model_->config.token_inputs() && task->head_layers.empty()) {
+      shared[task->pooling].push_back(std::move(task));
+    } else {
+      RunEmbed({std::move(task)});
     }
   }
-  task->embed = MakeEmbedResponse(output->values, output->rows, task->normalize,
-                                  output->contributions, output->lengths);
-  task->embed.set_model(name_);
-  task->Finish(absl::OkStatus());
+  for (const auto& [pooling, group] : shared) RunEmbed(group);
+}
+
+void ModelWorker::RunEmbed(const std::vector<std::shared_ptr<Task>>& tasks) {
+  const bool tokens = model_->config.token_inputs();
+  const auto sequences = [&](const Task& task) {
+    const ModelInputs& inputs = task.embed_inputs;
+    return tokens ? static_cast<int64_t>(inputs.tokens.size()) : inputs.features.batch();
+  };
+  ModelInputs merged;
+  for (const auto& task : tasks) {
+    if (tasks.size() == 1) break;
+    const TokenSequences& own = task->embed_inputs.tokens;
+    merged.tokens.insert(merged.tokens.end(), own.begin(), own.end());
+  }
+  const ModelInputs& inputs = tasks.size() == 1 ? tasks[0]->embed_inputs : merged;
+  int64_t batch = 0, input_tokens = 0;
+  for (const auto& task : tasks) {
+    batch += sequences(*task);
+    input_tokens += task->input_tokens;
+  }
+  metrics_.batch_size.Add({{"model", name_}, {"method", "Embed"}})
+      .Observe(static_cast<double>(batch));
+  step_tokens_.Observe(static_cast<double>(input_tokens));
+  auto output = model_->servable->Embed(inputs, tasks[0]->pooling, tasks[0]->head_layers);
+  if (!output.ok()) {
+    for (const auto& task : tasks) task->Finish(EngineFailure(output.status()));
+    return;
+  }
+  // Each task's sequences, in order.
+  int64_t first = 0;
+  for (const auto& task : tasks) {
+    const int64_t count = sequences(*task);
+    const Tensor values = output->values.Slice(0, first, count);
+    const auto part = [&](const std::vector<int64_t>& all) {
+      return all.empty() ? all
+                         : std::vector<int64_t>(all.begin() + first, all.begin() + first + count);
+    };
+    const std::vector<int64_t> rows = part(output->rows), lengths = part(output->lengths);
+    first += count;
+    absl::Status finite = absl::OkStatus();
+    for (int64_t b = 0; b < count && finite.ok(); ++b) {
+      const Tensor sequence = values.Select(b);
+      finite = Finite(sequence.data(), rows[b] * sequence.dim(1));
+    }
+    if (!finite.ok()) {
+      task->Finish(std::move(finite));
+      continue;
+    }
+    task->embed = MakeEmbedResponse(values, rows, task->normalize, output->contributions, lengths);
+    task->embed.set_model(name_);
+    task->Finish(absl::OkStatus());
+  }
 }
 
 void ModelWorker::StartGeneration(std::shared_ptr<Task> task) {

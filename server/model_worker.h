@@ -116,7 +116,10 @@ class ModelWorker {
   void StartGeneration(std::shared_ptr<Task> task);
   void RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks);
   void RunScore(const std::vector<std::shared_ptr<Task>>& tasks);
-  void RunEmbed(const std::shared_ptr<Task>& task);
+  // Embed tasks: those of token inputs with the same pooling and no per-head contributions
+  // share an engine call; the others run alone.
+  void RunEmbeds(std::vector<std::shared_ptr<Task>> tasks);
+  void RunEmbed(const std::vector<std::shared_ptr<Task>>& tasks);
   // One step for the generations: decode, then up to prompt_tokens of prompt chunks.
   struct FedTokens {
     int64_t prompt_tokens = 0;

@@ -291,6 +291,64 @@ TEST_F(ModelWorkerTest, PreemptedEncoderDecoderGenerationsEncodeAgainAndGiveTheS
   EXPECT_GT(SumByLabel(metrics_.preemptions)[""], 0);
 }
 
+TEST_F(ModelWorkerTest, ConcurrentEmbedsShareEngineCallsAndEachGetsItsOwnAnswer) {
+  // Sequences of different lengths, pooled, per token and with per-head contributions: those
+  // that can share a call do (fewer engine calls than requests), and each answer equals the
+  // one its request gets alone.
+  const std::string embedder =
+      ATTNSERVE_GOLDEN_DIR "/model_encoder_softmax_learned_mean_rms_norm_pre";
+  const auto make = [](int i) {
+    Call call = MakeCall(TaskKind::kEmbed, i);
+    call.task->embed_inputs.tokens = call.task->sequences;
+    if (i % 5 == 1) call.task->pooling = Pooling::kNone;
+    if (i % 5 == 2) call.task->pooling = Pooling::kLast;
+    if (i % 7 == 3) call.task->head_layers = {1};
+    call.task->normalize = i % 2 == 0;
+    return call;
+  };
+  constexpr int kCalls = 16;
+  std::vector<v1::EmbedResponse> alone;
+  {
+    auto worker = StartWorker({}, embedder);
+    for (int i = 0; i < kCalls; ++i) {
+      Call call = make(i);
+      ASSERT_TRUE(worker->Submit(call.task).ok());
+      ASSERT_TRUE(call.sink->Wait().ok());
+      alone.push_back(call.task->embed);
+    }
+  }
+  const auto engine_calls = [&] {
+    const auto collected =
+        metrics_.batch_size.Add({{"model", "demo"}, {"method", "Embed"}}).Collect();
+    return static_cast<double>(collected.histogram.sample_count);
+  };
+  const double before = engine_calls();
+  EXPECT_EQ(before, kCalls);
+  WorkerOptions options;
+  options.max_queue_delay = absl::Milliseconds(200);  // all queued before the first step
+  auto worker = StartWorker(options, embedder);
+  std::vector<Call> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.push_back(make(i));
+    ASSERT_TRUE(worker->Submit(calls.back().task).ok());
+  }
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_TRUE(calls[i].sink->Wait().ok()) << calls[i].sink->Wait();
+    const v1::EmbedResponse& got = calls[i].task->embed;
+    ASSERT_EQ(got.embeddings_size(), alone[i].embeddings_size());
+    for (int e = 0; e < got.embeddings_size(); ++e) {
+      const v1::Embedding &ours = got.embeddings(e), &own = alone[i].embeddings(e);
+      ASSERT_EQ(ours.rows(), own.rows()) << "request " << i;
+      ASSERT_EQ(ours.values_size(), own.values_size()) << "request " << i;
+      for (int v = 0; v < ours.values_size(); ++v) {
+        EXPECT_NEAR(ours.values(v), own.values(v), 1e-5) << "request " << i << ", value " << v;
+      }
+      ASSERT_EQ(ours.head_contributions_size(), own.head_contributions_size());
+    }
+  }
+  EXPECT_LT(engine_calls() - before, kCalls / 2);
+}
+
 TEST_F(ModelWorkerTest, AnswersThatWouldHoldNaNAreInternalErrors) {
   // Finite weights whose values overflow: the final norm scales every state by 3e38, so the
   // logits are infinite and their log-softmax NaN. No answer may carry that as OK.
