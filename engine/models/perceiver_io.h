@@ -28,12 +28,7 @@ class PerceiverIO final : public ServableModel {
   int64_t num_layers() const override { return config_.num_layers; }
   absl::StatusOr<EmbedOutput> Embed(const ModelInputs& inputs, std::optional<Pooling> /*pooling*/,
                                     const std::vector<int64_t>& /*layers*/) const override {
-    auto output = Forward(inputs);
-    if (!output.ok()) return output.status();
-    EmbedOutput out;
-    out.rows.assign(output->dim(0), output->dim(1));
-    out.values = *std::move(output);
-    return out;
+    return VectorSets(Forward(inputs));
   }
 
  private:

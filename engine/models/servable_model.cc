@@ -9,6 +9,14 @@ absl::Status NotAnswered(const char* method) {
 
 }  // namespace
 
+absl::StatusOr<EmbedOutput> VectorSets(absl::StatusOr<Tensor> output) {
+  if (!output.ok()) return output.status();
+  EmbedOutput out;
+  out.rows.assign(output->dim(0), output->dim(1));
+  out.values = *std::move(output);
+  return out;
+}
+
 absl::StatusOr<Tensor> ServableModel::NextTokenLogits(const TokenSequences&,
                                                       const TokenSequences&) const {
   return NotAnswered("NextToken");

@@ -44,6 +44,9 @@ struct EmbedOutput {
   std::map<int64_t, Tensor> contributions;
 };
 
+// Embed's answer for a model that gives each input a set of vectors ([B, rows, width]).
+absl::StatusOr<EmbedOutput> VectorSets(absl::StatusOr<Tensor> output);
+
 class ServableModel {
  public:
   virtual ~ServableModel() = default;

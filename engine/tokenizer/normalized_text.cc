@@ -120,7 +120,32 @@ NormalizedText::NormalizedText(std::string original)
   }
 }
 
+bool NormalizedText::ReplaceInPlace(ByteRange range, const std::vector<Edit>& edits) {
+  // Each char by one char of as many bytes: the text keeps its length, and each new char's bytes
+  // take its first byte's alignment, as Transform would give them.
+  size_t offset = range.begin, next = 0;
+  for (; offset < range.end && next < edits.size(); ++next) {
+    const int bytes = unicode::DecodeUtf8({normalized_.data() + offset, range.end - offset}).bytes;
+    if (edits[next].change != 0 || Utf8Length(edits[next].c) != bytes) return false;
+    offset += bytes;
+  }
+  if (offset != range.end || next != edits.size()) return false;
+  std::string encoded;
+  offset = range.begin;
+  for (const Edit& edit : edits) {
+    encoded.clear();
+    unicode::AppendUtf8(edit.c, encoded);
+    normalized_.replace(offset, encoded.size(), encoded);
+    std::fill(alignments_.begin() + static_cast<std::ptrdiff_t>(offset + 1),
+              alignments_.begin() + static_cast<std::ptrdiff_t>(offset + encoded.size()),
+              alignments_[offset]);
+    offset += encoded.size();
+  }
+  return true;
+}
+
 void NormalizedText::Transform(ByteRange range, const std::vector<Edit>& edits, size_t skipped) {
+  if (skipped == 0 && ReplaceInPlace(range, edits)) return;
   std::vector<int> source_lengths;  // UTF-8 length of each char of the range
   for (std::string_view rest(normalized_.data() + range.begin, range.end - range.begin);
        !rest.empty();) {
@@ -222,6 +247,10 @@ void NormalizedText::Filter(const std::function<bool(char32_t)>& keep) {
     }
   }
   if (last) edits.push_back({*last, -removed});
+  if (removed_first == 0 && removed == 0 &&
+      std::all_of(edits.begin(), edits.end(), [](const Edit& e) { return e.change == 0; })) {
+    return;  // nothing filtered out
+  }
   Transform(edits, removed_first);
 }
 
@@ -234,6 +263,10 @@ void NormalizedText::Map(const std::function<char32_t(char32_t)>& map) {
 void NormalizedText::Lowercase() {
   std::vector<Edit> edits;
   for (char32_t c : CodePoints(normalized_)) {
+    if (c < 0x80) {  // ASCII, without a string per char
+      edits.push_back({c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c, 0});
+      continue;
+    }
     const std::u32string lowered = unicode::ToLowercase(c);
     for (size_t i = 0; i < lowered.size(); ++i) edits.push_back({lowered[i], i == 0 ? 0 : 1});
   }

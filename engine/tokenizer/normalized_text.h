@@ -62,6 +62,9 @@ class NormalizedText {
   void Normalize(Form form);
 
  private:
+  // Transform's work when every edit replaces a char by one of as many bytes; false (nothing
+  // done) otherwise.
+  bool ReplaceInPlace(ByteRange range, const std::vector<Edit>& edits);
   std::string original_, normalized_;
   std::vector<ByteRange> alignments_;
   size_t original_shift_ = 0;
