@@ -191,15 +191,64 @@ const uint8_t* SafetensorsFile::DataOf(const Entry& entry) const {
   return contents_->data + data_offset_ + entry.begin;
 }
 
+namespace {
+
+// IEEE 754 binary16 to binary32, exactly (every half is a float).
+float HalfToFloat(uint16_t half) {
+  const uint32_t sign = static_cast<uint32_t>(half & 0x8000) << 16;
+  const uint32_t exponent = (half >> 10) & 0x1F, mantissa = half & 0x3FF;
+  uint32_t bits;
+  if (exponent == 0x1F) {
+    bits = sign | 0x7F800000 | (mantissa << 13);  // infinity or NaN
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;  // zero
+  } else {
+    // A subnormal half is a normal float: shift the mantissa up to its leading one.
+    int shift = 0;
+    uint32_t m = mantissa;
+    while ((m & 0x400) == 0) {
+      m <<= 1;
+      ++shift;
+    }
+    bits = sign | static_cast<uint32_t>(113 - shift) << 23 | ((m & 0x3FF) << 13);
+  }
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+// bfloat16 is a float's upper half.
+float Bf16ToFloat(uint16_t bf16) {
+  const uint32_t bits = static_cast<uint32_t>(bf16) << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+}  // namespace
+
 absl::StatusOr<Tensor> SafetensorsFile::Float32(const std::string& name) const {
   auto entry = Find(name);
   if (!entry.ok()) return entry.status();
-  if ((*entry)->dtype != "F32") {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path_, ": tensor '", name, "' is ", (*entry)->dtype, ", expected F32"));
-  }
+  const std::string& dtype = (*entry)->dtype;
   const uint8_t* data = DataOf(**entry);
   const uint64_t bytes = (*entry)->end - (*entry)->begin;
+  if (dtype == "F16" || dtype == "BF16") {
+    // Widened into memory of its own: the engine computes in float32.
+    Tensor wide((*entry)->shape);
+    for (uint64_t i = 0; i < bytes / 2; ++i) {
+      uint16_t value;
+      std::memcpy(&value, data + 2 * i, sizeof(value));
+      wide.data()[i] = dtype == "F16" ? HalfToFloat(value) : Bf16ToFloat(value);
+    }
+    return wide;
+  }
+  if (dtype != "F32") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": tensor '", name, "' is ", dtype, ", expected F32, F16 or BF16"));
+  }
   if (reinterpret_cast<uintptr_t>(data) % alignof(float) != 0) {
     Tensor copy((*entry)->shape);
     std::memcpy(copy.data(), data, bytes);

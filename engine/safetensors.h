@@ -39,7 +39,8 @@ class SafetensorsFile {
   std::vector<std::string> names() const;
   bool contains(const std::string& name) const { return entries_.count(name) > 0; }
 
-  // A view of the file's bytes (a copy if the data is not 4-byte aligned); F32 only.
+  // A view of the file's bytes (a copy if the data is not 4-byte aligned) for F32; F16 and BF16
+  // widened to float32 in memory of their own.
   absl::StatusOr<Tensor> Float32(const std::string& name) const;
   // I64 or I32 tensors, widened.
   absl::StatusOr<std::vector<int64_t>> Integers(const std::string& name) const;

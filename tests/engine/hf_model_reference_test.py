@@ -156,6 +156,18 @@ class HfModelTest(unittest.TestCase):
         save(model, directory, self.wordpiece)
         self.check_encoder(model, directory, sequences(30522, 4))
 
+    def test_half_and_bfloat16_checkpoints_are_widened(self):
+        # Saved in float16 and bfloat16, served in float32: equal to transformers on the same
+        # weights widened.
+        config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=4, intermediate_size=48, max_position_embeddings=24)
+        for dtype in (torch.float16, torch.bfloat16):
+            with self.subTest(dtype=str(dtype)):
+                model = randomize(BertModel(config), 9).to(dtype)
+                directory = self.directory(f"bert_{str(dtype).split('.')[-1]}")
+                save(model, directory, self.wordpiece)
+                self.check_encoder(model.float(), directory, sequences(30522, 9))
+
     def test_sentence_transformers_pooling_and_normalization(self):
         config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
                             num_attention_heads=2, intermediate_size=48, max_position_embeddings=16)

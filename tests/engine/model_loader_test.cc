@@ -170,7 +170,7 @@ TEST_F(ModelLoaderTest, WrongDtype) {
     Json& entry = h["final_norm.weight"];
     entry["dtype"] = "I32";
   });
-  ExpectInvalid("model.safetensors", {"'final_norm.weight' is I32, expected F32"});
+  ExpectInvalid("model.safetensors", {"'final_norm.weight' is I32, expected F32, F16 or BF16"});
 }
 
 TEST_F(ModelLoaderTest, BrokenSafetensors) {

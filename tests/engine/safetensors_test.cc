@@ -5,11 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -57,6 +60,41 @@ TEST_F(SafetensorsTest, ReadsTensorsAndMetadata) {
   EXPECT_EQ(file->names(), (std::vector<std::string>{"a", "n"}));
   EXPECT_FALSE(file->Float32("n").ok());     // wrong dtype
   EXPECT_FALSE(file->Float32("nope").ok());  // missing
+}
+
+TEST_F(SafetensorsTest, WidensHalfAndBfloat16Exactly) {
+  // F16: 1.5, -2, 65504 (the largest), 2^-24 (the smallest subnormal), 2^-14 - 2^-24 (the
+  // largest subnormal), -0; BF16: 1.5, -2, 2^-133 (a float subnormal), 3.0e38 rounded.
+  const std::vector<uint16_t> halves = {0x3E00, 0xC000, 0x7BFF, 0x0001, 0x03FF, 0x8000};
+  const std::vector<uint16_t> bf16s = {0x3FC0, 0xC000, 0x0001, 0x7F62};
+  const std::string header =
+      absl::StrCat(R"({"h":{"dtype":"F16","shape":[6],"data_offsets":[0,12]},)",
+                   R"("b":{"dtype":"BF16","shape":[2,2],"data_offsets":[12,20]}})");
+  const std::string path = absl::StrCat(::testing::TempDir(), "/half.safetensors");
+  {
+    std::ofstream out(path, std::ios::binary);
+    for (int i = 0; i < 8; ++i) out.put(static_cast<char>((header.size() >> (8 * i)) & 0xff));
+    out << header;
+    for (uint16_t v : halves) out.write(reinterpret_cast<const char*>(&v), 2);
+    for (uint16_t v : bf16s) out.write(reinterpret_cast<const char*>(&v), 2);
+  }
+  auto file = SafetensorsFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto h = file->Float32("h");
+  ASSERT_TRUE(h.ok()) << h.status();
+  const std::vector<float> expected_h = {
+      1.5f, -2.0f, 65504.0f, std::ldexp(1.0f, -24), std::ldexp(1.0f, -14) - std::ldexp(1.0f, -24),
+      -0.0f};
+  for (size_t i = 0; i < expected_h.size(); ++i) EXPECT_EQ(h->data()[i], expected_h[i]) << i;
+  EXPECT_TRUE(std::signbit(h->data()[5]));
+  auto b = file->Float32("b");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->shape(), (Shape{2, 2}));
+  uint32_t bits = 0x7F620000;
+  float big;
+  std::memcpy(&big, &bits, sizeof(big));
+  const std::vector<float> expected_b = {1.5f, -2.0f, std::ldexp(1.0f, -133), big};
+  for (size_t i = 0; i < expected_b.size(); ++i) EXPECT_EQ(b->data()[i], expected_b[i]) << i;
 }
 
 TEST_F(SafetensorsTest, TensorOutlivesTheFileObject) {
