@@ -105,10 +105,10 @@ class TokenizersTest(unittest.TestCase):
     def test_streamed_text_is_whole_characters_adding_up_to_the_decoded_text(self):
         # A random GPT-2-vocabulary model samples byte-level tokens that cut characters apart
         # (about 1 in 200 of its tokens ends inside a character): at least 6 generations, and up
-        # to 60 until one was held back.
+        # to 100 until one was held back (about 1 in 700 sampled tokens is).
         reference = self.reference["gpt2_lm"]
         cut = 0
-        for seed in range(60):
+        for seed in range(100):
             if seed >= 6 and cut:
                 break
             with self.subTest(seed=seed):
