@@ -30,15 +30,6 @@ const BertNames kDistilBert = {"embeddings.",       "transformer.layer.", ".atte
                                ".sa_layer_norm",    ".ffn.lin1",          ".ffn.lin2",
                                ".output_layer_norm"};
 
-Activation ActivationOf(FieldReader& read, const std::string& field) {
-  return read.Choice<Activation>(field,
-                                 {{"gelu", Activation::kGeluErf},
-                                  {"gelu_new", Activation::kGeluTanh},
-                                  {"gelu_pytorch_tanh", Activation::kGeluTanh},
-                                  {"relu", Activation::kRelu}},
-                                 "gelu");
-}
-
 }  // namespace
 
 absl::Status ImportBertFamily(const std::string& model_type, FieldReader& read, HfTensors& tensors,
@@ -52,7 +43,7 @@ absl::Status ImportBertFamily(const std::string& model_type, FieldReader& read, 
   c.num_layers = read.Int(distil ? "n_layers" : "num_hidden_layers", 1, 1024, std::nullopt);
   c.num_heads = read.Int(distil ? "n_heads" : "num_attention_heads", 1, 1024, std::nullopt);
   c.ffn_dim = read.Int(distil ? "hidden_dim" : "intermediate_size", 1, 1 << 20, std::nullopt);
-  c.activation = ActivationOf(read, distil ? "activation" : "hidden_act");
+  c.activation = ActivationOf(read, distil ? "activation" : "hidden_act", "gelu");
   // DistilBERT's LayerNorms have transformers' fixed eps.
   c.norm_eps = distil ? 1e-12f : static_cast<float>(read.Real("layer_norm_eps", 0, 1, 1e-12));
   const int64_t positions = read.Int("max_position_embeddings", 1, 1 << 20, 512);

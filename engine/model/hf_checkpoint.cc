@@ -12,16 +12,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-absl::StatusOr<Json> ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
-  std::stringstream text;
-  text << in.rdbuf();
-  Json json = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not JSON"));
-  return json;
-}
-
 // json[key] if it is a string or a boolean (value() would throw on another type).
 std::string StringField(const Json& json, const std::string& key) {
   const auto it = json.find(key);
@@ -37,7 +27,7 @@ bool BoolField(const Json& json, const std::string& key) {
 absl::Status ReadMaxSequenceLength(const std::string& directory, ImportedModel& model) {
   const std::string path = directory + "/sentence_bert_config.json";
   if (!std::filesystem::exists(path)) return absl::OkStatus();
-  auto json = ReadJson(path);
+  auto json = ReadJsonFile(path);
   if (!json.ok()) return json.status();
   FieldReader read(*json, path);
   const int64_t length = read.Int("max_seq_length", 1, 1 << 20, model.config.max_positions);
@@ -55,7 +45,7 @@ absl::Status ReadMaxSequenceLength(const std::string& directory, ImportedModel& 
 absl::Status ReadSentenceTransformers(const std::string& directory, ModelConfig& config) {
   const std::string modules_path = directory + "/modules.json";
   if (!std::filesystem::exists(modules_path)) return absl::OkStatus();
-  auto modules = ReadJson(modules_path);
+  auto modules = ReadJsonFile(modules_path);
   if (!modules.ok()) return modules.status();
   if (!modules->is_array()) {
     return absl::InvalidArgumentError(absl::StrCat(modules_path, ": not a list of modules"));
@@ -78,7 +68,7 @@ absl::Status ReadSentenceTransformers(const std::string& directory, ModelConfig&
                        " is not supported (Transformer, Pooling and Normalize are)"));
     }
     const std::string pooling_path = absl::StrCat(directory, "/", path, "/config.json");
-    auto pooling = ReadJson(pooling_path);
+    auto pooling = ReadJsonFile(pooling_path);
     if (!pooling.ok()) return pooling.status();
     if (!pooling->is_object()) {
       return absl::InvalidArgumentError(absl::StrCat(pooling_path, ": not a JSON object"));
@@ -112,6 +102,25 @@ absl::Status ReadSentenceTransformers(const std::string& directory, ModelConfig&
 }
 
 }  // namespace
+
+absl::StatusOr<Json> ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
+  std::stringstream text;
+  text << in.rdbuf();
+  Json json = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not JSON"));
+  return json;
+}
+
+Activation ActivationOf(FieldReader& read, const std::string& field, const std::string& fallback) {
+  return read.Choice<Activation>(field,
+                                 {{"gelu", Activation::kGeluErf},
+                                  {"gelu_new", Activation::kGeluTanh},
+                                  {"gelu_pytorch_tanh", Activation::kGeluTanh},
+                                  {"relu", Activation::kRelu}},
+                                 fallback);
+}
 
 bool IsHuggingFaceConfig(const Json& config) {
   return config.is_object() && config.contains("model_type");

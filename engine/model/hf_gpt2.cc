@@ -15,12 +15,7 @@ absl::Status ImportGpt2(FieldReader& read, HfTensors& tensors, ImportedModel& mo
   c.num_heads = read.Int("n_head", 1, 1024, std::nullopt);
   c.max_positions = read.Int("n_positions", 1, 1 << 20, std::nullopt);
   c.norm_eps = static_cast<float>(read.Real("layer_norm_epsilon", 0, 1, 1e-5));
-  c.activation = read.Choice<Activation>("activation_function",
-                                         {{"gelu_new", Activation::kGeluTanh},
-                                          {"gelu_pytorch_tanh", Activation::kGeluTanh},
-                                          {"gelu", Activation::kGeluErf},
-                                          {"relu", Activation::kRelu}},
-                                         "gelu_new");
+  c.activation = ActivationOf(read, "activation_function", "gelu_new");
   c.tie_embeddings = read.Bool("tie_word_embeddings", true);
   if (!read.Bool("scale_attn_weights", true)) {
     read.Fail("scale_attn_weights", "is false: unscaled attention is not supported");

@@ -1,13 +1,12 @@
 #include "engine/model/hf_tensors.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/model/hf_importers.h"
 
 namespace attnserve {
 
@@ -19,12 +18,10 @@ absl::StatusOr<HfTensors> HfTensors::Open(const std::string& directory) {
   if (std::filesystem::exists(single)) {
     shards.push_back("model.safetensors");
   } else if (std::filesystem::exists(index_path)) {
-    std::ifstream in(index_path);
-    std::stringstream text;
-    text << in.rdbuf();
-    const auto index = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-    const auto map = index.is_object() ? index.find("weight_map") : index.end();
-    if (index.is_discarded() || map == index.end() || !map->is_object()) {
+    auto index = ReadJsonFile(index_path);
+    if (!index.ok()) return index.status();
+    const auto map = index->is_object() ? index->find("weight_map") : index->end();
+    if (map == index->end() || !map->is_object()) {
       return absl::InvalidArgumentError(
           absl::StrCat(index_path, ": field weight_map (tensor name -> file) is missing"));
     }
