@@ -1,7 +1,10 @@
 #include "engine/matmul.h"
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <shared_mutex>
 #include <tuple>
 
@@ -54,6 +57,8 @@ dnnl::algorithm EltwiseAlgorithm(Activation activation) {
       return dnnl::algorithm::eltwise_gelu_erf;
     case Activation::kGeluTanh:
       return dnnl::algorithm::eltwise_gelu_tanh;
+    case Activation::kSilu:
+      return dnnl::algorithm::eltwise_swish;
     case Activation::kNone:
       break;
   }
@@ -70,7 +75,9 @@ CachedMatmul CreateMatmul(const MatmulKey& key) {
 
   dnnl::post_ops post_ops;
   if (key.epilogue.activation != Activation::kNone) {
-    post_ops.append_eltwise(1.0f, EltwiseAlgorithm(key.epilogue.activation), 0.0f, 0.0f);
+    // alpha: swish's β (x · sigmoid(β x)); relu's negative slope, 0.
+    const float alpha = key.epilogue.activation == Activation::kSilu ? 1.0f : 0.0f;
+    post_ops.append_eltwise(1.0f, EltwiseAlgorithm(key.epilogue.activation), alpha, 0.0f);
   }
   if (key.epilogue.accumulate) post_ops.append_sum(1.0f);
   dnnl::primitive_attr attr;
@@ -196,6 +203,51 @@ LinearWeights PrepareLinear(Tensor weight, Tensor bias) {
   PackedWeight packed = PackedWeight::PackIfFaster(weight);
   if (!packed.empty()) weight = Tensor();
   return LinearWeights{std::move(weight), std::move(bias), std::move(packed)};
+}
+
+namespace {
+
+// Weight matrices stacked by rows into one: a view when they lie back to back in one file
+// mapping (as the exporter writes them), else a copy. Biases likewise, zero where a part has none
+// (empty when no part has one).
+Tensor Stack(const std::vector<const Tensor*>& parts) {
+  if (Tensor view = Tensor::StackedView(parts); !view.empty()) return view;
+  Shape shape = parts[0]->shape();
+  shape[0] = 0;
+  for (const Tensor* part : parts) shape[0] += part->dim(0);
+  Tensor stacked = Tensor::Zeros(shape);
+  float* out = stacked.data();
+  for (const Tensor* part : parts) {
+    std::memcpy(out, part->data(), part->size() * sizeof(float));
+    out += part->size();
+  }
+  return stacked;
+}
+
+Tensor StackBiases(const std::vector<const Tensor*>& biases,
+                   const std::vector<const Tensor*>& weights) {
+  if (std::all_of(biases.begin(), biases.end(), [](const Tensor* b) { return b->empty(); })) {
+    return Tensor();
+  }
+  if (Tensor view = Tensor::StackedView(biases); !view.empty()) return view;
+  Tensor stacked = Tensor::Zeros(
+      {std::accumulate(weights.begin(), weights.end(), int64_t{0},
+                       [](int64_t rows, const Tensor* w) { return rows + w->dim(0); })});
+  int64_t row = 0;
+  for (size_t i = 0; i < biases.size(); ++i) {
+    if (!biases[i]->empty()) {
+      std::memcpy(stacked.data() + row, biases[i]->data(), biases[i]->size() * sizeof(float));
+    }
+    row += weights[i]->dim(0);
+  }
+  return stacked;
+}
+
+}  // namespace
+
+LinearWeights PrepareStackedLinear(const std::vector<const Tensor*>& weights,
+                                   const std::vector<const Tensor*>& biases) {
+  return PrepareLinear(Stack(weights), StackBiases(biases, weights));
 }
 
 absl::Status Linear(const Tensor& x, const LinearWeights& linear, Tensor& y,

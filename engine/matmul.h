@@ -19,7 +19,7 @@
 
 namespace attnserve {
 
-enum class Activation { kNone, kRelu, kGeluErf, kGeluTanh };
+enum class Activation { kNone, kRelu, kGeluErf, kGeluTanh, kSilu };
 
 struct MatmulEpilogue {
   bool accumulate = false;  // y += result (a residual add), fused as oneDNN's sum post-op
@@ -43,6 +43,11 @@ struct LinearWeights {
 // The weight packed where that is faster, and then dropped: its memory (a view of the model file)
 // is released once nothing else holds it.
 LinearWeights PrepareLinear(Tensor weight, Tensor bias);
+// Linear layers that share an input as one: their weights stacked by rows (a view when they lie
+// back to back in the model file, as the exporter writes them, else a copy), their biases
+// likewise, zero where a part has none (none when no part has one).
+LinearWeights PrepareStackedLinear(const std::vector<const Tensor*>& weights,
+                                   const std::vector<const Tensor*>& biases);
 
 // x: [M, K] with unit inner stride (rows may be strided); weight: [N, K] likewise; bias: empty or
 // [N]; y: [M, N] with unit inner stride, allocated by the caller.

@@ -20,6 +20,8 @@ std::string PositionName(PositionKind kind) {
       return "learned";
     case PositionKind::kAlibi:
       return "alibi";
+    case PositionKind::kRope:
+      return "rope";
     case PositionKind::kNone:
       return "none";
   }
@@ -36,6 +38,7 @@ void Describe(const ModelWorker& worker, v1::ModelInfo& info) {
   info.set_model_dim(c.model_dim);
   info.set_num_layers(c.num_layers);
   info.set_num_heads(c.num_heads);
+  info.set_num_kv_heads(c.num_kv_heads);
   info.set_attention(c.attention == AttentionKind::kSoftmax     ? "softmax"
                      : c.attention == AttentionKind::kExclusive ? "exclusive"
                                                                 : "linear");

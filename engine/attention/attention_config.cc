@@ -46,12 +46,41 @@ absl::Status CheckAttentionConfig(const AttentionConfig& config) {
   if (config.kind == AttentionKind::kLinear && config.alibi) {
     return absl::InvalidArgumentError("ALiBi biases softmax scores; linear attention has none");
   }
+  if (config.num_kv_heads < 0 || config.num_heads % config.kv_heads() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("attention num_kv_heads is ",
+                                                   config.num_kv_heads, ", must divide num_heads (",
+                                                   config.num_heads, ")"));
+  }
+  if (config.rotary.enabled()) {
+    if (config.is_cross()) {
+      return absl::InvalidArgumentError(
+          "rotary positions need self-attention: a cross-attention memory shares no positions "
+          "with the queries");
+    }
+    if (config.kind == AttentionKind::kLinear) {
+      return absl::InvalidArgumentError(
+          "rotary positions need softmax or exclusive attention: linear attention applies its "
+          "feature map to queries and keys, and rotating them first no longer makes the scores "
+          "depend on relative positions alone");
+    }
+    if (auto status = CheckRotaryConfig(config.rotary, config.head_dim_qk); !status.ok()) {
+      return status;
+    }
+  }
+  if (config.window < 0 ||
+      (config.window > 0 && (!config.causal || config.kind == AttentionKind::kLinear))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attention window is ", config.window,
+        "; a sliding window needs causal softmax or exclusive attention and a positive size"));
+  }
   return absl::OkStatus();
 }
 
 absl::Status CheckAttentionWeights(const AttentionConfig& config, const AttentionWeights& w) {
   if (auto status = CheckAttentionConfig(config); !status.ok()) return status;
   const int64_t qk = config.num_heads * config.head_dim_qk;
+  const int64_t kk = config.kv_heads() * config.head_dim_qk;
+  const int64_t kv = config.kv_heads() * config.head_dim_v;
   const int64_t vv = config.num_heads * config.head_dim_v;
   const int64_t in = config.key_input_dim();
   const struct {
@@ -62,10 +91,10 @@ absl::Status CheckAttentionWeights(const AttentionConfig& config, const Attentio
   } expected[] = {
       {"q_proj.weight", w.q_weight, {qk, config.model_dim}, false},
       {"q_proj.bias", w.q_bias, {qk}, true},
-      {"k_proj.weight", w.k_weight, {qk, in}, false},
-      {"k_proj.bias", w.k_bias, {qk}, true},
-      {"v_proj.weight", w.v_weight, {vv, in}, false},
-      {"v_proj.bias", w.v_bias, {vv}, true},
+      {"k_proj.weight", w.k_weight, {kk, in}, false},
+      {"k_proj.bias", w.k_bias, {kk}, true},
+      {"v_proj.weight", w.v_weight, {kv, in}, false},
+      {"v_proj.bias", w.v_bias, {kv}, true},
       {"out_proj.weight", w.out_weight, {config.out_dim(), vv}, false},
       {"out_proj.bias", w.out_bias, {config.out_dim()}, true},
   };

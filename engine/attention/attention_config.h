@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "engine/kernels/activations.h"
+#include "engine/kernels/rotary.h"
 #include "engine/tensor.h"
 
 namespace attnserve {
@@ -22,14 +23,20 @@ struct AttentionConfig {
   int64_t model_dim = 0;   // width of the query input
   int64_t memory_dim = 0;  // width of the key/value input for cross-attention; 0 = self-attention
   int64_t num_heads = 1;
-  int64_t head_dim_qk = 0;  // per-head query/key width
-  int64_t head_dim_v = 0;   // per-head value width
-  int64_t output_dim = 0;   // rows of W_O; 0 = model_dim
+  int64_t num_kv_heads = 0;  // key/value heads (grouped-query attention); 0 = num_heads
+  int64_t head_dim_qk = 0;   // per-head query/key width
+  int64_t head_dim_v = 0;    // per-head value width
+  int64_t output_dim = 0;    // rows of W_O; 0 = model_dim
   bool causal = false;
   bool alibi = false;
-  float scale = 0.0f;                                // 0 = 1/sqrt(head_dim_qk); softmax kinds only
+  RotaryConfig rotary;  // self-attention with softmax or exclusive attention only
+  int64_t window = 0;   // causal sliding window: each query sees its last `window` keys; 0 = all
+  float scale = 0.0f;   // 0 = 1/sqrt(head_dim_qk); softmax kinds only
   FeatureMap feature_map = FeatureMap::kEluPlusOne;  // linear kind only
 
+  int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
+  // Query heads that share each key/value head.
+  int64_t group_size() const { return num_heads / kv_heads(); }
   bool is_cross() const { return memory_dim > 0; }
   int64_t key_input_dim() const { return is_cross() ? memory_dim : model_dim; }
   int64_t out_dim() const { return output_dim > 0 ? output_dim : model_dim; }
@@ -39,8 +46,8 @@ struct AttentionConfig {
 // Biases may be empty (a projection without bias).
 struct AttentionWeights {
   Tensor q_weight, q_bias;      // q_proj: [H·dk, model_dim], [H·dk]
-  Tensor k_weight, k_bias;      // k_proj: [H·dk, key_input_dim], [H·dk]
-  Tensor v_weight, v_bias;      // v_proj: [H·dv, key_input_dim], [H·dv]
+  Tensor k_weight, k_bias;      // k_proj: [Hkv·dk, key_input_dim], [Hkv·dk]
+  Tensor v_weight, v_bias;      // v_proj: [Hkv·dv, key_input_dim], [Hkv·dv]
   Tensor out_weight, out_bias;  // out_proj: [out_dim, H·dv], [out_dim]
 };
 

@@ -10,9 +10,11 @@
 
 namespace attnserve {
 
-// heads: [B, Tq, H·dv] softmax-attention outputs, modified in place; v: [B, Tk, H·dv]. Query i of
-// sequence b is token k_len - q_len + i, whose own value row it removes.
+// heads: [B, Tq, H·dv] softmax-attention outputs, modified in place; v: [B, Tk, Hkv·dv], query
+// head h's values in key/value head h / (H / Hkv). Query i of sequence b is token
+// k_len - q_len + i, whose own value row it removes.
 void RemoveOwnValueComponent(Tensor& heads, const Tensor& v, std::span<const int64_t> q_lengths,
-                             std::span<const int64_t> k_lengths, int64_t num_heads);
+                             std::span<const int64_t> k_lengths, int64_t num_heads,
+                             int64_t num_kv_heads);
 
 }  // namespace attnserve

@@ -7,13 +7,14 @@
 
 namespace attnserve {
 
-LinearAttentionState::LinearAttentionState(int64_t num_heads, int64_t head_dim_qk,
-                                           int64_t head_dim_v)
+LinearAttentionState::LinearAttentionState(int64_t num_heads, int64_t num_kv_heads,
+                                           int64_t head_dim_qk, int64_t head_dim_v)
     : num_heads_(num_heads),
+      kv_heads_(num_kv_heads),
       dk_(head_dim_qk),
       dv_(head_dim_v),
-      kv_(num_heads * head_dim_qk * head_dim_v, 0.0f),
-      normalizer_(num_heads * head_dim_qk, 0.0f),
+      kv_(num_kv_heads * head_dim_qk * head_dim_v, 0.0f),
+      normalizer_(num_kv_heads * head_dim_qk, 0.0f),
       feature_(head_dim_qk) {}
 
 void LinearAttentionState::AddKey(int64_t head, const float* feature_k, const float* value) {
@@ -35,15 +36,16 @@ void LinearAttentionState::Read(int64_t head, const float* feature_q, float* out
 
 void LinearAttentionState::Step(const float* k, const float* v, const float* q, FeatureMap map,
                                 float* out) {
-  for (int64_t h = 0; h < num_heads_; ++h) {
+  for (int64_t h = 0; h < kv_heads_; ++h) {
     std::copy(k + h * dk_, k + (h + 1) * dk_, feature_.begin());
     ApplyFeatureMap(map, feature_.data(), dk_);
     AddKey(h, feature_.data(), v + h * dv_);
   }
+  const int64_t group = num_heads_ / kv_heads_;
   for (int64_t h = 0; h < num_heads_; ++h) {
     std::copy(q + h * dk_, q + (h + 1) * dk_, feature_.begin());
     ApplyFeatureMap(map, feature_.data(), dk_);
-    Read(h, feature_.data(), out + h * dv_);
+    Read(h / group, feature_.data(), out + h * dv_);
   }
   ++tokens_;
 }
@@ -56,25 +58,26 @@ void LinearAttentionState::Reset() {
 
 void LinearAttention(const Tensor& q, std::span<const int64_t> q_lengths, const Tensor& k,
                      const Tensor& v, std::span<const int64_t> k_lengths, int64_t num_heads,
-                     FeatureMap feature_map, bool causal, Tensor& out) {
+                     int64_t num_kv_heads, FeatureMap feature_map, bool causal, Tensor& out) {
   const int64_t batch = q.dim(0);
-  const int64_t dk = q.dim(2) / num_heads, dv = v.dim(2) / num_heads;
+  const int64_t dk = q.dim(2) / num_heads, dv = out.dim(2) / num_heads;
+  const int64_t group = num_heads / num_kv_heads;
   ParallelFor(
       batch * num_heads,
       [&](int64_t index) {
-        const int64_t b = index / num_heads, h = index % num_heads;
+        const int64_t b = index / num_heads, h = index % num_heads, kv = h / group;
         // One head of one sequence: a single-head state is all it needs.
-        LinearAttentionState state(1, dk, dv);
+        LinearAttentionState state(1, 1, dk, dv);
         std::vector<float> feature(dk);
         const int64_t q_len = q_lengths[b], k_len = k_lengths[b];
         int64_t keys_added = 0;
         auto add_keys_through = [&](int64_t last) {
           for (; keys_added <= last; ++keys_added) {
-            const float* key = k.data() + b * k.stride(0) + keys_added * k.stride(1) + h * dk;
+            const float* key = k.data() + b * k.stride(0) + keys_added * k.stride(1) + kv * dk;
             std::copy(key, key + dk, feature.begin());
             ApplyFeatureMap(feature_map, feature.data(), dk);
             state.AddKey(0, feature.data(),
-                         v.data() + b * v.stride(0) + keys_added * v.stride(1) + h * dv);
+                         v.data() + b * v.stride(0) + keys_added * v.stride(1) + kv * dv);
           }
         };
         if (!causal) add_keys_through(k_len - 1);

@@ -1,8 +1,6 @@
 #include "engine/attention/multi_head.h"
 
 #include <algorithm>
-#include <cstring>
-#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "engine/attention/exclusive.h"
@@ -12,45 +10,6 @@
 #include "engine/matmul.h"
 
 namespace attnserve {
-namespace {
-
-// Weight matrices stacked by rows into one: a view when they lie back to back in one file
-// mapping (as the exporter writes them), else a copy. Biases likewise, zero where a part has none
-// (empty when no part has one).
-Tensor Stack(const std::vector<const Tensor*>& parts) {
-  if (Tensor view = Tensor::StackedView(parts); !view.empty()) return view;
-  Shape shape = parts[0]->shape();
-  shape[0] = 0;
-  for (const Tensor* part : parts) shape[0] += part->dim(0);
-  Tensor stacked = Tensor::Zeros(shape);
-  float* out = stacked.data();
-  for (const Tensor* part : parts) {
-    std::memcpy(out, part->data(), part->size() * sizeof(float));
-    out += part->size();
-  }
-  return stacked;
-}
-
-Tensor StackBiases(const std::vector<const Tensor*>& biases,
-                   const std::vector<const Tensor*>& weights) {
-  if (std::all_of(biases.begin(), biases.end(), [](const Tensor* b) { return b->empty(); })) {
-    return Tensor();
-  }
-  if (Tensor view = Tensor::StackedView(biases); !view.empty()) return view;
-  Tensor stacked = Tensor::Zeros(
-      {std::accumulate(weights.begin(), weights.end(), int64_t{0},
-                       [](int64_t rows, const Tensor* w) { return rows + w->dim(0); })});
-  int64_t row = 0;
-  for (size_t i = 0; i < biases.size(); ++i) {
-    if (!biases[i]->empty()) {
-      std::memcpy(stacked.data() + row, biases[i]->data(), biases[i]->size() * sizeof(float));
-    }
-    row += weights[i]->dim(0);
-  }
-  return stacked;
-}
-
-}  // namespace
 
 MultiHeadAttention::MultiHeadAttention(const AttentionConfig& config) : config_(config) {}
 
@@ -65,10 +24,11 @@ absl::StatusOr<MultiHeadAttention> MultiHeadAttention::Create(const AttentionCon
   const std::vector<const Tensor*> biases =
       config.is_cross() ? std::vector<const Tensor*>{&w.k_bias, &w.v_bias}
                         : std::vector<const Tensor*>{&w.q_bias, &w.k_bias, &w.v_bias};
-  layer.fused_ = PrepareLinear(Stack(projections), StackBiases(biases, projections));
+  layer.fused_ = PrepareStackedLinear(projections, biases);
   if (config.is_cross()) layer.query_ = PrepareLinear(w.q_weight, w.q_bias);
   layer.output_ = PrepareLinear(w.out_weight, w.out_bias);
   if (config.alibi) layer.alibi_slopes_ = AlibiSlopes(static_cast<int>(config.num_heads));
+  if (config.rotary.enabled()) layer.rotary_.emplace(config.rotary);
   return layer;
 }
 
@@ -111,21 +71,44 @@ void MultiHeadAttention::AttendProjected(const Tensor& q, const std::vector<int6
                                          const Tensor& k, const Tensor& v,
                                          const std::vector<int64_t>& k_lengths,
                                          Tensor& concatenated) const {
-  const int64_t heads = config_.num_heads;
+  const int64_t heads = config_.num_heads, kv_heads = config_.kv_heads();
   switch (config_.kind) {
     case AttentionKind::kSoftmax:
     case AttentionKind::kExclusive:
-      ScaledDotProductAttention(q, q_lengths, k, v, k_lengths, heads,
-                                {config_.score_scale(), config_.causal, alibi_slopes_},
+      ScaledDotProductAttention(q, q_lengths, k, v, k_lengths, heads, score_options(),
                                 concatenated);
       if (config_.kind == AttentionKind::kExclusive) {
-        RemoveOwnValueComponent(concatenated, v, q_lengths, k_lengths, heads);
+        RemoveOwnValueComponent(concatenated, v, q_lengths, k_lengths, heads, kv_heads);
       }
       break;
     case AttentionKind::kLinear:
-      LinearAttention(q, q_lengths, k, v, k_lengths, heads, config_.feature_map, config_.causal,
-                      concatenated);
+      LinearAttention(q, q_lengths, k, v, k_lengths, heads, kv_heads, config_.feature_map,
+                      config_.causal, concatenated);
       break;
+  }
+}
+
+MultiHeadAttention::Widths MultiHeadAttention::widths() const {
+  const AttentionConfig& c = config_;
+  return {c.num_heads * c.head_dim_qk, c.kv_heads() * c.head_dim_qk, c.kv_heads() * c.head_dim_v,
+          c.num_heads * c.head_dim_v};
+}
+
+ScoreOptions MultiHeadAttention::score_options() const {
+  return {config_.score_scale(), config_.causal, alibi_slopes_, config_.kv_heads(), config_.window};
+}
+
+void MultiHeadAttention::Rotate(Tensor& qkv, const std::vector<int64_t>& lengths,
+                                const std::vector<int64_t>& starts) const {
+  if (!rotary_) return;
+  const Widths w = widths();
+  for (int64_t b = 0; b < qkv.dim(0); ++b) {
+    float* rows = qkv.data() + b * qkv.stride(0);
+    const int64_t context = starts[b] + lengths[b];
+    rotary_->Apply(rows, qkv.stride(1), lengths[b], config_.num_heads, config_.head_dim_qk,
+                   starts[b], context);
+    rotary_->Apply(rows + w.q, qkv.stride(1), lengths[b], config_.kv_heads(), config_.head_dim_qk,
+                   starts[b], context);
   }
 }
 
@@ -147,13 +130,14 @@ absl::StatusOr<Tensor> MultiHeadAttention::Forward(const PaddedBatch& x, const P
     if (!projected.ok()) return projected.status();
     return Attend(x, *projected, head_outputs);
   }
-  const int64_t qk_width = config_.num_heads * config_.head_dim_qk;
+  const Widths w = widths();
   auto qkv = LinearRows(x.values, fused_);
   if (!qkv.ok()) return qkv.status();
-  const int64_t v_width = config_.num_heads * config_.head_dim_v;
-  Tensor concatenated({x.batch(), x.time(), v_width});
-  AttendProjected(qkv->Slice(2, 0, qk_width), x.lengths, qkv->Slice(2, qk_width, qk_width),
-                  qkv->Slice(2, 2 * qk_width, v_width), x.lengths, concatenated);
+  std::vector<int64_t> starts(x.batch(), 0);
+  Rotate(*qkv, x.lengths, starts);
+  Tensor concatenated({x.batch(), x.time(), w.out});
+  AttendProjected(qkv->Slice(2, 0, w.q), x.lengths, qkv->Slice(2, w.q, w.k),
+                  qkv->Slice(2, w.q + w.k, w.v), x.lengths, concatenated);
   return ProjectOutput(std::move(concatenated), x.lengths, head_outputs);
 }
 
@@ -167,9 +151,8 @@ absl::StatusOr<KeyValues> MultiHeadAttention::ProjectMemory(const PaddedBatch& m
   }
   auto kv = LinearRows(memory.values, fused_);
   if (!kv.ok()) return kv.status();
-  const int64_t qk_width = config_.num_heads * config_.head_dim_qk;
-  return KeyValues{kv->Slice(2, 0, qk_width),
-                   kv->Slice(2, qk_width, config_.num_heads * config_.head_dim_v), memory.lengths};
+  const Widths w = widths();
+  return KeyValues{kv->Slice(2, 0, w.k), kv->Slice(2, w.k, w.v), memory.lengths};
 }
 
 absl::StatusOr<Tensor> MultiHeadAttention::Attend(const PaddedBatch& x, const KeyValues& memory,
@@ -183,15 +166,15 @@ absl::StatusOr<Tensor> MultiHeadAttention::Attend(const PaddedBatch& x, const Ke
   if (auto status = CheckMemoryLengths(x, memory.lengths); !status.ok()) return status;
   auto q = LinearRows(x.values, query_);
   if (!q.ok()) return q.status();
-  Tensor concatenated({x.batch(), x.time(), config_.num_heads * config_.head_dim_v});
+  Tensor concatenated({x.batch(), x.time(), widths().out});
   AttendProjected(*q, x.lengths, memory.keys, memory.values, memory.lengths, concatenated);
   return ProjectOutput(std::move(concatenated), x.lengths, head_outputs);
 }
 
 LayerCache MultiHeadAttention::NewCache(const BlockTable* table, int64_t layer) const {
   if (config_.kind == AttentionKind::kLinear) {
-    return LayerCache(
-        LinearAttentionState(config_.num_heads, config_.head_dim_qk, config_.head_dim_v));
+    return LayerCache(LinearAttentionState(config_.num_heads, config_.kv_heads(),
+                                           config_.head_dim_qk, config_.head_dim_v));
   }
   return LayerCache(table, layer);
 }
@@ -200,8 +183,8 @@ std::optional<KvBlockShape> MultiHeadAttention::CacheShape() const {
   if (config_.kind == AttentionKind::kLinear) return std::nullopt;
   KvBlockShape shape;
   shape.layers = 1;
-  shape.key_width = config_.num_heads * config_.head_dim_qk;
-  shape.value_width = config_.num_heads * config_.head_dim_v;
+  shape.key_width = widths().k;
+  shape.value_width = widths().v;
   return shape;
 }
 
@@ -225,17 +208,19 @@ absl::StatusOr<Tensor> MultiHeadAttention::ForwardCached(
                        " tokens, beyond its cache of ", caches[b]->capacity()));
     }
   }
-  const int64_t heads = config_.num_heads;
-  const int64_t qk_width = heads * config_.head_dim_qk, v_width = heads * config_.head_dim_v;
+  const Widths w = widths();
   auto qkv = LinearRows(x.values, fused_);
   if (!qkv.ok()) return qkv.status();
-  Tensor concatenated = Tensor::Zeros({x.batch(), x.time(), v_width});
+  std::vector<int64_t> starts;
+  for (int64_t b = 0; b < x.batch(); ++b) starts.push_back(caches[b]->length());
+  Rotate(*qkv, x.lengths, starts);
+  Tensor concatenated = Tensor::Zeros({x.batch(), x.time(), w.out});
   if (config_.kind == AttentionKind::kLinear) {
     for (int64_t b = 0; b < x.batch(); ++b) {
-      const Tensor rows = qkv->Select(b);  // [T, qk + qk + v]
+      const Tensor rows = qkv->Select(b);  // [T, q + k + v]
       const float* q = rows.data();
-      const float* k = q + qk_width;
-      const float* v = k + qk_width;
+      const float* k = q + w.q;
+      const float* v = k + w.k;
       float* out = concatenated.Select(b).data();
       for (int64_t i = 0; i < x.lengths[b]; ++i) {
         caches[b]->linear_state().Step(k + i * rows.stride(0), v + i * rows.stride(0),
@@ -251,19 +236,19 @@ absl::StatusOr<Tensor> MultiHeadAttention::ForwardCached(
   std::vector<int64_t> k_lengths;
   for (int64_t b = 0; b < x.batch(); ++b) {
     const Tensor rows = qkv->Select(b);
-    const float* k = rows.data() + qk_width;
-    caches[b]->Append(k, rows.stride(0), k + qk_width, rows.stride(0), x.lengths[b]);
+    const float* k = rows.data() + w.q;
+    caches[b]->Append(k, rows.stride(0), k + w.k, rows.stride(0), x.lengths[b]);
     keys.push_back(caches[b]->keys());
     values.push_back(caches[b]->values());
     k_lengths.push_back(caches[b]->length());
   }
-  const Tensor q = qkv->Slice(2, 0, qk_width);
-  ScaledDotProductAttention(q, x.lengths, keys, values, k_lengths, heads,
-                            {config_.score_scale(), true, alibi_slopes_}, concatenated);
+  const Tensor q = qkv->Slice(2, 0, w.q);
+  ScaledDotProductAttention(q, x.lengths, keys, values, k_lengths, config_.num_heads,
+                            score_options(), concatenated);
   if (config_.kind == AttentionKind::kExclusive) {
     // Each query's own value is among the new rows: row i of the new values is token i's.
-    RemoveOwnValueComponent(concatenated, qkv->Slice(2, 2 * qk_width, v_width), x.lengths,
-                            x.lengths, heads);
+    RemoveOwnValueComponent(concatenated, qkv->Slice(2, w.q + w.k, w.v), x.lengths, x.lengths,
+                            config_.num_heads, config_.kv_heads());
   }
   return ProjectOutput(std::move(concatenated), x.lengths, nullptr);
 }

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "engine/attention/attention_config.h"
 #include "engine/attention/kv_cache.h"
+#include "engine/kernels/rotary.h"
 #include "engine/matmul.h"
 #include "engine/padded_batch.h"
 
@@ -17,8 +18,8 @@ namespace attnserve {
 // Projected keys and values of a cross-attention memory: computed once per memory (an encoded
 // source, a Perceiver input) and reused by every query pass over it.
 struct KeyValues {
-  Tensor keys;    // [B, Tk, H·dk]
-  Tensor values;  // [B, Tk, H·dv]
+  Tensor keys;    // [B, Tk, Hkv·dk]
+  Tensor values;  // [B, Tk, Hkv·dv]
   std::vector<int64_t> lengths;
 };
 
@@ -41,7 +42,8 @@ class MultiHeadAttention {
                                 Tensor* head_outputs = nullptr) const;
 
   // Causal self-attention that continues each sequence from its cache: x holds the new tokens
-  // (a prompt, or one token per sequence when decoding), caches[b] what sequence b saw before.
+  // (a prompt, or one token per sequence when decoding), caches[b] what sequence b saw before
+  // (its length is the position of the first new token, for rotary positions).
   // The new keys and values are appended; nothing is modified when an error is returned.
   absl::StatusOr<Tensor> ForwardCached(const PaddedBatch& x,
                                        std::span<LayerCache* const> caches) const;
@@ -57,7 +59,19 @@ class MultiHeadAttention {
   Tensor OutputWeight() const { return output_.PlainWeight(); }
 
  private:
+  // Row widths of the projections: queries H·dk, keys Hkv·dk, values Hkv·dv, and the
+  // concatenated head outputs H·dv.
+  struct Widths {
+    int64_t q, k, v, out;
+  };
+
   explicit MultiHeadAttention(const AttentionConfig& config);
+  Widths widths() const;
+  ScoreOptions score_options() const;
+  // Rotates the query and key columns of projected [q | k | v] rows in place, sequence b's first
+  // row at position starts[b] (no-op without rotary positions).
+  void Rotate(Tensor& qkv, const std::vector<int64_t>& lengths,
+              const std::vector<int64_t>& starts) const;
   absl::Status CheckInputs(const PaddedBatch& x, const PaddedBatch* memory) const;
   absl::Status CheckMemoryLengths(const PaddedBatch& x,
                                   const std::vector<int64_t>& k_lengths) const;
@@ -74,6 +88,7 @@ class MultiHeadAttention {
   // packed where that is faster, like the q (cross-attention) and output projections.
   LinearWeights fused_, query_, output_;
   std::vector<float> alibi_slopes_;
+  std::optional<RotaryEmbedding> rotary_;
 };
 
 }  // namespace attnserve

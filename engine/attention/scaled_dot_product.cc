@@ -61,7 +61,8 @@ struct PackedKeysValues {
 };
 
 PackedKeysValues Pack(std::span<const RowBlocks> k, std::span<const RowBlocks> v,
-                      std::span<const int64_t> k_lengths, int64_t heads, int64_t dk, int64_t dv) {
+                      std::span<const int64_t> k_lengths, int64_t kv_heads, int64_t dk,
+                      int64_t dv) {
   const auto batch = static_cast<int64_t>(k.size());
   PackedKeysValues packed;
   bool values_in_place = dv % kTile == 0;
@@ -71,11 +72,13 @@ PackedKeysValues Pack(std::span<const RowBlocks> k, std::span<const RowBlocks> v
   }
   packed.keys_padded = RoundUp(std::max<int64_t>(packed.keys, 1), kTile);
   packed.dv_padded = RoundUp(dv, kTile);
-  packed.keys_transposed.resize(batch * heads * dk * packed.keys_padded);
-  if (!values_in_place) packed.values_copy.resize(batch * heads * packed.keys * packed.dv_padded);
+  packed.keys_transposed.resize(batch * kv_heads * dk * packed.keys_padded);
+  if (!values_in_place) {
+    packed.values_copy.resize(batch * kv_heads * packed.keys * packed.dv_padded);
+  }
 
-  ParallelFor(batch * heads, [&](int64_t bh) {
-    const int64_t b = bh / heads, h = bh % heads;
+  ParallelFor(batch * kv_heads, [&](int64_t bh) {
+    const int64_t b = bh / kv_heads, h = bh % kv_heads;
     const int64_t length = k_lengths[b];
     // resize() zeroed the buffer, so key columns past the length stay zero.
     float* kt = packed.keys_transposed.data() + bh * dk * packed.keys_padded;
@@ -92,6 +95,16 @@ PackedKeysValues Pack(std::span<const RowBlocks> k, std::span<const RowBlocks> v
     }
   });
   return packed;
+}
+
+// The keys [begin, end) that the query at key position `position` attends to.
+struct KeyRange {
+  int64_t begin, end;
+};
+KeyRange KeysSeenAt(int64_t position, int64_t k_len, const ScoreOptions& options) {
+  if (!options.causal) return {0, k_len};
+  const int64_t end = std::min(k_len, position + 1);
+  return {options.window > 0 ? std::max<int64_t>(0, end - options.window) : 0, end};
 }
 
 // One head of one sequence, as the micro-kernels see it.
@@ -120,20 +133,24 @@ void AttendQueryGroup(const HeadView& head, int64_t i0, int64_t end, const Score
                       const float* zero_query, float* scores) {
   const float* q_rows[kRows];
   float* p_rows[kRows];
-  int64_t limits[kRows];  // keys each query sees; 0 for padding or past `end`
-  int64_t most_keys = 0;
+  KeyRange ranges[kRows];  // keys each query sees; empty for padding or past `end`
+  int64_t most_keys = 0, first_key = INT64_MAX;
   for (int r = 0; r < kRows; ++r) {
     const int64_t i = i0 + r;
     const bool valid = i < end && i < head.q_len;
-    const int64_t position = head.k_len - head.q_len + i;
-    limits[r] = !valid ? 0 : options.causal ? std::min(head.k_len, position + 1) : head.k_len;
-    most_keys = std::max(most_keys, limits[r]);
+    ranges[r] =
+        valid ? KeysSeenAt(head.k_len - head.q_len + i, head.k_len, options) : KeyRange{0, 0};
+    if (valid) first_key = std::min(first_key, ranges[r].begin);
+    most_keys = std::max(most_keys, ranges[r].end);
     q_rows[r] = valid ? head.queries + i * head.query_stride : zero_query;
     p_rows[r] = scores + r * head.key_stride;
   }
+  if (first_key == INT64_MAX) first_key = 0;
+  // A sliding window leaves the keys before the group's earliest one out of both products.
+  first_key -= first_key % kTile;
 
   const int64_t keys_in_tiles = RoundUp(most_keys, kTile);
-  for (int64_t column = 0; column < keys_in_tiles; column += kTile) {
+  for (int64_t column = first_key; column < keys_in_tiles; column += kTile) {
     float* const score_tile[kRows] = {p_rows[0] + column, p_rows[1] + column, p_rows[2] + column,
                                       p_rows[3] + column};
     TileProduct(q_rows, head.keys + column, head.key_stride, head.dk, score_tile);
@@ -141,20 +158,27 @@ void AttendQueryGroup(const HeadView& head, int64_t i0, int64_t end, const Score
   for (int r = 0; r < kRows; ++r) {
     float* p = p_rows[r];
     const int64_t position = head.k_len - head.q_len + i0 + r;
-    for (int64_t j = 0; j < limits[r]; ++j) {
+    const auto [begin, limit] = ranges[r];
+    for (int64_t j = begin; j < limit; ++j) {
       p[j] = p[j] * options.scale - head.slope * static_cast<float>(std::abs(position - j));
     }
-    MaskedSoftmaxRow(p, limits[r], keys_in_tiles);
+    // Padding rows (an empty range at 0) are zeroed from first_key on by the softmax.
+    const int64_t from = std::max(begin, first_key);
+    std::fill(p + first_key, p + from, 0.0f);
+    MaskedSoftmaxRow(p + from, limit - from, keys_in_tiles - from);
   }
 
   float tile[kRows][kTile];
   float* const tile_rows[kRows] = {tile[0], tile[1], tile[2], tile[3]};
+  const float* const p_from_first[kRows] = {p_rows[0] + first_key, p_rows[1] + first_key,
+                                            p_rows[2] + first_key, p_rows[3] + first_key};
   for (int64_t column = 0; column < head.dv; column += kTile) {
-    TileProduct(p_rows, head.values + column, head.value_stride, most_keys, tile_rows);
+    TileProduct(p_from_first, head.values + first_key * head.value_stride + column,
+                head.value_stride, most_keys - first_key, tile_rows);
     const int64_t width = std::min(kTile, head.dv - column);
     for (int r = 0; r < kRows && i0 + r < end; ++r) {
       float* o = head.out + (i0 + r) * head.out_stride + column;
-      if (limits[r] == 0) {
+      if (ranges[r].end == 0) {
         std::fill(o, o + width, 0.0f);
       } else {
         std::copy(tile[r], tile[r] + width, o);
@@ -242,23 +266,42 @@ void WeightedValues(const float* p, const float* values, int64_t stride, int64_t
 
 // Decoding: a few queries against a long cache. Packing the keys would copy the whole cache on
 // every step, so each query instead reads the cached rows in place: dot products with the keys,
-// softmax, then a weighted sum of the value rows. scores holds k_len floats.
-void AttendQueryInPlace(const HeadView& head, int64_t i, const ScoreOptions& options,
-                        float* scores) {
-  const int64_t position = head.k_len - head.q_len + i;
-  const int64_t limit = options.causal ? std::min(head.k_len, position + 1) : head.k_len;
-  const int64_t block = head.key_rows.block_rows;
-  for (int64_t j = 0; j < limit; j += block) {
-    KeyScores(head.queries + i * head.query_stride, head.key_rows.row(j) + head.key_offset,
-              head.key_rows.stride, head.dk, std::min(block, limit - j), scores + j);
+// softmax, then a weighted sum of the value rows. The query heads of a group (heads[0, group),
+// sharing one key/value head) take the rows a chunk at a time, so that each row comes from
+// memory once and from the L1 cache for the rest of the group. scores holds group rows of
+// k_len floats.
+constexpr int64_t kChunkRows = 64;  // 16 KiB of keys at dk = 64
+
+void AttendQueriesInPlace(const HeadView* heads, int64_t group, int64_t i,
+                          const ScoreOptions& options, float* scores) {
+  const HeadView& first = heads[0];
+  const int64_t position = first.k_len - first.q_len + i;
+  const auto [begin, limit] = KeysSeenAt(position, first.k_len, options);
+  const int64_t block = first.key_rows.block_rows;
+  const int64_t stride = first.k_len;
+  // [j, j + n): the rows from j to the end of j's chunk, its cache block or the range.
+  const auto chunk = [&](int64_t j) {
+    return std::min({kChunkRows - j % kChunkRows, block - j % block, limit - j});
+  };
+  for (int64_t j = begin; j < limit; j += chunk(j)) {
+    for (int64_t g = 0; g < group; ++g) {
+      KeyScores(heads[g].queries + i * first.query_stride, first.key_rows.row(j) + first.key_offset,
+                first.key_rows.stride, first.dk, chunk(j), scores + g * stride + j);
+    }
   }
-  for (int64_t j = 0; j < limit; ++j) {
-    scores[j] = scores[j] * options.scale - head.slope * static_cast<float>(std::abs(position - j));
+  for (int64_t g = 0; g < group; ++g) {
+    float* p = scores + g * stride;
+    for (int64_t j = begin; j < limit; ++j) {
+      p[j] = p[j] * options.scale - heads[g].slope * static_cast<float>(std::abs(position - j));
+    }
+    MaskedSoftmaxRow(p + begin, limit - begin, limit - begin);
   }
-  MaskedSoftmaxRow(scores, limit, limit);
-  for (int64_t j = 0; j < limit; j += block) {
-    WeightedValues(scores + j, head.value_rows.row(j) + head.value_offset, head.value_rows.stride,
-                   head.dv, std::min(block, limit - j), j > 0, head.out + i * head.out_stride);
+  for (int64_t j = begin; j < limit; j += chunk(j)) {
+    for (int64_t g = 0; g < group; ++g) {
+      WeightedValues(scores + g * stride + j, first.value_rows.row(j) + first.value_offset,
+                     first.value_rows.stride, first.dv, chunk(j), j > begin,
+                     heads[g].out + i * first.out_stride);
+    }
   }
 }
 
@@ -285,17 +328,20 @@ void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengt
                                const ScoreOptions& options, Tensor& out) {
   const int64_t batch = q.dim(0), queries = q.dim(1);
   const int64_t dk = q.dim(2) / num_heads, dv = out.dim(2) / num_heads;
-  // Head h of sequence b with its keys and values read in place.
+  const int64_t kv_heads = options.kv_heads > 0 ? options.kv_heads : num_heads;
+  const int64_t group = num_heads / kv_heads;
+  // Query head h of sequence b with its keys and values read in place.
   const auto head_in_place = [&](int64_t b, int64_t h) {
+    const int64_t kv = h / group;
     return HeadView{q.data() + b * q.stride(0) + h * dk,
                     q.stride(1),
                     k[b],
                     v[b],
-                    h * dk,
-                    h * dv,
+                    kv * dk,
+                    kv * dv,
                     nullptr,
                     0,
-                    k_lengths[b] > 0 ? v[b].blocks[0] + h * dv : nullptr,
+                    k_lengths[b] > 0 ? v[b].blocks[0] + kv * dv : nullptr,
                     v[b].stride,
                     out.data() + b * out.stride(0) + h * dv,
                     out.stride(1),
@@ -306,21 +352,26 @@ void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengt
                     options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h]};
   };
   if (queries <= kFewQueries) {
-    ParallelFor(batch * num_heads * queries, [&](int64_t index) {
-      const int64_t i = index % queries, bh = index / queries;
-      const int64_t b = bh / num_heads, h = bh % num_heads;
-      float* o = out.data() + b * out.stride(0) + i * out.stride(1) + h * dv;
+    ParallelFor(batch * kv_heads * queries, [&](int64_t index) {
+      const int64_t i = index % queries, bkv = index / queries;
+      const int64_t b = bkv / kv_heads, kv = bkv % kv_heads;
       if (i >= q_lengths[b]) {
-        std::fill(o, o + dv, 0.0f);
+        for (int64_t g = 0; g < group; ++g) {
+          float* o = out.data() + b * out.stride(0) + i * out.stride(1) + (kv * group + g) * dv;
+          std::fill(o, o + dv, 0.0f);
+        }
         return;
       }
+      thread_local std::vector<HeadView> heads;
+      heads.clear();
+      for (int64_t g = 0; g < group; ++g) heads.push_back(head_in_place(b, kv * group + g));
       thread_local std::vector<float> scores;
-      scores.resize(std::max<int64_t>(k_lengths[b], 1));
-      AttendQueryInPlace(head_in_place(b, h), i, options, scores.data());
+      scores.resize(group * std::max<int64_t>(k_lengths[b], 1));
+      AttendQueriesInPlace(heads.data(), group, i, options, scores.data());
     });
     return;
   }
-  const PackedKeysValues packed = Pack(k, v, k_lengths, num_heads, dk, dv);
+  const PackedKeysValues packed = Pack(k, v, k_lengths, kv_heads, dk, dv);
   const int64_t blocks = (queries + kQueryBlock - 1) / kQueryBlock;
   const std::vector<float> zero_query(dk, 0.0f);
 
@@ -329,14 +380,15 @@ void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengt
       [&](int64_t index) {
         const int64_t bh = index / blocks, block = index % blocks;
         const int64_t b = bh / num_heads, h = bh % num_heads;
+        const int64_t packed_head = b * kv_heads + h / group;
         // Each thread's score rows, reused across calls.
         thread_local std::vector<float> scores;
         scores.resize(kRows * packed.keys_padded);
         HeadView head = head_in_place(b, h);
-        head.keys = packed.keys_transposed.data() + bh * dk * packed.keys_padded;
+        head.keys = packed.keys_transposed.data() + packed_head * dk * packed.keys_padded;
         head.key_stride = packed.keys_padded;
         if (!packed.values_copy.empty()) {
-          head.values = packed.values_copy.data() + bh * packed.keys * packed.dv_padded;
+          head.values = packed.values_copy.data() + packed_head * packed.keys * packed.dv_padded;
           head.value_stride = packed.dv_padded;
         }
         const int64_t end = std::min(queries, (block + 1) * kQueryBlock);

@@ -1,8 +1,11 @@
 // The multi-head softmax attention core over already projected heads:
-//   out_h = softmax(scale · Q_h K_hᵀ + mask + ALiBi) V_h
+//   out_h = softmax(scale · Q_h K_g(h)ᵀ + mask + ALiBi) V_g(h)
+// where g(h) = h / (H / Hkv) is the key/value head that query head h shares with its group
+// (grouped-query attention; Hkv = H is multi-head, Hkv = 1 multi-query attention).
 // Queries of a sequence with q_len queries and k_len keys sit at key positions
 // k_len - q_len + i, so causal masking covers self-attention (q_len = k_len) and decoding
-// against a cache (q_len < k_len) alike. Keys at or past k_len are never read.
+// against a cache (q_len < k_len) alike. Keys at or past k_len are never read, nor keys before a
+// sliding window.
 #pragma once
 
 #include <cstdint>
@@ -27,10 +30,12 @@ struct ScoreOptions {
   float scale = 1.0f;
   bool causal = false;
   std::span<const float> alibi_slopes;  // empty: no ALiBi; else one slope per head
+  int64_t kv_heads = 0;                 // key/value heads; 0: one per query head
+  int64_t window = 0;  // causal only: query at position p sees keys (p - window, p]; 0: all
 };
 
-// q: [B, Tq, H·dk], k: [B, Tk, H·dk], v: [B, Tk, H·dv], out: [B, Tq, H·dv]; dense rows, any row
-// strides. Callers validate shapes; rows of out past q_lengths[b] are zeroed. Requires
+// q: [B, Tq, H·dk], k: [B, Tk, Hkv·dk], v: [B, Tk, Hkv·dv], out: [B, Tq, H·dv]; dense rows, any
+// row strides. Callers validate shapes; rows of out past q_lengths[b] are zeroed. Requires
 // k_lengths[b] >= 1 where q_lengths[b] >= 1, and k_lengths[b] >= q_lengths[b] when causal.
 void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths, const Tensor& k,
                                const Tensor& v, std::span<const int64_t> k_lengths,

@@ -1,28 +1,82 @@
 #include "engine/blocks/feed_forward.h"
 
+#include "engine/kernels/activations.h"
+#include "engine/parallel.h"
+
 namespace attnserve {
+namespace {
+
+void ActivateInPlace(Activation activation, float* x, int64_t n) {
+  switch (activation) {
+    case Activation::kRelu:
+      return ReluInPlace(x, n);
+    case Activation::kGeluErf:
+      return GeluErfInPlace(x, n);
+    case Activation::kGeluTanh:
+      return GeluTanhInPlace(x, n);
+    case Activation::kSilu:
+      return SiluInPlace(x, n);
+    case Activation::kNone:
+      return;
+  }
+}
+
+}  // namespace
+
+Tensor GatedActivation(Tensor rows, Activation activation) {
+  const int64_t hidden = rows.dim(1) / 2;
+  ParallelFor(
+      rows.dim(0),
+      [&](int64_t r) {
+        float* up = rows.row(r);
+        float* gate = up + hidden;
+        ActivateInPlace(activation, gate, hidden);
+#pragma omp simd
+        for (int64_t i = 0; i < hidden; ++i) up[i] *= gate[i];
+      },
+      Schedule::kStatic, rows.dim(0) * hidden >= 1 << 15);
+  return rows.Slice(1, 0, hidden);
+}
 
 absl::StatusOr<FeedForward> FeedForward::Load(WeightReader& weights, const std::string& prefix,
-                                              int64_t dim, int64_t hidden, int64_t out_dim,
-                                              bool bias, Activation activation) {
+                                              const FeedForwardConfig& config) {
   FeedForward ffn;
-  ffn.activation_ = activation;
-  auto fc1 = weights.TakeLinear(prefix + ".fc1", hidden, dim, bias);
-  if (!fc1.ok()) return fc1.status();
-  ffn.fc1_ = *std::move(fc1);
-  auto fc2 = weights.TakeLinear(prefix + ".fc2", out_dim, hidden, bias);
+  ffn.activation_ = config.activation;
+  ffn.gated_ = config.gated;
+  if (config.gated) {
+    Tensor parts[4];  // fc1.weight, gate.weight, fc1.bias, gate.bias
+    const char* names[] = {".fc1", ".gate"};
+    for (int i = 0; i < 2; ++i) {
+      auto weight = weights.Take(prefix + names[i] + ".weight", {config.hidden, config.dim});
+      if (!weight.ok()) return weight.status();
+      parts[i] = *std::move(weight);
+      auto bias = weights.TakeIf(config.bias, prefix + names[i] + ".bias", {config.hidden});
+      if (!bias.ok()) return bias.status();
+      parts[2 + i] = *std::move(bias);
+    }
+    ffn.fc1_ = PrepareStackedLinear({&parts[0], &parts[1]}, {&parts[2], &parts[3]});
+  } else {
+    auto fc1 = weights.TakeLinear(prefix + ".fc1", config.hidden, config.dim, config.bias);
+    if (!fc1.ok()) return fc1.status();
+    ffn.fc1_ = *std::move(fc1);
+  }
+  auto fc2 = weights.TakeLinear(prefix + ".fc2", config.out_dim, config.hidden, config.bias);
   if (!fc2.ok()) return fc2.status();
   ffn.fc2_ = *std::move(fc2);
   return ffn;
 }
 
 absl::Status FeedForward::Apply(const Tensor& x, Tensor& y, bool accumulate) const {
-  auto hidden = LinearRows(x, fc1_, {false, activation_});
-  if (!hidden.ok()) return hidden.status();
-  if (!y.is_contiguous())
+  if (!y.is_contiguous()) {
     return absl::InvalidArgumentError("FeedForward output must be contiguous");
+  }
+  absl::StatusOr<Tensor> hidden =
+      gated_ ? LinearRows(x, fc1_) : LinearRows(x, fc1_, {false, activation_});
+  if (!hidden.ok()) return hidden.status();
+  Tensor activated =
+      gated_ ? GatedActivation(hidden->FlattenRows(), activation_) : hidden->FlattenRows();
   Tensor out = y.FlattenRows();
-  return Linear(hidden->FlattenRows(), fc2_, out, {accumulate});
+  return Linear(activated, fc2_, out, {accumulate});
 }
 
 }  // namespace attnserve

@@ -9,14 +9,15 @@ absl::StatusOr<PoolingByAttention> PoolingByAttention::Load(WeightReader& weight
   auto seeds = weights.Take(prefix + ".seeds", {num_seeds, block.dim});
   if (!seeds.ok()) return seeds.status();
   pma.seeds_ = *std::move(seeds);
-  auto rff = FeedForward::Load(weights, prefix + ".rff", block.dim, block.ffn_dim, block.dim,
-                               block.bias, block.activation);
+  auto rff = FeedForward::Load(weights, prefix + ".rff", block.ffn());
   if (!rff.ok()) return rff.status();
   pma.rff_ = *std::move(rff);
   block.self_attention = false;
   block.causal = false;
   block.cross_attention = true;
   block.alibi = false;
+  block.rotary = {};
+  block.window = 0;
   auto mab = TransformerBlock::Load(weights, prefix + ".block", block);
   if (!mab.ok()) return mab.status();
   pma.block_.emplace(*std::move(mab));

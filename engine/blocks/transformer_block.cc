@@ -8,18 +8,20 @@ namespace {
 
 absl::StatusOr<MultiHeadAttention> LoadAttention(WeightReader& weights, const std::string& prefix,
                                                  const AttentionConfig& config, bool bias) {
-  const int64_t qk = config.num_heads * config.head_dim_qk;
-  const int64_t v = config.num_heads * config.head_dim_v;
+  const int64_t q = config.num_heads * config.head_dim_qk;
+  const int64_t k = config.kv_heads() * config.head_dim_qk;
+  const int64_t v = config.kv_heads() * config.head_dim_v;
+  const int64_t heads_out = config.num_heads * config.head_dim_v;
   AttentionWeights w;
   const struct {
     const char* name;
     int64_t out, in;
     Tensor *weight, *bias;
   } projections[] = {
-      {".q_proj", qk, config.model_dim, &w.q_weight, &w.q_bias},
-      {".k_proj", qk, config.key_input_dim(), &w.k_weight, &w.k_bias},
+      {".q_proj", q, config.model_dim, &w.q_weight, &w.q_bias},
+      {".k_proj", k, config.key_input_dim(), &w.k_weight, &w.k_bias},
       {".v_proj", v, config.key_input_dim(), &w.v_weight, &w.v_bias},
-      {".out_proj", config.out_dim(), v, &w.out_weight, &w.out_bias},
+      {".out_proj", config.out_dim(), heads_out, &w.out_weight, &w.out_bias},
   };
   // Plain tensors: MultiHeadAttention fuses q, k, v before it packs.
   for (const auto& p : projections) {
@@ -80,6 +82,10 @@ BlockConfig BlockConfigFor(const ModelConfig& m) {
   c.pre_norm = m.pre_norm;
   c.ffn_dim = m.ffn_dim;
   c.activation = m.activation;
+  c.gated_ffn = m.gated_ffn;
+  c.num_kv_heads = m.num_kv_heads;
+  c.rotary = m.rotary;
+  c.window = m.attention_window;
   return c;
 }
 
@@ -92,6 +98,7 @@ absl::StatusOr<TransformerBlock> TransformerBlock::Load(WeightReader& weights,
   attention.kind = config.attention;
   attention.model_dim = config.dim;
   attention.num_heads = config.num_heads;
+  attention.num_kv_heads = config.num_kv_heads;
   attention.head_dim_qk = config.head_dim_qk;
   attention.head_dim_v = config.head_dim_v;
   attention.feature_map = config.feature_map;
@@ -102,6 +109,8 @@ absl::StatusOr<TransformerBlock> TransformerBlock::Load(WeightReader& weights,
     AttentionConfig self = attention;
     self.causal = config.causal;
     self.alibi = config.alibi;
+    self.rotary = config.rotary;
+    self.window = config.window;
     auto layer = LoadAttention(weights, prefix + ".self_attn", self, config.bias);
     if (!layer.ok()) return layer.status();
     block.self_attn_.emplace(*std::move(layer));
@@ -121,8 +130,7 @@ absl::StatusOr<TransformerBlock> TransformerBlock::Load(WeightReader& weights,
     if (!norm.ok()) return norm.status();
     block.cross_attn_norm_ = *std::move(norm);
   }
-  auto ffn = FeedForward::Load(weights, prefix + ".ffn", config.dim, config.ffn_dim, config.dim,
-                               config.bias, config.activation);
+  auto ffn = FeedForward::Load(weights, prefix + ".ffn", config.ffn());
   if (!ffn.ok()) return ffn.status();
   block.ffn_ = *std::move(ffn);
   auto ffn_norm = load_norm("ffn_norm");

@@ -31,13 +31,19 @@ struct BlockConfig {
   AttentionKind attention = AttentionKind::kSoftmax;
   FeatureMap feature_map = FeatureMap::kEluPlusOne;
   int64_t num_heads = 1, head_dim_qk = 0, head_dim_v = 0;
+  int64_t num_kv_heads = 0;  // 0: num_heads
   bool alibi = false;
+  RotaryConfig rotary;  // self-attention only
+  int64_t window = 0;   // causal self-attention's sliding window; 0: none
   bool bias = true;
   NormKind norm = NormKind::kLayerNorm;
   float norm_eps = 1e-5f;
   bool pre_norm = true;
   int64_t ffn_dim = 0;
   Activation activation = Activation::kGeluErf;
+  bool gated_ffn = false;
+
+  FeedForwardConfig ffn() const { return {dim, ffn_dim, dim, bias, gated_ffn, activation}; }
 };
 
 // The block settings a model config implies for its layers.

@@ -34,6 +34,19 @@ void GeluTanhInPlace(float* x, int64_t n) {
   }
 }
 
+void SiluInPlace(float* x, int64_t n) {
+  int64_t i = 0;
+#ifdef ATTNSERVE_AVX2
+  // vec::Exp clamps its argument, so e^-x neither overflows nor turns into NaN for large |x|.
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 e = vec::Exp(_mm256_sub_ps(_mm256_setzero_ps(), v));
+    _mm256_storeu_ps(x + i, _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
+  }
+#endif
+  for (; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+}
+
 void EluPlusOneInPlace(float* x, int64_t n) {
   int64_t i = 0;
 #ifdef ATTNSERVE_AVX2

@@ -13,6 +13,7 @@ enum class FeatureMap {
 void ReluInPlace(float* x, int64_t n);
 void GeluErfInPlace(float* x, int64_t n);   // x/2 (1 + erf(x / √2))
 void GeluTanhInPlace(float* x, int64_t n);  // x/2 (1 + tanh(√(2/π) (x + 0.044715 x³)))
+void SiluInPlace(float* x, int64_t n);      // x · sigmoid(x) = x / (1 + e^-x)
 void EluPlusOneInPlace(float* x, int64_t n);
 void ExpInPlace(float* x, int64_t n);
 void ApplyFeatureMap(FeatureMap map, float* x, int64_t n);

@@ -22,6 +22,9 @@ void Activate(Activation activation, float* values, int64_t n) {
     case Activation::kGeluTanh:
       GeluTanhInPlace(values, n);
       break;
+    case Activation::kSilu:
+      SiluInPlace(values, n);
+      break;
     case Activation::kNone:
       break;
   }

@@ -102,6 +102,11 @@ class FieldReader {
     }
   }
 
+  // Takes the first error of a reader of a nested object.
+  void Adopt(const FieldReader& nested) {
+    if (status_.ok()) status_ = nested.status_;
+  }
+
   // Keys nobody read are refused: a misspelled option must not be silently ignored.
   void RejectUnread() {
     for (const auto& [key, value] : object_.items()) {
@@ -110,6 +115,7 @@ class FieldReader {
   }
 
   const absl::Status& status() const { return status_; }
+  const std::string& path() const { return path_; }
 
  private:
   int64_t Missing(const std::string& key, std::optional<int64_t> fallback) {

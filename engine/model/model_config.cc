@@ -16,6 +16,32 @@ using Json = nlohmann::json;
 constexpr int64_t kMaxDim = 1 << 16;
 constexpr int64_t kMaxVocab = 1 << 22;
 
+// rope_theta, rope_dims, rope_interleaved and rope_scaling (docs/model-format.md).
+void ReadRotary(FieldReader& read, ModelConfig& c) {
+  RotaryConfig& r = c.rotary;
+  r.theta = read.Real("rope_theta", 1.0, 1e12, 10000.0);
+  r.dims = read.Int("rope_dims", 2, kMaxDim, c.head_dim_qk);
+  r.interleaved = read.Bool("rope_interleaved", false);
+  const Json* scaling = read.Object("rope_scaling");
+  if (scaling == nullptr) return;
+  FieldReader s(*scaling, read.path() + " rope_scaling");
+  r.scaling = s.Choice<RopeScaling>("type",
+                                    {{"linear", RopeScaling::kLinear},
+                                     {"dynamic", RopeScaling::kDynamic},
+                                     {"llama3", RopeScaling::kLlama3}},
+                                    std::nullopt);
+  r.factor = s.Real("factor", 1.0, 1e6, 1.0);
+  if (r.scaling != RopeScaling::kLinear) {
+    r.original_max_positions = s.Int("original_max_positions", 1, 1 << 24, std::nullopt);
+  }
+  if (r.scaling == RopeScaling::kLlama3) {
+    r.low_freq_factor = s.Real("low_freq_factor", 0.0, 1e6, 1.0);
+    r.high_freq_factor = s.Real("high_freq_factor", 0.0, 1e6, 4.0);
+  }
+  s.RejectUnread();
+  read.Adopt(s);
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& text, const std::string& path) {
@@ -43,14 +69,17 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& text, const std:
   c.model_dim = read.Int("model_dim", 1, kMaxDim, std::nullopt);
   c.num_layers = read.Int("num_layers", 0, 1024, std::nullopt);
   c.num_heads = read.Int("num_heads", 1, 1024, std::nullopt);
+  c.num_kv_heads = read.Int("num_kv_heads", 1, 1024, c.num_heads);
   c.head_dim_qk = read.Int("head_dim_qk", 1, kMaxDim, std::nullopt);
   c.head_dim_v = read.Int("head_dim_v", 1, kMaxDim, std::nullopt);
   c.ffn_dim = read.Int("ffn_dim", 1, 1 << 20, std::nullopt);
   c.activation = read.Choice<Activation>("activation",
                                          {{"relu", Activation::kRelu},
                                           {"gelu", Activation::kGeluErf},
-                                          {"gelu_tanh", Activation::kGeluTanh}},
+                                          {"gelu_tanh", Activation::kGeluTanh},
+                                          {"silu", Activation::kSilu}},
                                          "gelu");
+  c.gated_ffn = read.Bool("gated_ffn", false);
   c.attention = read.Choice<AttentionKind>("attention",
                                            {{"softmax", AttentionKind::kSoftmax},
                                             {"exclusive", AttentionKind::kExclusive},
@@ -72,9 +101,12 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& text, const std:
                                           {{"sinusoidal", PositionKind::kSinusoidal},
                                            {"learned", PositionKind::kLearned},
                                            {"alibi", PositionKind::kAlibi},
+                                           {"rope", PositionKind::kRope},
                                            {"none", PositionKind::kNone}},
                                           "sinusoidal");
   c.max_positions = read.Int("max_positions", 1, 1 << 24, std::nullopt);
+  if (c.positions == PositionKind::kRope) ReadRotary(read, c);
+  c.attention_window = read.Int("attention_window", 0, 1 << 24, 0);
   const std::string& a = c.architecture;
   if (a == "causal_lm" || a == "seq2seq") c.tie_embeddings = read.Bool("tie_embeddings", false);
   if (a == "seq2seq") c.num_decoder_layers = read.Int("num_decoder_layers", 0, 1024, c.num_layers);
@@ -157,6 +189,28 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& text, const std:
   if (c.attention == AttentionKind::kLinear && c.positions == PositionKind::kAlibi) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": positions \"alibi\" needs softmax or exclusive attention"));
+  }
+  if ((a == "perceiver_io" || a == "set_transformer") && c.positions == PositionKind::kRope) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", a, " has no self-attention over its inputs for rotary positions"));
+  }
+  // The attention settings every layer shares, checked once with the layer's own rules.
+  AttentionConfig attention;
+  attention.kind = c.attention;
+  attention.model_dim = c.model_dim;
+  attention.num_heads = c.num_heads;
+  attention.num_kv_heads = c.num_kv_heads;
+  attention.head_dim_qk = c.head_dim_qk;
+  attention.head_dim_v = c.head_dim_v;
+  attention.causal = a == "causal_lm" || c.attention_window > 0;
+  attention.rotary = c.rotary;
+  attention.window = c.attention_window;
+  if (auto status = CheckAttentionConfig(attention); !status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", status.message()));
+  }
+  if (c.attention_window > 0 && a != "causal_lm") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": attention_window needs a causal_lm (a window over the past)"));
   }
   if (c.tie_embeddings && !c.token_inputs()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": tie_embeddings needs vocab_size"));

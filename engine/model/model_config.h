@@ -12,7 +12,7 @@
 namespace attnserve {
 
 enum class NormKind { kLayerNorm, kRmsNorm, kScaleNorm };
-enum class PositionKind { kSinusoidal, kLearned, kAlibi, kNone };
+enum class PositionKind { kSinusoidal, kLearned, kAlibi, kRope, kNone };
 enum class Pooling { kMean, kFirst, kLast, kPma, kNone, kCls };
 
 struct TokenizerConfig {
@@ -32,10 +32,12 @@ struct ModelConfig {
   int64_t model_dim = 0;
   int64_t num_layers = 0;
   int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;  // grouped-query attention: key/value heads; 0 = num_heads
   int64_t head_dim_qk = 0;
   int64_t head_dim_v = 0;
   int64_t ffn_dim = 0;
   Activation activation = Activation::kGeluErf;
+  bool gated_ffn = false;  // fc2(activation(gate(x)) ⊙ fc1(x)): SwiGLU with silu, GEGLU with gelu
   AttentionKind attention = AttentionKind::kSoftmax;
   FeatureMap feature_map = FeatureMap::kEluPlusOne;
   bool bias = true;
@@ -45,6 +47,8 @@ struct ModelConfig {
   bool embed_norm = false;  // a norm over the input embedding (BERT's), before the first block
   PositionKind positions = PositionKind::kSinusoidal;
   int64_t max_positions = 0;
+  RotaryConfig rotary;               // positions "rope"
+  int64_t attention_window = 0;      // causal self-attention's sliding window (Mistral); 0 = none
   bool tie_embeddings = false;       // causal_lm, seq2seq
   Pooling pooling = Pooling::kMean;  // encoder (mean|first|last|pma|none), next_word (cls|pma)
   bool normalize = false;            // encoder

@@ -20,6 +20,7 @@ ACTIVATIONS = {
     "relu": torch.relu,
     "gelu": functional.gelu_erf,
     "gelu_tanh": functional.gelu_tanh,
+    "silu": functional.silu,
 }
 NORMS = {"layer_norm": LayerNorm, "rms_norm": RMSNorm, "scale_norm": ScaleNorm}
 
@@ -29,33 +30,40 @@ def make_norm(kind, dim, eps):
 
 
 class FeedForward(nn.Module):
-    """fc2(activation(fc1(x))), position-wise."""
+    """fc2(activation(fc1(x))), position-wise; gated (Shazeer 2020):
+    fc2(activation(gate(x)) * fc1(x)), SwiGLU with silu, GEGLU with gelu."""
 
-    def __init__(self, dim, hidden_dim, activation="gelu", bias=True, out_dim=None):
+    def __init__(self, dim, hidden_dim, activation="gelu", bias=True, out_dim=None, gated=False):
         super().__init__()
         self.activation = activation
         self.fc1 = nn.Linear(dim, hidden_dim, bias=bias)
+        self.gate = nn.Linear(dim, hidden_dim, bias=bias) if gated else None
         self.fc2 = nn.Linear(hidden_dim, out_dim or dim, bias=bias)
 
     def forward(self, x):
-        return self.fc2(ACTIVATIONS[self.activation](self.fc1(x)))
+        act = ACTIVATIONS[self.activation]
+        if self.gate is None:
+            return self.fc2(act(self.fc1(x)))
+        return self.fc2(act(self.gate(x)) * self.fc1(x))
 
 
 class TransformerBlock(nn.Module):
     def __init__(self, dim, num_heads, ffn_dim, head_dim_qk=None, head_dim_v=None,
                  attention="softmax", norm="layer_norm", norm_eps=1e-5, norm_position="pre",
                  self_attention=True, causal=False, cross_attention=False, memory_dim=0,
-                 alibi=False, activation="gelu", feature_map="elu_plus_one", bias=True):
+                 alibi=False, activation="gelu", feature_map="elu_plus_one", bias=True,
+                 num_kv_heads=0, rotary=None, window=0, gated_ffn=False):
         super().__init__()
         assert norm_position in ("pre", "post"), norm_position
         assert self_attention or cross_attention
         self.norm_position = norm_position
         common = dict(head_dim_qk=head_dim_qk, head_dim_v=head_dim_v, bias=bias,
-                      feature_map=feature_map)
+                      feature_map=feature_map, num_kv_heads=num_kv_heads)
         self.self_attn = self.cross_attn = None
         if self_attention:
             self.self_attn = MultiHeadAttention(dim, num_heads, kind=attention, causal=causal,
-                                                alibi=alibi, **common)
+                                                alibi=alibi, rotary=rotary, window=window,
+                                                **common)
             self.self_attn_norm = make_norm(norm, dim, norm_eps)
         if cross_attention:
             # XSA removes a token's own value, which a memory does not hold: cross-attention
@@ -64,7 +72,7 @@ class TransformerBlock(nn.Module):
             self.cross_attn = MultiHeadAttention(dim, num_heads, memory_dim=memory_dim or dim,
                                                  kind=kind, **common)
             self.cross_attn_norm = make_norm(norm, dim, norm_eps)
-        self.ffn = FeedForward(dim, ffn_dim, activation, bias)
+        self.ffn = FeedForward(dim, ffn_dim, activation, bias, gated=gated_ffn)
         self.ffn_norm = make_norm(norm, dim, norm_eps)
 
     def _sublayer(self, x, lengths, norm, fn):
@@ -108,12 +116,15 @@ class InducedSetAttention(nn.Module):
 class PoolingByAttention(nn.Module):
     """PMA_k (Lee et al. 2019): MAB(S, rFF(Z)) with k learned seed vectors S: [B, k, dim]."""
 
-    def __init__(self, dim, num_seeds, ffn_dim, activation="gelu", bias=True, **block_args):
+    def __init__(self, dim, num_seeds, ffn_dim, activation="gelu", bias=True, gated_ffn=False,
+                 **block_args):
         super().__init__()
         self.seeds = nn.Parameter(torch.randn(num_seeds, dim) * 0.1)
-        self.rff = FeedForward(dim, ffn_dim, activation, bias)
+        self.rff = FeedForward(dim, ffn_dim, activation, bias, gated=gated_ffn)
+        block_args.update(rotary=None, window=0)
         self.block = TransformerBlock(dim, ffn_dim=ffn_dim, activation=activation, bias=bias,
-                                      self_attention=False, cross_attention=True, **block_args)
+                                      gated_ffn=gated_ffn, self_attention=False,
+                                      cross_attention=True, **block_args)
 
     def forward(self, z, lengths):
         batch, k = z.shape[0], self.seeds.shape[0]

@@ -16,13 +16,17 @@ from .tokenizer import ByteTokenizer
 
 def storage_order(names):
     """Data order in model.safetensors: by name, except that each attention layer's q, k and v
-    projection weights lie back to back (likewise its biases), so the engine uses them as one
-    fused [q; k; v] matrix straight from the mapped file, without a copy."""
+    projection weights lie back to back (likewise its biases), and a gated feed-forward
+    network's fc1 and gate, so the engine uses them as one fused matrix straight from the
+    mapped file, without a copy."""
     def key(indexed):
         index, name = indexed
         match = re.match(r"(.*)\.([qkv])_proj\.(weight|bias)$", name)
         if match:
             return (match.group(1), match.group(3), "qkv".index(match.group(2)))
+        match = re.match(r"(.*\.(?:ffn|rff))\.(fc1|gate)\.(weight|bias)$", name)
+        if match:
+            return (match.group(1), match.group(3), ("fc1", "gate").index(match.group(2)))
         return (name, "", index)
     return [name for _, name in sorted(enumerate(names), key=key)]
 

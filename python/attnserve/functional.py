@@ -31,6 +31,11 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
+def silu(x):
+    """x * sigmoid(x) (Elfwing et al. 2018; swish with beta 1)."""
+    return x * torch.sigmoid(x)
+
+
 def elu_plus_one(x):
     """Katharopoulos et al. (2020)'s feature map."""
     return F.elu(x) + 1.0
@@ -64,6 +69,49 @@ def alibi_slopes(num_heads):
     return torch.tensor(slopes, dtype=torch.float64)
 
 
+def rotary_inverse_frequencies(dims, theta=10000.0, scaling=None, context=0):
+    """theta_i = 1 / theta^(2i / dims) for i < dims / 2 (Su et al. 2021), in float64, with the
+    context-extension scalings of transformers' modeling_rope_utils.py. scaling: None or a dict
+    with "type" linear (theta_i / factor), dynamic (a larger base once `context` passes
+    original_max_positions) or llama3 (long wavelengths slowed by the factor, short ones kept,
+    the band between blended)."""
+    scaling = scaling or {}
+    kind, factor = scaling.get("type"), scaling.get("factor", 1.0)
+    original = scaling.get("original_max_positions", 0)
+    if kind == "dynamic" and context > original:
+        theta = theta * (factor * context / original - (factor - 1)) ** (dims / (dims - 2))
+    inv = 1.0 / theta ** (torch.arange(0, dims, 2, dtype=torch.float64) / dims)
+    if kind == "linear":
+        inv = inv / factor
+    elif kind == "llama3":
+        low, high = scaling.get("low_freq_factor", 1.0), scaling.get("high_freq_factor", 4.0)
+        wavelength = 2 * math.pi / inv
+        smooth = (original / wavelength - low) / (high - low)
+        blended = (1 - smooth) * inv / factor + smooth * inv
+        inv = torch.where(wavelength > original / low, inv / factor,
+                          torch.where(wavelength < original / high, inv, blended))
+    return inv
+
+
+def rotate(x, positions, contexts, dims, theta=10000.0, interleaved=False, scaling=None):
+    """Rotary position embedding of x [B, H, T, d] at positions [T] (the same for every
+    sequence); contexts [B]: each sequence's length, for dynamic scaling. Pairs (2i, 2i + 1)
+    when interleaved (the paper), else (i, i + dims/2) (GPT-NeoX, Llama); dimensions past `dims`
+    stay as they are."""
+    inv = torch.stack([rotary_inverse_frequencies(dims, theta, scaling, int(c))
+                       for c in contexts])                            # [B, dims/2]
+    angle = positions.to(torch.float64)[None, :, None] * inv[:, None, :]  # [B, T, dims/2]
+    cos, sin = torch.cos(angle)[:, None].to(x.dtype), torch.sin(angle)[:, None].to(x.dtype)
+    rotated, rest = x[..., :dims], x[..., dims:]
+    if interleaved:
+        a, b = rotated[..., 0::2], rotated[..., 1::2]
+        out = torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
+    else:
+        a, b = rotated[..., : dims // 2], rotated[..., dims // 2 :]
+        out = torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+    return torch.cat([out, rest], dim=-1)
+
+
 def positions_of_queries(q_lengths, k_lengths, q_time):
     """Key position of every query: query i of a sequence sits at k_len - q_len + i, so causal
     masks cover self-attention (q_len == k_len) and decoding against a cache alike."""
@@ -71,13 +119,17 @@ def positions_of_queries(q_lengths, k_lengths, q_time):
     return (k_lengths - q_lengths)[:, None] + i
 
 
-def attention_mask(q_lengths, k_lengths, q_time, k_time, causal):
-    """[B, Tq, Tk] booleans: which keys each query may attend to."""
+def attention_mask(q_lengths, k_lengths, q_time, k_time, causal, window=0):
+    """[B, Tq, Tk] booleans: which keys each query may attend to. window > 0 (causal only): the
+    query at position p sees keys p - window < j <= p (Mistral's sliding window)."""
     i = torch.arange(q_time)[None, :, None]
     j = torch.arange(k_time)[None, None, :]
     allowed = (j < k_lengths[:, None, None]) & (i < q_lengths[:, None, None])
     if causal:
-        allowed = allowed & (j <= positions_of_queries(q_lengths, k_lengths, q_time)[:, :, None])
+        position = positions_of_queries(q_lengths, k_lengths, q_time)[:, :, None]
+        allowed = allowed & (j <= position)
+        if window:
+            allowed = allowed & (j > position - window)
     return allowed
 
 
@@ -100,14 +152,16 @@ def zero_padding(x, lengths):
     return x * (t < lengths[:, None]).to(x.dtype)[..., None]
 
 
-def scaled_dot_product_attention(q, k, v, q_lengths, k_lengths, scale, causal, slopes=None):
+def scaled_dot_product_attention(q, k, v, q_lengths, k_lengths, scale, causal, slopes=None,
+                                 window=0):
     """q: [B, H, Tq, dk], k: [B, H, Tk, dk], v: [B, H, Tk, dv] -> [B, H, Tq, dv]."""
     scores = torch.matmul(q, k.transpose(-1, -2)) * scale
     if slopes is not None:
         scores = scores + alibi_bias(slopes, q_lengths, k_lengths, q.shape[2], k.shape[2]).to(
             scores.dtype
         )
-    allowed = attention_mask(q_lengths, k_lengths, q.shape[2], k.shape[2], causal)[:, None]
+    allowed = attention_mask(q_lengths, k_lengths, q.shape[2], k.shape[2], causal,
+                             window)[:, None]
     return torch.matmul(masked_softmax(scores, allowed), v)
 
 

@@ -12,7 +12,8 @@ from . import functional
 from .blocks import InducedSetAttention, PoolingByAttention, TransformerBlock, make_norm
 
 FORMAT_VERSION = 1
-POSITIONS = ("sinusoidal", "learned", "alibi", "none")
+POSITIONS = ("sinusoidal", "learned", "alibi", "rope", "none")
+ROPE_SETTINGS = ("rope_theta", "rope_dims", "rope_interleaved", "rope_scaling")
 POOLINGS = ("mean", "first", "last", "pma", "none")
 
 
@@ -22,8 +23,9 @@ def _settings(architecture, **values):
         model_dim=64, num_layers=2, num_heads=4, head_dim_qk=0, head_dim_v=0, ffn_dim=0,
         activation="gelu", attention="softmax", feature_map="elu_plus_one", bias=True,
         norm="layer_norm", norm_eps=1e-5, norm_position="pre", embed_norm=False,
-        positions="sinusoidal", max_positions=512)
-    unknown = set(values) - set(defaults) - {
+        positions="sinusoidal", max_positions=512, num_kv_heads=0, gated_ffn=False,
+        attention_window=0)
+    unknown = set(values) - set(defaults) - set(ROPE_SETTINGS) - {
         "tie_embeddings", "pooling", "normalize", "num_seeds", "num_decoder_layers",
         "num_latents", "num_outputs", "output_dim", "num_inducing"}
     assert not unknown, f"unknown settings {unknown}"
@@ -31,7 +33,16 @@ def _settings(architecture, **values):
     s["head_dim_qk"] = s["head_dim_qk"] or s["model_dim"] // s["num_heads"]
     s["head_dim_v"] = s["head_dim_v"] or s["head_dim_qk"]
     s["ffn_dim"] = s["ffn_dim"] or 4 * s["model_dim"]
+    s["num_kv_heads"] = s["num_kv_heads"] or s["num_heads"]
     assert s["positions"] in POSITIONS, s["positions"]
+    if s["positions"] == "rope":
+        s.setdefault("rope_theta", 10000.0)
+        s.setdefault("rope_interleaved", False)
+        s["rope_dims"] = s.get("rope_dims") or s["head_dim_qk"]
+    else:
+        assert not set(ROPE_SETTINGS) & set(s), "rope settings need positions \"rope\""
+    assert not s["attention_window"] or architecture == "causal_lm", "window: causal_lm only"
+    assert s["positions"] != "rope" or architecture not in ("perceiver_io", "set_transformer")
     assert (s["vocab_size"] > 0) != (s["input_dim"] > 0), "tokens or feature vectors, not both"
     return s
 
@@ -62,13 +73,23 @@ class Model(nn.Module):
     def config(self):
         return dict(self.settings)
 
+    def rotary(self):
+        """functional.rotate's settings, or None without rotary positions."""
+        s = self.settings
+        if s["positions"] != "rope":
+            return None
+        return dict(dims=s["rope_dims"], theta=s["rope_theta"], interleaved=s["rope_interleaved"],
+                    scaling=s.get("rope_scaling"))
+
     def block_args(self, **overrides):
         s = self.settings
         args = dict(num_heads=s["num_heads"], ffn_dim=s["ffn_dim"], head_dim_qk=s["head_dim_qk"],
                     head_dim_v=s["head_dim_v"], attention=s["attention"], norm=s["norm"],
                     norm_eps=s["norm_eps"], norm_position=s["norm_position"],
                     alibi=s["positions"] == "alibi", activation=s["activation"],
-                    feature_map=s["feature_map"], bias=s["bias"])
+                    feature_map=s["feature_map"], bias=s["bias"], num_kv_heads=s["num_kv_heads"],
+                    rotary=self.rotary(), window=s["attention_window"],
+                    gated_ffn=s["gated_ffn"])
         args.update(overrides)
         return args
 

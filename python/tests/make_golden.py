@@ -85,6 +85,83 @@ def attention_cases(out_dir, gen):
             "output_dim", "causal", "alibi", "feature_map")})
 
 
+ROPE_VARIANTS = {
+    "half": dict(theta=10000.0, interleaved=False),
+    "interleaved": dict(theta=500.0, interleaved=True),
+    "partial": dict(theta=10000.0, interleaved=False, fraction=0.5),
+    "linear": dict(theta=10000.0, interleaved=False, scaling=dict(type="linear", factor=2.0)),
+    "llama3": dict(theta=10000.0, interleaved=False,
+                   scaling=dict(type="llama3", factor=8.0, low_freq_factor=1.0,
+                                high_freq_factor=4.0, original_max_positions=64)),
+    "dynamic": dict(theta=10000.0, interleaved=False,
+                    scaling=dict(type="dynamic", factor=2.0, original_max_positions=16)),
+}
+
+
+def rotary_settings(variant, head_dim):
+    """functional.rotate's settings for a variant of ROPE_VARIANTS (None: no rotary)."""
+    if variant is None:
+        return None
+    v = dict(ROPE_VARIANTS[variant])
+    dims = int(head_dim * v.pop("fraction", 1.0)) // 2 * 2
+    return dict(dims=dims, theta=v["theta"], interleaved=v["interleaved"],
+                scaling=v.get("scaling"))
+
+
+def modern_attention_cases(out_dir, gen):
+    """Grouped-query attention x rotary positions x sliding windows, and the rotary scalings:
+    written after every other case, so that those keep their random draws."""
+    grid = []
+    for kind, kv_heads, causal in itertools.product(("softmax", "exclusive"), (4, 2, 1),
+                                                    (False, True)):
+        grid.append((kind, kv_heads, causal, (None, "half", "interleaved", "partial")[len(grid) % 4],
+                     8 if causal and len(grid) % 3 else 0, False))
+    for kv_heads, causal in itertools.product((2, 1), (False, True)):
+        grid.append(("linear", kv_heads, causal, None, 0, False))
+        grid.append(("softmax", kv_heads, causal, None, 0, True))
+    for variant in ("linear", "llama3", "dynamic"):
+        grid.append(("softmax", 2, True, variant, 0, False))
+    for n, (kind, kv_heads, causal, rope, window, cross) in enumerate(grid):
+        dk = (16, 24, 64, 10)[n % 4]
+        dv = dk if n % 3 else 8
+        model_dim = 32 + 8 * (n % 3)
+        memory_dim = 24 if cross else 0
+        batch = 1 + n % 3
+        lengths = lengths_mix(gen, batch)
+        rotary = rotary_settings(rope, dk)
+        layer = MultiHeadAttention(model_dim, 4, dk, dv, memory_dim=memory_dim, kind=kind,
+                                   causal=causal, bias=n % 2 == 0, num_kv_heads=kv_heads,
+                                   rotary=rotary, window=window)
+        tensors = dict(layer.state_dict())
+        x = padded(gen, lengths, model_dim)
+        tensors.update(x=x, x_lengths=lengths)
+        memory = memory_lengths = None
+        if cross:
+            memory_lengths = lengths + 7 if causal else lengths_mix(gen, batch)
+            memory = padded(gen, memory_lengths, memory_dim)
+            tensors.update(memory=memory, memory_lengths=memory_lengths)
+        layer = layer.double()
+        with torch.no_grad():
+            heads_out = layer.heads(x.double(), lengths,
+                                    None if memory is None else memory.double(), memory_lengths)
+            tensors["output"] = functional.zero_padding(layer.out_proj(heads_out), lengths)
+            tensors["head_contributions"] = layer.head_contributions(heads_out)
+        name = f"attention_gqa_{n:02d}_{kind}_kv{kv_heads}_dk{dk}_dv{dv}" \
+            + ("_causal" if causal else "") + (f"_rope_{rope}" if rope else "") \
+            + (f"_window{window}" if window else "") + ("_cross" if cross else "")
+        scaling = (rotary or {}).get("scaling") or {}
+        write(out_dir, name, "attention", tensors, kind=kind, model_dim=model_dim,
+              memory_dim=memory_dim, num_heads=4, head_dim_qk=dk, head_dim_v=dv,
+              output_dim=model_dim, causal=causal, alibi=False, feature_map="elu_plus_one",
+              num_kv_heads=kv_heads, window=window, rope_dims=(rotary or {}).get("dims", 0),
+              rope_theta=repr((rotary or {}).get("theta", 10000.0)),
+              rope_interleaved=(rotary or {}).get("interleaved", False),
+              rope_scaling=scaling.get("type", "none"), rope_factor=repr(scaling.get("factor", 1.0)),
+              rope_low_freq_factor=repr(scaling.get("low_freq_factor", 1.0)),
+              rope_high_freq_factor=repr(scaling.get("high_freq_factor", 4.0)),
+              rope_original_max_positions=scaling.get("original_max_positions", 0))
+
+
 def simple_cases(out_dir, gen):
     for n, (scaled, causal, width) in enumerate(
             itertools.product((True, False), (False, True), (8, 33, 64))):
@@ -225,16 +302,62 @@ def model_grid():
         yield (f"encoder_embed_norm_{norm}_{position}", Encoder,
                dict(vocab_size=300, norm=norm, norm_position=position, positions="learned",
                     embed_norm=True))
+    # Rotary positions, grouped-query attention, gated feed-forward networks and sliding
+    # windows: after the cases above, so that those keep their draws.
+    def rope(variant, head_dim=8):
+        r = rotary_settings(variant, head_dim)
+        settings = dict(positions="rope", rope_theta=r["theta"], rope_dims=r["dims"],
+                        rope_interleaved=r["interleaved"])
+        if r["scaling"]:
+            settings["rope_scaling"] = r["scaling"]
+        return settings
+    for n, (attention, variant, kv_heads, ffn) in enumerate(itertools.product(
+            ("softmax", "exclusive"), ("half", "interleaved", "partial"), (2, 1),
+            ("silu", "gelu"))):
+        if n % 2:  # half the grid keeps every combination small
+            continue
+        yield (f"causal_lm_rope_{attention}_{variant}_kv{kv_heads}_{ffn}_glu", CausalLM,
+               dict(vocab_size=300, attention=attention, num_heads=4, num_kv_heads=kv_heads,
+                    gated_ffn=True, activation=ffn, norm="rms_norm", bias=n % 4 == 0,
+                    tie_embeddings=n % 3 == 0, **rope(variant)))
+    for variant in ("linear", "llama3"):
+        yield (f"causal_lm_rope_{variant}_scaling", CausalLM,
+               dict(vocab_size=300, num_heads=4, num_kv_heads=2, gated_ffn=True,
+                    activation="silu", norm="rms_norm", bias=False, **rope(variant)))
+    for attention in ("softmax", "exclusive"):
+        yield (f"causal_lm_window_{attention}", CausalLM,
+               dict(vocab_size=300, attention=attention, num_heads=4, num_kv_heads=2,
+                    attention_window=5, gated_ffn=True, activation="silu", norm="rms_norm",
+                    **rope("half")))
+    yield ("causal_lm_linear_gqa_glu", CausalLM,
+           dict(vocab_size=300, attention="linear", num_heads=4, num_kv_heads=1,
+                gated_ffn=True, activation="silu", positions="none"))
+    yield ("causal_lm_alibi_gqa", CausalLM,
+           dict(vocab_size=300, num_heads=4, num_kv_heads=2, positions="alibi"))
+    for attention, variant in (("softmax", "half"), ("exclusive", "interleaved"),
+                               ("softmax", "dynamic")):
+        yield (f"encoder_rope_{attention}_{variant}", Encoder,
+               dict(vocab_size=300, attention=attention, num_heads=4, num_kv_heads=2,
+                    gated_ffn=True, activation="gelu", pooling="mean", **rope(variant)))
+    yield ("seq2seq_rope_gqa_glu", Seq2Seq,
+           dict(vocab_size=300, num_heads=4, num_kv_heads=2, gated_ffn=True, activation="silu",
+                **rope("half")))
+    yield ("next_word_rope_gqa_glu", NextWordModel,
+           dict(vocab_size=300, num_heads=4, num_kv_heads=1, gated_ffn=True, activation="gelu",
+                **rope("interleaved")))
+    yield ("set_transformer_gqa_glu", SetTransformer,
+           dict(input_dim=9, num_heads=4, num_kv_heads=2, gated_ffn=True, activation="silu",
+                num_inducing=4, output_dim=7))
 
 
 def model_cases(out_dir, gen):
     """Each case is a model directory written by the exporter, plus NAME.expected.safetensors
     with inputs and the reference outputs."""
     for n, (name, cls, settings) in enumerate(model_grid()):
-        model = cls(model_dim=32, num_layers=2, num_heads=4 if n % 2 else 3,
-                    head_dim_qk=8, head_dim_v=8 if n % 3 else 6, ffn_dim=48,
-                    activation=("gelu", "relu", "gelu_tanh")[n % 3], max_positions=64,
-                    **settings)
+        params = dict(model_dim=32, num_layers=2, num_heads=4 if n % 2 else 3,
+                      head_dim_qk=8, head_dim_v=8 if n % 3 else 6, ffn_dim=48,
+                      activation=("gelu", "relu", "gelu_tanh")[n % 3], max_positions=64)
+        model = cls(**dict(params, **settings))
         randomize(model, gen)
         model.eval()
         directory = os.path.join(out_dir, "model_" + name)
@@ -271,7 +394,8 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(1234)
-    for make in (kernel_cases, attention_cases, simple_cases, pointer_cases, model_cases):
+    for make in (kernel_cases, attention_cases, simple_cases, pointer_cases, model_cases,
+                 modern_attention_cases):
         make(out_dir, gen)
     print(f"golden cases written to {out_dir}: {len(os.listdir(out_dir))}")
 

@@ -9,6 +9,9 @@ import unittest
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from attnserve import functional  # noqa: E402
+from attnserve.attention import MultiHeadAttention  # noqa: E402
+from attnserve.blocks import FeedForward  # noqa: E402
 from attnserve.export import export, load, storage_order  # noqa: E402
 from attnserve.models import CausalLM, Encoder  # noqa: E402
 from attnserve.safetensors import load as load_tensors  # noqa: E402
@@ -29,6 +32,61 @@ class ReferenceTest(unittest.TestCase):
                 for t in range(8, 20):
                     step = model(ids[:, t : t + 1], torch.tensor([1]), caches)[:, -1]
                     torch.testing.assert_close(step, full[:, t], atol=1e-5, rtol=1e-5)
+
+    def test_rotary_scores_depend_on_relative_positions_alone(self):
+        torch.manual_seed(2)
+        q, k = torch.randn(1, 1, 1, 16, dtype=torch.float64), torch.randn(1, 1, 1, 16,
+                                                                          dtype=torch.float64)
+        for interleaved in (False, True):
+            def score(m, n):
+                rq = functional.rotate(q, torch.tensor([m]), [1], 16, interleaved=interleaved)
+                rk = functional.rotate(k, torch.tensor([n]), [1], 16, interleaved=interleaved)
+                return float((rq * rk).sum())
+            self.assertAlmostEqual(score(7, 3), score(104, 100), places=9)
+            self.assertNotAlmostEqual(score(7, 3), score(3, 7), places=3)
+        # Partial rotary leaves the dimensions past `dims` alone.
+        rotated = functional.rotate(q, torch.tensor([5]), [1], 8)
+        torch.testing.assert_close(rotated[..., 8:], q[..., 8:])
+
+    def test_grouped_query_attention_is_multi_head_attention_with_shared_heads(self):
+        torch.manual_seed(3)
+        gqa = MultiHeadAttention(32, 4, 8, num_kv_heads=2, causal=True).double()
+        mha = MultiHeadAttention(32, 4, 8, causal=True).double()
+        with torch.no_grad():
+            mha.q_proj.load_state_dict(gqa.q_proj.state_dict())
+            mha.out_proj.load_state_dict(gqa.out_proj.state_dict())
+            for name in ("k_proj", "v_proj"):
+                shared = getattr(gqa, name)
+                getattr(mha, name).weight.copy_(
+                    shared.weight.view(2, 8, 32).repeat_interleave(2, 0).reshape(32, 32))
+                getattr(mha, name).bias.copy_(shared.bias.view(2, 8).repeat_interleave(2, 0)
+                                              .reshape(32))
+            x, lengths = torch.randn(2, 9, 32, dtype=torch.float64), torch.tensor([9, 4])
+            torch.testing.assert_close(gqa(x, lengths), mha(x, lengths))
+
+    def test_sliding_window_sees_the_last_keys_only(self):
+        allowed = functional.attention_mask(torch.tensor([6]), torch.tensor([6]), 6, 6, True, 3)
+        for i in range(6):
+            self.assertEqual(allowed[0, i].nonzero().flatten().tolist(),
+                             list(range(max(0, i - 2), i + 1)))
+
+    def test_gated_feed_forward_multiplies_the_activated_gate(self):
+        torch.manual_seed(4)
+        ffn = FeedForward(8, 16, activation="silu", gated=True)
+        x = torch.randn(3, 8)
+        expected = ffn.fc2(torch.nn.functional.silu(ffn.gate(x)) * ffn.fc1(x))
+        torch.testing.assert_close(ffn(x), expected)
+
+    def test_llama3_scaling_keeps_short_and_slows_long_wavelengths(self):
+        base = functional.rotary_inverse_frequencies(64, 500000.0)
+        scaled = functional.rotary_inverse_frequencies(
+            64, 500000.0, dict(type="llama3", factor=8.0, low_freq_factor=1.0,
+                               high_freq_factor=4.0, original_max_positions=8192))
+        wavelength = 2 * torch.pi / base
+        short, long = wavelength < 8192 / 4, wavelength > 8192
+        torch.testing.assert_close(scaled[short], base[short])
+        torch.testing.assert_close(scaled[long], base[long] / 8)
+        self.assertTrue(short.any() and long.any())
 
     def test_export_then_load_round_trips(self):
         torch.manual_seed(1)

@@ -157,24 +157,26 @@ TEST(ScaledDotProductTest, DecodingKernelMatchesTheTiledKernel) {
 }
 
 TEST(LinearAttentionTest, RecurrenceStepsMatchTheCausalPass) {
-  const int64_t heads = 2, dk = 6, dv = 4, time = 50;
+  const int64_t heads = 4, dk = 6, dv = 4, time = 50;
   for (FeatureMap map : {FeatureMap::kEluPlusOne, FeatureMap::kExp}) {
-    Tensor q = Random({1, time, heads * dk}, 1), k = Random({1, time, heads * dk}, 2);
-    Tensor v = Random({1, time, heads * dv}, 3);
-    Tensor full({1, time, heads * dv});
-    const std::vector<int64_t> lengths = {time};
-    LinearAttention(q, lengths, k, v, lengths, heads, map, true, full);
+    for (int64_t kv_heads : {4, 2, 1}) {
+      Tensor q = Random({1, time, heads * dk}, 1), k = Random({1, time, kv_heads * dk}, 2);
+      Tensor v = Random({1, time, kv_heads * dv}, 3);
+      Tensor full({1, time, heads * dv});
+      const std::vector<int64_t> lengths = {time};
+      LinearAttention(q, lengths, k, v, lengths, heads, kv_heads, map, true, full);
 
-    LinearAttentionState state(heads, dk, dv);
-    Tensor stepped({1, time, heads * dv});
-    for (int64_t t = 0; t < time; ++t) {
-      state.Step(k.Select(0).row(t), v.Select(0).row(t), q.Select(0).row(t), map,
-                 stepped.Select(0).row(t));
+      LinearAttentionState state(heads, kv_heads, dk, dv);
+      Tensor stepped({1, time, heads * dv});
+      for (int64_t t = 0; t < time; ++t) {
+        state.Step(k.Select(0).row(t), v.Select(0).row(t), q.Select(0).row(t), map,
+                   stepped.Select(0).row(t));
+      }
+      EXPECT_EQ(state.tokens(), time);
+      EXPECT_TRUE(AllClose(stepped, full)) << kv_heads << " key/value heads";
+      state.Reset();
+      EXPECT_EQ(state.tokens(), 0);
     }
-    EXPECT_EQ(state.tokens(), time);
-    EXPECT_TRUE(AllClose(stepped, full));
-    state.Reset();
-    EXPECT_EQ(state.tokens(), 0);
   }
 }
 

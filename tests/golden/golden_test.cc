@@ -59,6 +59,7 @@ class Case {
     EXPECT_TRUE(values.ok()) << values.status();
     return values.ok() ? *values : std::vector<int64_t>();
   }
+  bool Has(const std::string& key) const { return file_.metadata().count(key) > 0; }
   std::string Text(const std::string& key) const {
     auto it = file_.metadata().find(key);
     EXPECT_NE(it, file_.metadata().end()) << "metadata " << key;
@@ -94,6 +95,23 @@ void CheckAttention(const Case& c) {
   config.causal = c.Int("causal") != 0;
   config.alibi = c.Int("alibi") != 0;
   config.feature_map = c.Text("feature_map") == "exp" ? FeatureMap::kExp : FeatureMap::kEluPlusOne;
+  if (c.Has("num_kv_heads")) {  // the grouped-query cases, with rotary positions and windows
+    config.num_kv_heads = c.Int("num_kv_heads");
+    config.window = c.Int("window");
+    RotaryConfig& rotary = config.rotary;
+    rotary.dims = c.Int("rope_dims");
+    rotary.theta = c.Real("rope_theta");
+    rotary.interleaved = c.Int("rope_interleaved") != 0;
+    const std::string scaling = c.Text("rope_scaling");
+    rotary.scaling = scaling == "linear"    ? RopeScaling::kLinear
+                     : scaling == "dynamic" ? RopeScaling::kDynamic
+                     : scaling == "llama3"  ? RopeScaling::kLlama3
+                                            : RopeScaling::kNone;
+    rotary.factor = c.Real("rope_factor");
+    rotary.low_freq_factor = c.Real("rope_low_freq_factor");
+    rotary.high_freq_factor = c.Real("rope_high_freq_factor");
+    rotary.original_max_positions = c.Int("rope_original_max_positions");
+  }
   AttentionWeights weights{c.Float("q_proj.weight"),   c.Optional("q_proj.bias"),
                            c.Float("k_proj.weight"),   c.Optional("k_proj.bias"),
                            c.Float("v_proj.weight"),   c.Optional("v_proj.bias"),
@@ -352,9 +370,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, GoldenTest, ::testing::ValuesIn(GoldenCases()),
 TEST(GoldenSuite, HasCasesOfEveryVariant) {
   const std::vector<std::string> cases = GoldenCases();
   for (const char* prefix :
-       {"attention_", "simple_", "pointer_", "kernel_layer_norm", "kernel_rms_norm",
-        "kernel_scale_norm", "kernel_activation", "kernel_softmax", "kernel_sinusoidal",
-        "kernel_alibi", "kernel_embedding"}) {
+       {"attention_", "attention_gqa_", "model_causal_lm_rope_", "model_causal_lm_window_",
+        "simple_", "pointer_", "kernel_layer_norm", "kernel_rms_norm", "kernel_scale_norm",
+        "kernel_activation", "kernel_softmax", "kernel_sinusoidal", "kernel_alibi",
+        "kernel_embedding"}) {
     EXPECT_TRUE(std::any_of(cases.begin(), cases.end(),
                             [&](const std::string& name) { return name.rfind(prefix, 0) == 0; }))
         << "no golden case starting with " << prefix << " in " << GoldenDir();
