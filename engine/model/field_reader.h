@@ -91,7 +91,7 @@ class FieldReader {
   const nlohmann::json* Object(const std::string& key) {
     read_.insert(key);
     auto it = object_.find(key);
-    if (it == object_.end()) return nullptr;
+    if (it == object_.end() || it->is_null()) return nullptr;
     if (!it->is_object()) return Fail(key, "must be an object"), nullptr;
     return &*it;
   }

@@ -118,7 +118,8 @@ Activation ActivationOf(FieldReader& read, const std::string& field, const std::
                                  {{"gelu", Activation::kGeluErf},
                                   {"gelu_new", Activation::kGeluTanh},
                                   {"gelu_pytorch_tanh", Activation::kGeluTanh},
-                                  {"relu", Activation::kRelu}},
+                                  {"relu", Activation::kRelu},
+                                  {"silu", Activation::kSilu}},
                                  fallback);
 }
 
@@ -141,16 +142,19 @@ absl::StatusOr<ImportedModel> ImportHuggingFace(const std::string& directory, co
   const std::string model_type = read.String("model_type", "");
   const bool bert_family =
       model_type == "bert" || model_type == "roberta" || model_type == "distilbert";
-  if (!bert_family && model_type != "gpt2") {
-    return absl::InvalidArgumentError(
-        absl::StrCat(config_path, ": model_type \"", model_type,
-                     "\" is not supported; supported: bert, roberta, distilbert, gpt2"));
+  const bool llama_family =
+      model_type == "llama" || model_type == "mistral" || model_type == "qwen2";
+  if (!bert_family && !llama_family && model_type != "gpt2") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        config_path, ": model_type \"", model_type,
+        "\" is not supported; supported: bert, roberta, distilbert, gpt2, llama, mistral, qwen2"));
   }
   auto tensors = HfTensors::Open(directory);
   if (!tensors.ok()) return tensors.status();
   ImportedModel model;
-  const absl::Status status = bert_family ? ImportBertFamily(model_type, read, *tensors, model)
-                                          : ImportGpt2(read, *tensors, model);
+  const absl::Status status = bert_family    ? ImportBertFamily(model_type, read, *tensors, model)
+                              : llama_family ? ImportLlamaFamily(model_type, read, *tensors, model)
+                                             : ImportGpt2(read, *tensors, model);
   if (!status.ok()) return status;
   if (bert_family) {
     if (auto status = ReadSentenceTransformers(directory, model.config); !status.ok()) {
@@ -161,6 +165,18 @@ absl::StatusOr<ImportedModel> ImportHuggingFace(const std::string& directory, co
   if (!std::filesystem::exists(directory + "/tokenizer.json")) {
     return absl::NotFoundError(
         absl::StrCat(directory, ": tokenizer.json is missing (the model takes token ids)"));
+  }
+  // eos_token_id: one id, or a list whose first ends generation (the server stops at one).
+  if (const auto eos = config.find("eos_token_id"); eos != config.end()) {
+    const Json& first = eos->is_array() && !eos->empty() ? eos->front() : *eos;
+    if (first.is_number_integer() && first.get<int64_t>() >= 0 &&
+        first.get<int64_t>() < model.config.vocab_size) {
+      model.config.tokenizer.end_of_text_id = first.get<int64_t>();
+    } else if (!first.is_null()) {
+      return absl::InvalidArgumentError(absl::StrCat(config_path, ": field eos_token_id is ",
+                                                     eos->dump(), ", not a token id below ",
+                                                     model.config.vocab_size));
+    }
   }
   model.config.tokenizer.type = "huggingface";
   model.config.tokenizer.file = "tokenizer.json";

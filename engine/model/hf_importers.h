@@ -18,10 +18,15 @@ absl::Status ImportBertFamily(const std::string& model_type, FieldReader& read, 
 // gpt2: a pre-norm causal LM with Conv1D weights ([in, out]) and a fused c_attn.
 absl::Status ImportGpt2(FieldReader& read, HfTensors& tensors, ImportedModel& model);
 
+// llama, mistral, qwen2: pre-norm causal LMs with RMSNorm, rotary positions, grouped-query
+// attention and SwiGLU.
+absl::Status ImportLlamaFamily(const std::string& model_type, FieldReader& read, HfTensors& tensors,
+                               ImportedModel& model);
+
 // A JSON file of the snapshot (config.json, modules.json, the shard index, ...).
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);
 
-// transformers' activation names: gelu (erf), gelu_new and gelu_pytorch_tanh (tanh), relu.
+// transformers' activation names: gelu (erf), gelu_new and gelu_pytorch_tanh (tanh), relu, silu.
 Activation ActivationOf(FieldReader& read, const std::string& field, const std::string& fallback);
 
 // The head size, if `heads` divides `dim`; an error naming `heads_field` otherwise.

@@ -19,7 +19,8 @@ struct TokenizerConfig {
   std::string type;                               // "byte" or "huggingface"
   std::map<std::string, int64_t> special_tokens;  // byte: text -> id (>= 256)
   std::string file;                               // huggingface: tokenizer.json in the directory
-  std::string end_of_text;  // the token that ends generation; "" for <|endoftext|> if any
+  std::string end_of_text;      // the token that ends generation; "" for <|endoftext|> if any
+  int64_t end_of_text_id = -1;  // a Hugging Face config's eos_token_id, used before end_of_text
 };
 
 struct ModelConfig {

@@ -12,6 +12,7 @@ absl::StatusOr<InputEmbedding> InputEmbedding::Load(WeightReader& weights,
                                                     const ModelConfig& config) {
   InputEmbedding embedding;
   embedding.dim_ = config.model_dim;
+  embedding.max_positions_ = config.max_positions;
   if (config.token_inputs()) {
     auto table = weights.Take("embed_tokens.weight", {config.vocab_size, config.model_dim});
     if (!table.ok()) return table.status();
@@ -38,6 +39,15 @@ absl::StatusOr<InputEmbedding> InputEmbedding::Load(WeightReader& weights,
 }
 
 absl::Status InputEmbedding::Finish(const std::vector<int64_t>& starts, PaddedBatch& x) const {
+  // Every position kind stops at max_positions: the context the model is served with.
+  for (int64_t b = 0; b < x.batch(); ++b) {
+    const int64_t end = (starts.empty() ? 0 : starts[b]) + x.lengths[b];
+    if (end > max_positions_) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", b, " reaches position ", end,
+                                                     ", beyond the model's max_positions ",
+                                                     max_positions_));
+    }
+  }
   for (int64_t b = 0; b < x.batch() && !positions_.empty(); ++b) {
     Tensor row = x.values.Slice(0, b, 1);
     const int64_t start = starts.empty() ? 0 : starts[b];

@@ -1,7 +1,7 @@
 // The input side every model shares: token ids through embed_tokens (or feature vectors through
 // input_proj), plus sinusoidal or learned positions (embed_positions), then embed_norm if the
-// config has one (BERT's). ALiBi and "none" add no position vectors (ALiBi lives in the
-// attention scores).
+// config has one (BERT's). ALiBi, rotary and "none" add no position vectors (ALiBi lives in the
+// attention scores, rotary positions in the queries and keys).
 #pragma once
 
 #include <optional>
@@ -45,6 +45,7 @@ class InputEmbedding {
   absl::Status Finish(const std::vector<int64_t>& starts, PaddedBatch& x) const;
 
   int64_t dim_ = 0;
+  int64_t max_positions_ = 0;
   Tensor tokens_;  // embed_tokens.weight
   LinearWeights input_proj_;
   Tensor positions_;  // learned or sinusoidal table; empty for alibi / none

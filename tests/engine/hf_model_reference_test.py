@@ -1,12 +1,14 @@
 """Hugging Face checkpoints served as they are, against transformers itself (4.45.2, PyPI).
 
-For each supported model_type (bert, roberta, distilbert, gpt2) a model with random weights (every
+For each supported model_type (bert, roberta, distilbert, gpt2, llama, mistral, qwen2) a model with random weights (every
 parameter, LayerNorms included) is built by transformers from a small config and saved as a
 snapshot directory (config.json, model.safetensors, tokenizer.json); the engine loads the directory
 (tests/engine/hf_model_tool.cc) and runs a padded batch of sequences of different lengths. Hidden
 states, pooled embeddings and logits must match transformers' within 1e-4 (fp32), and logits from
 decoding with the cache those of the full pass within 1e-5. Then: sharded checkpoints, task-model
-prefixes, sentence-transformers pooling, untied GPT-2 heads, and the errors a malformed snapshot
+prefixes, sentence-transformers pooling, untied GPT-2 heads, Llama-family variants (grouped-query
+and multi-query attention, biases, rotary scalings, sliding windows, tied heads) with greedy
+generation identical to transformers' token for token, and the errors a malformed snapshot
 gets."""
 import json
 import os
@@ -23,11 +25,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers import (BertConfig, BertForMaskedLM, BertModel, DistilBertConfig,  # noqa: E402
-                          DistilBertModel, GPT2Config, GPT2LMHeadModel, RobertaConfig,
-                          RobertaModel)
+                          DistilBertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+                          LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM, RobertaConfig, RobertaModel)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_tokenizer_reference_test import MINILM, gpt2  # noqa: E402
+from hf_tokenizer_reference_test import MINILM, gpt2, llama2  # noqa: E402
 
 TOOL = os.environ["HF_MODEL_TOOL"]
 LENGTHS = [7, 12, 3]  # one padded batch
@@ -57,17 +60,18 @@ def padded(batch):
     return ids, mask
 
 
-def run_engine(directory, batch):
-    result = subprocess.run([TOOL, directory], input=json.dumps({"sequences": batch}),
+def run_engine(directory, batch, generate=0):
+    result = subprocess.run([TOOL, directory],
+                            input=json.dumps({"sequences": batch, "generate": generate}),
                             capture_output=True, text=True)
     if result.returncode != 0:
         raise AssertionError(f"hf_model_tool exit {result.returncode}: {result.stderr}")
     return json.loads(result.stdout)
 
 
-def engine_error(directory):
-    result = subprocess.run([TOOL, directory], input='{"sequences": [[5]]}', capture_output=True,
-                            text=True)
+def engine_error(directory, batch=((5,),)):
+    result = subprocess.run([TOOL, directory], input=json.dumps({"sequences": batch}),
+                            capture_output=True, text=True)
     return result.returncode, result.stderr
 
 
@@ -83,6 +87,7 @@ class HfModelTest(unittest.TestCase):
         with open(MINILM) as f:
             cls.wordpiece = json.load(f)
         cls.byte_level = gpt2()
+        cls.byte_fallback = llama2()
         cls.scratch = tempfile.mkdtemp()
 
     @classmethod
@@ -232,6 +237,117 @@ class HfModelTest(unittest.TestCase):
         save(model, directory, self.byte_level)
         self.check_gpt2(model, directory, sequences(50257, 7))
 
+    GENERATED = 8
+
+    def check_llama(self, model, directory, batch, decoded=True):
+        """Logits of a padded batch, decoding with the cache, and greedy generation."""
+        ours = run_engine(directory, batch, self.GENERATED)
+        ids, mask = padded(batch)
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask).logits
+        for b, sequence in enumerate(batch):
+            self.assert_close(ours["logits"][b], logits[b, :len(sequence)], 1e-4, f"logits {b}")
+            if decoded:
+                # Random-weight logits reach tens: a few float32 ulps of them exceed 1e-5.
+                self.assert_close(ours["decoded"][b], ours["logits"][b], 3e-5, f"decoded {b}")
+            with torch.no_grad():
+                greedy = model.generate(torch.tensor([sequence]), do_sample=False,
+                                        max_new_tokens=self.GENERATED, min_new_tokens=self.GENERATED,
+                                        pad_token_id=0)[0, len(sequence):].tolist()
+            self.assertEqual(ours["generated"][b], greedy, f"greedy generation {b}")
+
+    def llama_config(self, **changes):
+        settings = dict(vocab_size=1000, hidden_size=64, intermediate_size=96,
+                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                        max_position_embeddings=64, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                        attn_implementation="eager")
+        settings.update(changes)
+        return settings
+
+    def test_llama(self):
+        # Grouped-query attention (2 key/value heads for 4), an untied head, Llama 2's
+        # byte-fallback BPE tokenizer.
+        model = randomize(LlamaForCausalLM(LlamaConfig(**self.llama_config())), 11)
+        directory = self.directory("llama")
+        save(model, directory, self.byte_fallback)
+        self.check_llama(model, directory, sequences(1000, 11))
+
+    def test_llama_variants(self):
+        # Multi-query attention with biases everywhere, a head width of its own, a tied head and
+        # Llama 3's rotary scaling; linear scaling; half-precision weights.
+        variants = {
+            "mqa_bias_llama3": dict(num_key_value_heads=1, attention_bias=True, mlp_bias=True,
+                                    head_dim=24, tie_word_embeddings=True, rope_theta=500000.0,
+                                    rope_scaling=dict(rope_type="llama3", factor=8.0,
+                                                      low_freq_factor=1.0, high_freq_factor=4.0,
+                                                      original_max_position_embeddings=16)),
+            "linear": dict(rope_scaling=dict(type="linear", factor=2.0), hidden_act="gelu"),
+        }
+        for seed, (name, changes) in enumerate(variants.items(), start=12):
+            with self.subTest(name):
+                model = randomize(LlamaForCausalLM(LlamaConfig(**self.llama_config(**changes))),
+                                  seed)
+                if changes.get("tie_word_embeddings"):
+                    model.tie_weights()
+                directory = self.directory(f"llama_{name}")
+                save(model, directory, self.byte_fallback)
+                self.check_llama(model, directory, sequences(1000, seed))
+
+    def test_llama_dynamic_rope_scaling_past_the_trained_context(self):
+        # transformers picks dynamic NTK's base from the longest sequence of a call, the engine
+        # from each sequence's own length: compared one sequence at a time. Decoding with the
+        # cache keeps the rotation each key had when cached (as transformers does), so only the
+        # full pass is compared past max_position_embeddings.
+        config = LlamaConfig(**self.llama_config(
+            max_position_embeddings=8, rope_scaling=dict(type="dynamic", factor=2.0)))
+        model = randomize(LlamaForCausalLM(config), 14)
+        directory = self.directory("llama_dynamic")
+        save(model, directory, self.byte_fallback)
+        for sequence in sequences(1000, 14):
+            ours = run_engine(directory, [sequence])
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([sequence])).logits[0]
+            self.assert_close(ours["logits"][0], logits, 1e-4, f"{len(sequence)} tokens")
+        self.assertIn("beyond", engine_error(directory, [list(range(5, 22))])[1])
+
+    def test_mistral_sliding_window(self):
+        config = MistralConfig(**self.llama_config(sliding_window=4, head_dim=16))
+        model = randomize(MistralForCausalLM(config), 15)
+        directory = self.directory("mistral")
+        save(model, directory, self.byte_fallback)
+        self.check_llama(model, directory, sequences(1000, 15))
+
+    def test_qwen2_biases_on_q_k_v_and_a_tied_head(self):
+        # Qwen2 uses a byte-level BPE tokenizer, as GPT-2's.
+        config = Qwen2Config(**self.llama_config(tie_word_embeddings=True, rope_theta=1e6,
+                                                 vocab_size=50257))
+        model = randomize(Qwen2ForCausalLM(config), 16)
+        model.tie_weights()
+        self.assertIsNotNone(model.model.layers[0].self_attn.q_proj.bias)
+        directory = self.directory("qwen2")
+        save(model, directory, self.byte_level)
+        self.check_llama(model, directory, sequences(50257, 16))
+
+    def test_llama_family_refusals(self):
+        model = randomize(Qwen2ForCausalLM(Qwen2Config(**self.llama_config())), 17)
+        directory = self.directory("qwen2_refused")
+        save(model, directory, self.byte_fallback)
+        with open(os.path.join(directory, "config.json")) as f:
+            original = json.load(f)
+        for change, expected in [
+                ({"use_sliding_window": True}, "use_sliding_window is true"),
+                ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
+                 'rope_type is "yarn", expected one of'),
+                ({"num_key_value_heads": 3}, "num_key_value_heads is 3, which does not divide"),
+                ({"eos_token_id": 5000}, "eos_token_id is 5000"),
+                ({"hidden_act": "relu2"}, 'field hidden_act is "relu2"')]:
+            with open(os.path.join(directory, "config.json"), "w") as f:
+                json.dump({**original, **change}, f)
+            code, message = engine_error(directory)
+            self.assertEqual(code, 2, change)
+            self.assertIn(expected, message)
+            self.assertIn("config.json", message)
+
     def test_malformed_snapshots_are_refused_naming_what_is_wrong(self):
         config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1,
                             num_attention_heads=2, intermediate_size=16, max_position_embeddings=8)
@@ -264,7 +380,8 @@ class HfModelTest(unittest.TestCase):
             original = json.load(f)
         for change, expected in [
                 ({"model_type": "t5"},
-                 'model_type "t5" is not supported; supported: bert, roberta, distilbert, gpt2'),
+                 'model_type "t5" is not supported; supported: bert, roberta, distilbert, gpt2, '
+                 'llama, mistral, qwen2'),
                 ({"num_attention_heads": 3}, "num_attention_heads is 3, which does not divide 16"),
                 ({"hidden_act": "swish"}, "field hidden_act is \"swish\""),
                 ({"position_embedding_type": "relative_key"}, "field position_embedding_type"),

@@ -3,7 +3,9 @@
 // object. An encoder gives each sequence's states ([T][dim], unpadded) and pooled embedding; a
 // causal LM gives each sequence's logits at every position ([T][vocab]) from one pass, and those
 // of each position again from decoding with the cache (the prompt's first token, then one token at
-// a time). A model that does not load: its error on stderr, exit code 2.
+// a time). With "generate": N, a causal LM also gives each sequence's N greedy continuation
+// tokens, the prompt fed in one step. A model that does not load: its error on stderr, exit code 2.
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -44,8 +46,9 @@ int main(int argc, char** argv) {
   }
   std::stringstream text;
   text << std::cin.rdbuf();
-  const auto sequences =
-      json::parse(text.str())["sequences"].get<std::vector<std::vector<int64_t>>>();
+  const json request = json::parse(text.str());
+  const auto sequences = request["sequences"].get<std::vector<std::vector<int64_t>>>();
+  const int64_t generate = request.value("generate", 0);
   json out;
   if (const attnserve::Encoder* encoder = (*model)->As<attnserve::Encoder>()) {
     auto states = encoder->States({sequences, {}});
@@ -70,6 +73,18 @@ int main(int argc, char** argv) {
         decoded.push_back(Rows(*step, 1)[0]);
       }
       out["decoded"].push_back(decoded);
+      if (generate == 0) continue;
+      auto generator = lm->NewState(static_cast<int64_t>(sequences[b].size()) + generate);
+      std::vector<int64_t> feed = sequences[b], generated;
+      while (static_cast<int64_t>(generated.size()) < generate) {
+        attnserve::DecoderState* states[] = {generator.get()};
+        auto step = lm->Advance(states, {feed});
+        if (!step.ok()) return Fail(step.status());
+        const float* row = step->row(0);
+        feed = {std::max_element(row, row + step->dim(-1)) - row};
+        generated.push_back(feed[0]);
+      }
+      out["generated"].push_back(generated);
     }
   } else {
     return Fail(absl::InvalidArgumentError("not an encoder or a causal LM"));
