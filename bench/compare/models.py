@@ -25,6 +25,12 @@ from attnserve.models import CausalLM, PerceiverIO, SetTransformer  # noqa: E402
 
 GPT2_SMALL = dict(vocab_size=50257, model_dim=768, num_layers=12, num_heads=12, ffn_dim=3072,
                   positions="learned", max_positions=2100, tie_embeddings=True)
+# SmolLM-135M's shape: Llama-style blocks (RMSNorm, rotary positions, 3 key/value heads for 9
+# query heads, SwiGLU), a tied 49152-token head.
+SMOLLM_135M = dict(vocab_size=49152, model_dim=576, num_layers=30, num_heads=9, num_kv_heads=3,
+                   ffn_dim=1536, gated_ffn=True, activation="silu", norm="rms_norm",
+                   norm_eps=1e-5, bias=False, positions="rope", rope_theta=10000.0,
+                   max_positions=2100, tie_embeddings=True)
 LM_PREFILL = ["prefill:1x32", "prefill:1x128", "prefill:1x512",
               "prefill:8x32", "prefill:8x128", "prefill:8x512"]
 VARIANT_PREFILL = ["prefill:1x32", "prefill:1x128", "prefill:1x512", "prefill:8x128"]
@@ -41,6 +47,8 @@ MODELS = {
                          VARIANT_PREFILL + ["decode:128", "decode:2048"]),
     "gpt2_small_linear": (CausalLM, dict(GPT2_SMALL, attention="linear", max_positions=4200),
                           VARIANT_PREFILL + ["decode:256", "decode:4096"]),
+    "smollm_135m": (CausalLM, SMOLLM_135M,
+                    LM_PREFILL + ["decode:128", "decode:512", "decode:2048"]),
     "perceiver_io": (PerceiverIO, dict(input_dim=128, model_dim=512, num_heads=8, num_layers=6,
                                        ffn_dim=2048, num_latents=256, num_outputs=16,
                                        output_dim=128, positions="sinusoidal",
@@ -87,7 +95,7 @@ def export_onnx(model, directory):
     path = os.path.join(directory, "model.onnx")
     s = model.settings
     if isinstance(model, CausalLM):
-        layers, heads = s["num_layers"], s["num_heads"]
+        layers, heads = s["num_layers"], s["num_kv_heads"]
         past_names, present_names = lm_io_names(layers)
         dims = [s["head_dim_qk"]] * layers + [s["head_dim_v"]] * layers
         # A non-empty dummy past, so that tracing keeps the concatenation and the position offset.
@@ -140,11 +148,13 @@ def attention_block_flops(s, queries, keys, causal=False):
     """2 x the multiply-adds of one attention block (q/k/v/out projections, q.k and p.v, the
     FFN) with `queries` rows attending to `keys` rows; under a causal mask, over half the keys
     on average. Norms, softmax and activations are not counted."""
-    d, heads = s["model_dim"], s["num_heads"]
+    d, heads, kv_heads = s["model_dim"], s["num_heads"], s["num_kv_heads"]
     qk, v = heads * s["head_dim_qk"], heads * s["head_dim_v"]
+    kv = kv_heads * (s["head_dim_qk"] + s["head_dim_v"])
     products = (qk + v) * queries * (keys - queries / 2 if causal else keys)
-    return 2 * (d * qk * queries + d * (qk + v) * keys + v * d * queries + products
-                + 2 * d * s["ffn_dim"] * queries)
+    ffn_matrices = 3 if s["gated_ffn"] else 2
+    return 2 * (d * qk * queries + d * kv * keys + v * d * queries + products
+                + ffn_matrices * d * s["ffn_dim"] * queries)
 
 
 def case_flops(model, case):
@@ -187,7 +197,7 @@ def decode_bytes(model, directory, context):
         weights -= 4 * s["max_positions"] * s["model_dim"]
     if not s.get("tie_embeddings"):
         weights -= 4 * s["vocab_size"] * s["model_dim"]
-    heads, dk, dv = s["num_heads"], s["head_dim_qk"], s["head_dim_v"]
+    heads, dk, dv = s["num_kv_heads"], s["head_dim_qk"], s["head_dim_v"]
     if s["attention"] == "linear":
         cache = 4 * s["num_layers"] * heads * (dk * dv + dk)
     else:

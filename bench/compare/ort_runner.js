@@ -84,9 +84,9 @@ class CachedLM {
     const c = this.config, past = {};
     for (let i = 0; i < c.num_layers; ++i) {
       past[`past_key_${i}`] = new ort.Tensor('float32', new Float32Array(0),
-                                             [batch, c.num_heads, 0, c.head_dim_qk]);
+                                             [batch, c.num_kv_heads || c.num_heads, 0, c.head_dim_qk]);
       past[`past_value_${i}`] = new ort.Tensor('float32', new Float32Array(0),
-                                               [batch, c.num_heads, 0, c.head_dim_v]);
+                                               [batch, c.num_kv_heads || c.num_heads, 0, c.head_dim_v]);
     }
     return past;
   }

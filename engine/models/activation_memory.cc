@@ -10,15 +10,20 @@ int64_t RoundUp(int64_t n, int64_t multiple) { return (n + multiple - 1) / multi
 }  // namespace
 
 int64_t ActivationBytes(const ModelConfig& c, const EngineCall& call) {
-  const int64_t d = c.model_dim, key_width = c.num_heads * c.head_dim_qk;
+  const int64_t d = c.model_dim;
+  const int64_t kv_heads = c.num_kv_heads > 0 ? c.num_kv_heads : c.num_heads;
   // The softmax kernel pads each head's values to whole 16-column tiles.
-  const int64_t value_width =
-      c.num_heads *
-      (c.attention == AttentionKind::kLinear ? c.head_dim_v : RoundUp(c.head_dim_v, 16));
+  const int64_t head_v =
+      c.attention == AttentionKind::kLinear ? c.head_dim_v : RoundUp(c.head_dim_v, 16);
+  const int64_t query_width = c.num_heads * c.head_dim_qk, heads_width = c.num_heads * head_v;
+  // Keys and values: of the key/value heads only (grouped-query attention).
+  const int64_t kv_width = kv_heads * (c.head_dim_qk + head_v);
   // Floats per token alive at once in a layer: the residual stream, its copy, the normed input
   // and the sublayer's output; the fused projections and the heads, or the feed-forward hidden
-  // layer (the measured peak of the demo model is 8·d per token: within this).
-  const int64_t per_token = 4 * d + c.ffn_dim + 2 * key_width + 2 * value_width;
+  // layer (twice F when gated: fc1 and gate in one matmul). The measured peak of the demo model
+  // is 8·d per token: within this.
+  const int64_t ffn_hidden = (c.gated_ffn ? 2 : 1) * c.ffn_dim;
+  const int64_t per_token = 4 * d + ffn_hidden + query_width + kv_width + heads_width;
   // Rows that go through the layers: the inputs, or a Perceiver's latents and output queries
   // (its inputs are only attended to), plus a Set Transformer's inducing points and seeds.
   const bool perceiver = c.num_latents > 0;
@@ -27,17 +32,17 @@ int64_t ActivationBytes(const ModelConfig& c, const EngineCall& call) {
   const int64_t input_rows = call.batch * call.time;
   int64_t floats = layer_rows * per_token;
   // Keys transposed and values copied for the tiled kernel, over every key a query sees.
-  floats += call.batch * RoundUp(call.cached + call.time, 16) * (key_width + value_width);
+  floats += call.batch * RoundUp(call.cached + call.time, 16) * kv_width;
   // Input features, embeddings and pooling.
   floats += input_rows * (std::max<int64_t>(c.input_dim, 0) + 2 * d);
   if (call.source_time > 0) {
     // The encoder's pass over the sources (freed as the decoder starts), then each decoder
     // layer's projection of them, kept for the whole call.
     const int64_t source_rows = call.batch * call.source_time;
-    floats += source_rows * (per_token / 2 + (key_width + value_width) * c.num_decoder_layers / 2);
+    floats += source_rows * (per_token / 2 + kv_width * c.num_decoder_layers / 2);
   }
   floats += call.logits_rows * c.vocab_size;
-  floats += call.head_layers * input_rows * (c.num_heads * d + value_width);
+  floats += call.head_layers * input_rows * (c.num_heads * d + heads_width);
   const int64_t bytes = floats * static_cast<int64_t>(sizeof(float));
   return bytes + bytes / 4 + (1 << 20);
 }

@@ -98,8 +98,11 @@ def rotate(x, positions, contexts, dims, theta=10000.0, interleaved=False, scali
     sequence); contexts [B]: each sequence's length, for dynamic scaling. Pairs (2i, 2i + 1)
     when interleaved (the paper), else (i, i + dims/2) (GPT-NeoX, Llama); dimensions past `dims`
     stay as they are."""
-    inv = torch.stack([rotary_inverse_frequencies(dims, theta, scaling, int(c))
-                       for c in contexts])                            # [B, dims/2]
+    if (scaling or {}).get("type") == "dynamic":  # frequencies of each sequence's length
+        inv = torch.stack([rotary_inverse_frequencies(dims, theta, scaling, int(c))
+                           for c in contexts])                        # [B, dims/2]
+    else:
+        inv = rotary_inverse_frequencies(dims, theta, scaling)[None]  # [1, dims/2]
     angle = positions.to(torch.float64)[None, :, None] * inv[:, None, :]  # [B, T, dims/2]
     cos, sin = torch.cos(angle)[:, None].to(x.dtype), torch.sin(angle)[:, None].to(x.dtype)
     rotated, rest = x[..., :dims], x[..., dims:]
