@@ -23,19 +23,21 @@ void ActivateInPlace(Activation activation, float* x, int64_t n) {
 
 }  // namespace
 
-Tensor GatedActivation(Tensor rows, Activation activation) {
+Tensor GatedActivation(const Tensor& rows, Activation activation) {
   const int64_t hidden = rows.dim(1) / 2;
+  Tensor out({rows.dim(0), hidden});
   ParallelFor(
       rows.dim(0),
       [&](int64_t r) {
-        float* up = rows.row(r);
-        float* gate = up + hidden;
-        ActivateInPlace(activation, gate, hidden);
+        const float* up = rows.row(r);
+        float* o = out.row(r);
+        std::copy(up + hidden, up + 2 * hidden, o);
+        ActivateInPlace(activation, o, hidden);
 #pragma omp simd
-        for (int64_t i = 0; i < hidden; ++i) up[i] *= gate[i];
+        for (int64_t i = 0; i < hidden; ++i) o[i] *= up[i];
       },
       Schedule::kStatic, rows.dim(0) * hidden >= 1 << 15);
-  return rows.Slice(1, 0, hidden);
+  return out;
 }
 
 absl::StatusOr<FeedForward> FeedForward::Load(WeightReader& weights, const std::string& prefix,

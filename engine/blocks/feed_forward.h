@@ -35,8 +35,9 @@ class FeedForward {
   Activation activation_ = Activation::kGeluErf;
 };
 
-// rows [N, 2·hidden] holding [up | gate] become [N, hidden] = activation(gate) ⊙ up, in the
-// first half of each row (returned as a view).
-Tensor GatedActivation(Tensor rows, Activation activation);
+// [N, hidden] = activation(gate) ⊙ up from rows [N, 2·hidden] holding [up | gate]. A new
+// contiguous tensor: oneDNN has no fast kernel for fc2 reading rows strided by 2·hidden (it
+// fell to ref:any, 700 times slower at SmolLM's widths).
+Tensor GatedActivation(const Tensor& rows, Activation activation);
 
 }  // namespace attnserve

@@ -1,7 +1,8 @@
 """Exports small random models with Hugging Face tokenizers for tests/e2e/tokenizers_test.py:
 gpt2_lm (GPT-2's byte-level BPE), minilm_embedder (all-MiniLM-L6-v2's WordPiece), llama_lm (a
-byte-fallback BPE trained here) and broken (a tokenizer.json with a pre-tokenizer attnserve does
-not have, which the server must refuse at load).
+byte-fallback BPE trained here), llama_hf (a Hugging Face Llama snapshot with random weights,
+saved by transformers, with that tokenizer) and broken (a tokenizer.json with a pre-tokenizer
+attnserve does not have, which the server must refuse at load).
 Usage: make_tokenizer_models.py REPOSITORY"""
 import json
 import os
@@ -32,6 +33,24 @@ def random_model(cls, directory, tokenizer_json, vocab_size, end_of_text=None, *
         export(model, directory, tokenizer=HuggingFaceTokenizer(f.name, end_of_text))
 
 
+def llama_snapshot(directory, tokenizer_json):
+    """A Llama checkpoint as save_pretrained writes it: grouped-query attention, an untied head,
+    </s> (id 2) ending generation."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(12)
+    config = LlamaConfig(vocab_size=900, hidden_size=64, intermediate_size=96,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2,
+                         tie_word_embeddings=False)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape) * 0.3)
+    model.save_pretrained(directory, safe_serialization=True)
+    with open(os.path.join(directory, "tokenizer.json"), "w") as f:
+        json.dump(tokenizer_json, f)
+
+
 def main():
     root = sys.argv[1]
     with open(MINILM) as f:
@@ -39,6 +58,7 @@ def main():
     random_model(CausalLM, os.path.join(root, "gpt2_lm"), gpt2(), 50257, "<|endoftext|>")
     random_model(Encoder, os.path.join(root, "minilm_embedder"), minilm, 30522, pooling="mean")
     random_model(CausalLM, os.path.join(root, "llama_lm"), llama2(), 900, "</s>")
+    llama_snapshot(os.path.join(root, "llama_hf"), llama2())
     broken = dict(minilm, pre_tokenizer={"type": "FixedLength", "length": 3})
     random_model(Encoder, os.path.join(root, "broken"), broken, 30522)
 

@@ -27,7 +27,7 @@ class TokenizersTest(unittest.TestCase):
         subprocess.run([sys.executable, os.path.join(HERE, "make_tokenizer_models.py"), root],
                        check=True)
         cls.reference = {}
-        for name in ("gpt2_lm", "minilm_embedder", "llama_lm"):
+        for name in ("gpt2_lm", "minilm_embedder", "llama_lm", "llama_hf"):
             cls.reference[name] = Tokenizer.from_file(os.path.join(root, name, "tokenizer.json"))
             cls.reference[name].no_truncation()
             cls.reference[name].no_padding()
@@ -124,6 +124,31 @@ class TokenizersTest(unittest.TestCase):
                 cut += sum(1 for p in pieces if p == "")
         print(f"{cut} tokens held back in {seed} generations", file=sys.stderr)
         self.assertGreater(cut, 0, "no generated token was held back: the test proves nothing")
+
+    def test_a_llama_snapshot_generates_what_transformers_generates(self):
+        # The snapshot as transformers saved it, its byte-fallback BPE tokenizing the prompt on
+        # the server: greedy generation equals transformers' generate from the reference
+        # tokenizer's ids, token for token, and the streamed text is the reference's decoding.
+        import torch
+        from transformers import LlamaForCausalLM
+        model = LlamaForCausalLM.from_pretrained(
+            os.path.join(self.repository.name, "llama_hf")).eval()
+        reference = self.reference["llama_hf"]
+        for text in ("The quick brown fox", "naïve café 😀 über", CORPUS[3]):
+            with self.subTest(text=text[:30]):
+                pieces, ids, finish = self.generate("llama_hf", prompt=pb.Sequence(text=text),
+                                                    max_tokens=24, temperature=0.0)
+                prompt = reference.encode(text).ids
+                with torch.no_grad():
+                    expected = model.generate(torch.tensor([prompt]), do_sample=False,
+                                              max_new_tokens=24, eos_token_id=2,
+                                              pad_token_id=0)[0, len(prompt):].tolist()
+                if expected[-1:] == [2]:  # the server ends at </s> without streaming it
+                    expected = expected[:-1]
+                    self.assertEqual(finish.reason, pb.FINISH_REASON_END_OF_TEXT)
+                self.assertEqual(ids, expected)
+                self.assertEqual("".join(pieces) + finish.text,
+                                 reference.decode(ids, skip_special_tokens=False))
 
     def test_stop_sequences_see_the_decoded_text(self):
         pieces, ids, finish = self.generate("gpt2_lm", prompt=pb.Sequence(text="a"),

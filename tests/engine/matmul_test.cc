@@ -6,6 +6,7 @@
 #include <random>
 
 #include "absl/strings/match.h"
+#include "engine/blocks/feed_forward.h"
 #include "tests/tensor_compare.h"
 
 namespace attnserve {
@@ -172,6 +173,16 @@ TEST(LinearTest, HotPathPrimitivesAreNeverReferenceKernels) {
     ASSERT_TRUE(
         Linear(ffn, LinearWeights{w2, Random({d}, 7), PackedWeight::Pack(w2)}, out, {true}).ok());
   }
+
+  // A gated feed-forward network at SmolLM's widths: [fc1; gate] with SiLU, then fc2.
+  const int64_t f = 1536, width = 576;
+  Tensor x_ffn = Random({9, width}, 9), up_gate({9, 2 * f}), y({9, width});
+  ASSERT_TRUE(Linear(x_ffn, Random({2 * f, width}, 10), Tensor(), up_gate).ok());
+  ASSERT_TRUE(Linear(GatedActivation(up_gate, Activation::kSilu), Random({width, f}, 11), Tensor(),
+                     y, {true})
+                  .ok());
+  Tensor up = up_gate.Slice(1, 0, f);
+  ASSERT_TRUE(Linear(x_ffn, Random({f, width}, 12), Tensor(), up, {false, Activation::kSilu}).ok());
 
   const auto primitives = CreatedMatmulPrimitives();
   ASSERT_FALSE(primitives.empty());

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -145,6 +146,43 @@ TEST_F(ModelLoaderTest, ContradictoryConfig) {
   SetUp();
   EditConfig([](Json& c) { c["tokenizer"]["special_tokens"]["<x>"] = 7; });
   ExpectInvalid("config.json", {"special_tokens.<x>"});
+}
+
+TEST_F(ModelLoaderTest, RotaryGroupedQueryAndWindowSettingsAreChecked) {
+  const std::vector<std::pair<std::function<void(Json&)>, std::string>> cases = {
+      {[](Json& c) {
+         c["positions"] = "rope";
+         c["attention"] = "linear";
+       },
+       "rotary positions need softmax or exclusive attention"},
+      {[](Json& c) {
+         c["positions"] = "rope";
+         c["rope_dims"] = 7;
+       },
+       "rope_dims is 7, must be even"},
+      {[](Json& c) {
+         c["positions"] = "rope";
+         c["rope_scaling"] = Json{{"type", "yarn"}, {"factor", 2.0}};
+       },
+       "rope_scaling: field type is \"yarn\""},
+      {[](Json& c) {
+         c["positions"] = "rope";
+         c["rope_scaling"] = Json{{"type", "llama3"}, {"factor", 8.0}};
+       },
+       "field original_max_positions is missing"},
+      {[](Json& c) { c["rope_theta"] = 500.0; }, "field rope_theta is not a known setting"},
+      {[](Json& c) { c["num_kv_heads"] = 2; }, "num_kv_heads is 2, must divide num_heads (3)"},
+      {[](Json& c) {
+         c["attention_window"] = 4;
+         c["attention"] = "linear";
+       },
+       "a sliding window needs causal softmax or exclusive attention"},
+  };
+  for (const auto& [change, message] : cases) {
+    SetUp();
+    EditConfig(change);
+    ExpectInvalid("config.json", {message});
+  }
 }
 
 TEST_F(ModelLoaderTest, ShapeThatDisagreesWithTheConfig) {
