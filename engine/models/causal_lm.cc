@@ -121,13 +121,19 @@ std::optional<KvBlockShape> CausalLM::CacheShape(int64_t block_tokens) const {
   return StackCacheShape(*stack_, block_tokens);
 }
 
+bool CausalLM::CachesDependOnTokensAlone() const {
+  // Dynamic NTK scaling rotates keys by the sequence's length when they were computed, so a
+  // published block would hold keys that depend on how its sequence was fed.
+  return config_.rotary.scaling != RopeScaling::kDynamic;
+}
+
 std::unique_ptr<DecoderState> CausalLM::NewState(KvBlockPool* pool) const {
-  return NewDecoderState(*stack_, pool, /*share_prefixes=*/true, 0);
+  return NewDecoderState(*stack_, pool, CachesDependOnTokensAlone(), 0);
 }
 
 std::unique_ptr<DecoderState> CausalLM::NewState(int64_t capacity) const {
   // At most max_positions, the model's maximum context.
-  return NewDecoderState(*stack_, nullptr, /*share_prefixes=*/true,
+  return NewDecoderState(*stack_, nullptr, CachesDependOnTokensAlone(),
                          std::min(capacity, config_.max_positions));
 }
 

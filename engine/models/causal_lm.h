@@ -92,6 +92,10 @@ class CausalLM final : public ServableModel {
   // The final states of every position, in one pass without caches.
   absl::StatusOr<PaddedBatch> Forward(const TokenSequences& sequences) const;
 
+  // Whether cached keys and values depend on the tokens alone, so that sequences may share
+  // published prefix blocks.
+  bool CachesDependOnTokensAlone() const;
+
   ModelConfig config_;
   InputEmbedding embedding_;
   std::optional<LayerStack> stack_;

@@ -14,6 +14,14 @@ from . import functional
 KINDS = ("softmax", "exclusive", "linear")
 
 
+def _repeat_heads(x, group):
+    """[B, Hkv, T, d] -> [B, Hkv * group, T, d], each head repeated `group` times in place (an
+    expand, which ONNX export keeps free of fixed sizes, unlike repeat_interleave)."""
+    if group == 1:
+        return x
+    return x.unsqueeze(2).expand(-1, -1, group, -1, -1).flatten(1, 2)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with projections q_proj, k_proj, v_proj and out_proj.
 
@@ -86,7 +94,7 @@ class MultiHeadAttention(nn.Module):
             source_lengths = lengths + start
         # Each key/value head serves its group of query heads.
         group = self.num_heads // self.num_kv_heads
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        k, v = _repeat_heads(k, group), _repeat_heads(v, group)
         if self.kind == "linear":
             y = functional.linear_attention(q, k, v, lengths, source_lengths, self.feature_map,
                                             self.causal)

@@ -103,8 +103,9 @@ def rotate(x, positions, contexts, dims, theta=10000.0, interleaved=False, scali
                            for c in contexts])                        # [B, dims/2]
     else:
         inv = rotary_inverse_frequencies(dims, theta, scaling)[None]  # [1, dims/2]
-    angle = positions.to(torch.float64)[None, :, None] * inv[:, None, :]  # [B, T, dims/2]
-    cos, sin = torch.cos(angle)[:, None].to(x.dtype), torch.sin(angle)[:, None].to(x.dtype)
+    # In x's precision: float64 for the golden references, float32 (as transformers) otherwise.
+    angle = positions.to(x.dtype)[None, :, None] * inv.to(x.dtype)[:, None, :]  # [B, T, dims/2]
+    cos, sin = torch.cos(angle)[:, None], torch.sin(angle)[:, None]
     rotated, rest = x[..., :dims], x[..., dims:]
     if interleaved:
         a, b = rotated[..., 0::2], rotated[..., 1::2]

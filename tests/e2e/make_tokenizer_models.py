@@ -46,6 +46,11 @@ def llama_snapshot(directory, tokenizer_json):
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn(p.shape) * 0.3)
+        # Zero logits for the byte tokens (<0x00>...): random weights would otherwise pick bytes
+        # that are not UTF-8, whose streamed text may differ from the whole decoding.
+        for token, id in tokenizer_json["model"]["vocab"].items():
+            if token.startswith("<0x"):
+                model.lm_head.weight[id] = 0.0
     model.save_pretrained(directory, safe_serialization=True)
     with open(os.path.join(directory, "tokenizer.json"), "w") as f:
         json.dump(tokenizer_json, f)

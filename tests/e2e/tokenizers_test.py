@@ -131,6 +131,7 @@ class TokenizersTest(unittest.TestCase):
         # tokenizer's ids, token for token, and the streamed text is the reference's decoding.
         import torch
         from transformers import LlamaForCausalLM
+        decoded_whole = 0
         model = LlamaForCausalLM.from_pretrained(
             os.path.join(self.repository.name, "llama_hf")).eval()
         reference = self.reference["llama_hf"]
@@ -147,8 +148,18 @@ class TokenizersTest(unittest.TestCase):
                     expected = expected[:-1]
                     self.assertEqual(finish.reason, pb.FINISH_REASON_END_OF_TEXT)
                 self.assertEqual(ids, expected)
-                self.assertEqual("".join(pieces) + finish.text,
-                                 reference.decode(ids, skip_special_tokens=False))
+                # The text the generation appends to the prompt: a continuation keeps the space
+                # that the decoder strips from the start of a whole text.
+                context = reference.decode(prompt, skip_special_tokens=False)
+                decoded = reference.decode(prompt + ids, skip_special_tokens=False)
+                self.assertTrue(decoded.startswith(context))
+                decoded = decoded[len(context):]
+                # Random weights pick byte tokens that are not UTF-8; ByteFallback turns each such
+                # run into U+FFFDs as a whole, which a stream cannot foresee (text_stream.h).
+                if "\ufffd" not in decoded:
+                    self.assertEqual("".join(pieces) + finish.text, decoded)
+                    decoded_whole += 1
+        self.assertGreater(decoded_whole, 0, "no generation was valid UTF-8: text unchecked")
 
     def test_stop_sequences_see_the_decoded_text(self):
         pieces, ids, finish = self.generate("gpt2_lm", prompt=pb.Sequence(text="a"),
