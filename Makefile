@@ -46,7 +46,7 @@ bench-model: build
 bench-server: build
 	$(PYTHON) bench/server_bench.py $(BUILD_DIR)
 
-# attnserve against ONNX Runtime and PyTorch on six models (bench/compare/, docs/benchmarks.md);
+# attnserve against ONNX Runtime and PyTorch on seven models (bench/compare/, docs/benchmarks.md);
 # COMPARE_FLAGS passes e.g. --only gpt2_small --runs 20. ONNX Runtime comes from npm, pinned.
 bench-compare: build
 	cd bench/compare && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error

@@ -202,6 +202,9 @@ class Command {
     table.Add({"norm", info->norm()});
     table.Add({"layers", absl::StrCat(info->num_layers())});
     table.Add({"heads", absl::StrCat(info->num_heads())});
+    if (info->num_kv_heads() > 0 && info->num_kv_heads() < info->num_heads()) {
+      table.Add({"key/value heads", absl::StrCat(info->num_kv_heads())});
+    }
     table.Add({"model dim", absl::StrCat(info->model_dim())});
     if (info->vocab_size() > 0) table.Add({"vocabulary", absl::StrCat(info->vocab_size())});
     if (info->input_dim() > 0) table.Add({"input dim", absl::StrCat(info->input_dim())});

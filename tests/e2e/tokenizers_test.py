@@ -48,6 +48,10 @@ class TokenizersTest(unittest.TestCase):
                          ("WordPiece", 30522))
         self.assertEqual(info["minilm_embedder"].special_tokens["[CLS]"], 101)
         self.assertEqual(dict(info["llama_lm"].special_tokens), {"<unk>": 0, "<s>": 1, "</s>": 2})
+        llama = next(m for m in listing.models if m.name == "llama_hf")
+        self.assertEqual((llama.architecture, llama.positions, llama.norm, llama.num_heads,
+                          llama.num_kv_heads), ("causal_lm", "rope", "rms_norm", 4, 2))
+        self.assertEqual(dict(info["llama_hf"].special_tokens), {"<unk>": 0, "<s>": 1, "</s>": 2})
         failed = {f.name: f.error for f in listing.failed}
         self.assertIn("broken/tokenizer.json", failed["broken"])
         self.assertIn("FixedLength", failed["broken"])
