@@ -94,7 +94,11 @@ class ReferenceTest(unittest.TestCase):
                 (CausalLM(300, model_dim=16, num_layers=1, num_heads=2, tie_embeddings=True),
                  torch.randint(0, 300, (2, 5))),
                 (Encoder(input_dim=7, model_dim=16, num_layers=1, num_heads=2, pooling="pma",
-                         norm="scale_norm", positions="none"), torch.randn(2, 5, 7))):
+                         norm="scale_norm", positions="none"), torch.randn(2, 5, 7)),
+                (CausalLM(300, model_dim=16, num_layers=1, num_heads=4, num_kv_heads=2,
+                          gated_ffn=True, activation="silu", positions="rope", rope_theta=500.0,
+                          rope_scaling=dict(type="linear", factor=2.0), attention_window=3),
+                 torch.randint(0, 300, (2, 5)))):
             with tempfile.TemporaryDirectory() as directory:
                 export(model.eval(), directory)
                 tensors, _ = load_tensors(os.path.join(directory, "model.safetensors"))
