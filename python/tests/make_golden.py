@@ -41,6 +41,16 @@ def write(out_dir, name, variant, tensors, **metadata):
     save(tensors, os.path.join(out_dir, name + ".safetensors"), {"variant": variant, **metadata})
 
 
+def add_reference_outputs(layer, tensors, x, lengths, memory, memory_lengths):
+    """The layer's output and per-head contributions, computed in float64."""
+    layer = layer.double()
+    with torch.no_grad():
+        heads_out = layer.heads(x.double(), lengths,
+                                None if memory is None else memory.double(), memory_lengths)
+        tensors["output"] = functional.zero_padding(layer.out_proj(heads_out), lengths)
+        tensors["head_contributions"] = layer.head_contributions(heads_out)
+
+
 def attention_cases(out_dir, gen):
     grid = []
     for kind in ("softmax", "exclusive", "linear"):
@@ -71,12 +81,7 @@ def attention_cases(out_dir, gen):
             memory_lengths = lengths + extra if causal else lengths_mix(gen, batch)
             memory = padded(gen, memory_lengths, memory_dim)
             tensors.update(memory=memory, memory_lengths=memory_lengths)
-        layer = layer.double()
-        with torch.no_grad():
-            heads_out = layer.heads(x.double(), lengths,
-                                    None if memory is None else memory.double(), memory_lengths)
-            tensors["output"] = functional.zero_padding(layer.out_proj(heads_out), lengths)
-            tensors["head_contributions"] = layer.head_contributions(heads_out)
+        add_reference_outputs(layer, tensors, x, lengths, memory, memory_lengths)
         name = f"attention_{n:02d}_{kind}_h{heads}_dk{dk}_dv{dv}" + ("_causal" if causal else "") \
             + ("_alibi" if alibi else "") + ("_cross" if cross else "")
         config = layer.config()
@@ -140,12 +145,7 @@ def modern_attention_cases(out_dir, gen):
             memory_lengths = lengths + 7 if causal else lengths_mix(gen, batch)
             memory = padded(gen, memory_lengths, memory_dim)
             tensors.update(memory=memory, memory_lengths=memory_lengths)
-        layer = layer.double()
-        with torch.no_grad():
-            heads_out = layer.heads(x.double(), lengths,
-                                    None if memory is None else memory.double(), memory_lengths)
-            tensors["output"] = functional.zero_padding(layer.out_proj(heads_out), lengths)
-            tensors["head_contributions"] = layer.head_contributions(heads_out)
+        add_reference_outputs(layer, tensors, x, lengths, memory, memory_lengths)
         name = f"attention_gqa_{n:02d}_{kind}_kv{kv_heads}_dk{dk}_dv{dv}" \
             + ("_causal" if causal else "") + (f"_rope_{rope}" if rope else "") \
             + (f"_window{window}" if window else "") + ("_cross" if cross else "")

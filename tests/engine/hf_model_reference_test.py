@@ -99,6 +99,16 @@ class HfModelTest(unittest.TestCase):
         os.makedirs(path, exist_ok=True)
         return path
 
+    def assert_config_refused(self, directory, config, expected):
+        """Writes config.json; the engine must refuse the directory naming the file and with
+        `expected` in its message."""
+        with open(os.path.join(directory, "config.json"), "w") as f:
+            json.dump(config, f)
+        code, message = engine_error(directory)
+        self.assertEqual(code, 2, config)
+        self.assertIn(expected, message)
+        self.assertIn("config.json", message)
+
     def assert_close(self, ours, reference, tolerance, what):
         ours, reference = np.asarray(ours, dtype=np.float64), np.asarray(reference, np.float64)
         self.assertEqual(ours.shape, reference.shape, what)
@@ -341,12 +351,7 @@ class HfModelTest(unittest.TestCase):
                 ({"num_key_value_heads": 3}, "num_key_value_heads is 3, which does not divide"),
                 ({"eos_token_id": 5000}, "eos_token_id is 5000"),
                 ({"hidden_act": "relu2"}, 'field hidden_act is "relu2"')]:
-            with open(os.path.join(directory, "config.json"), "w") as f:
-                json.dump({**original, **change}, f)
-            code, message = engine_error(directory)
-            self.assertEqual(code, 2, change)
-            self.assertIn(expected, message)
-            self.assertIn("config.json", message)
+            self.assert_config_refused(directory, {**original, **change}, expected)
 
     def test_malformed_snapshots_are_refused_naming_what_is_wrong(self):
         config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1,
@@ -386,12 +391,7 @@ class HfModelTest(unittest.TestCase):
                 ({"hidden_act": "swish"}, "field hidden_act is \"swish\""),
                 ({"position_embedding_type": "relative_key"}, "field position_embedding_type"),
                 ({"hidden_size": "16"}, "field hidden_size must be an integer")]:
-            with open(os.path.join(directory, "config.json"), "w") as f:
-                json.dump({**original, **change}, f)
-            code, message = engine_error(directory)
-            self.assertEqual(code, 2, change)
-            self.assertIn(expected, message)
-            self.assertIn("config.json", message)
+            self.assert_config_refused(directory, {**original, **change}, expected)
 
         with open(os.path.join(directory, "config.json"), "w") as f:
             json.dump(original, f)
