@@ -276,7 +276,10 @@ void AttendQueriesInPlace(const HeadView* heads, int64_t group, int64_t i,
                           const ScoreOptions& options, float* scores) {
   const HeadView& first = heads[0];
   const int64_t position = first.k_len - first.q_len + i;
-  const auto [begin, limit] = KeysSeenAt(position, first.k_len, options);
+  // Plain variables, not a structured binding: the lambda below captures them (C++20 allows
+  // that, but clang before 16 does not).
+  const KeyRange range = KeysSeenAt(position, first.k_len, options);
+  const int64_t begin = range.begin, limit = range.end;
   const int64_t block = first.key_rows.block_rows;
   const int64_t stride = first.k_len;
   // [j, j + n): the rows from j to the end of j's chunk, its cache block or the range.
