@@ -774,7 +774,9 @@ bool ModelWorker::Emit(Generation& g, const float* logits) {
     End(g, absl::OkStatus());
     return false;
   };
-  if (id == end_of_text_) return finish(v1::FINISH_REASON_END_OF_TEXT);
+  if (std::find(end_of_text_.begin(), end_of_text_.end(), id) != end_of_text_.end()) {
+    return finish(v1::FINISH_REASON_END_OF_TEXT);
+  }
   ++g.generated;
   metrics_.tokens.Add({{"model", name_}, {"kind", "generated"}}).Increment();
   v1::GenerateResponse event;

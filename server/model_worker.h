@@ -168,7 +168,7 @@ class ModelWorker {
   prometheus::Counter& reused_tokens_;
   prometheus::Counter& preemptions_;
   prometheus::Histogram& step_tokens_;
-  const int64_t end_of_text_;
+  const std::vector<int64_t> end_of_text_;
 
   // std::mutex rather than absl::Mutex: Debian builds abseil without ThreadSanitizer's
   // annotations, so make test-tsan would not see absl::Mutex's ordering.

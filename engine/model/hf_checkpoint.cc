@@ -166,16 +166,17 @@ absl::StatusOr<ImportedModel> ImportHuggingFace(const std::string& directory, co
     return absl::NotFoundError(
         absl::StrCat(directory, ": tokenizer.json is missing (the model takes token ids)"));
   }
-  // eos_token_id: one id, or a list whose first ends generation (the server stops at one).
-  if (const auto eos = config.find("eos_token_id"); eos != config.end()) {
-    const Json& first = eos->is_array() && !eos->empty() ? eos->front() : *eos;
-    if (first.is_number_integer() && first.get<int64_t>() >= 0 &&
-        first.get<int64_t>() < model.config.vocab_size) {
-      model.config.tokenizer.end_of_text_id = first.get<int64_t>();
-    } else if (!first.is_null()) {
-      return absl::InvalidArgumentError(absl::StrCat(config_path, ": field eos_token_id is ",
-                                                     eos->dump(), ", not a token id below ",
-                                                     model.config.vocab_size));
+  // eos_token_id: one id or a list of them, each of which ends generation.
+  if (const auto eos = config.find("eos_token_id"); eos != config.end() && !eos->is_null()) {
+    const Json ids = eos->is_array() ? *eos : Json::array({*eos});
+    for (const Json& id : ids) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+          id.get<int64_t>() >= model.config.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat(config_path, ": field eos_token_id is ",
+                                                       eos->dump(), ", not token ids below ",
+                                                       model.config.vocab_size));
+      }
+      model.config.tokenizer.end_of_text_ids.push_back(id.get<int64_t>());
     }
   }
   model.config.tokenizer.type = "huggingface";

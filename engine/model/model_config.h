@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/attention/attention_config.h"
@@ -19,8 +20,10 @@ struct TokenizerConfig {
   std::string type;                               // "byte" or "huggingface"
   std::map<std::string, int64_t> special_tokens;  // byte: text -> id (>= 256)
   std::string file;                               // huggingface: tokenizer.json in the directory
-  std::string end_of_text;      // the token that ends generation; "" for <|endoftext|> if any
-  int64_t end_of_text_id = -1;  // a Hugging Face config's eos_token_id, used before end_of_text
+  std::string end_of_text;  // the token that ends generation; "" for <|endoftext|> if any
+  // A Hugging Face config's eos_token_id (one or several, as Llama 3's instruct models list
+  // <|end_of_text|>, <|eom_id|> and <|eot_id|>), used before end_of_text.
+  std::vector<int64_t> end_of_text_ids;
 };
 
 struct ModelConfig {

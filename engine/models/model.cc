@@ -95,10 +95,10 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory) {
                             static_cast<int64_t>(model->tokenizer->TokenText(id).size()));
     }
     const std::string& end = config->tokenizer.end_of_text;
-    model->end_of_text = config->tokenizer.end_of_text_id >= 0
-                             ? config->tokenizer.end_of_text_id
-                             : model->tokenizer->TokenToId(end.empty() ? "<|endoftext|>" : end);
-    if (!end.empty() && model->end_of_text < 0) {
+    model->end_of_text = config->tokenizer.end_of_text_ids;
+    const int64_t end_id = model->tokenizer->TokenToId(end.empty() ? "<|endoftext|>" : end);
+    if (model->end_of_text.empty() && end_id >= 0) model->end_of_text.push_back(end_id);
+    if (!end.empty() && end_id < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(config_path, ": field tokenizer.end_of_text \"", end, "\" is not a token"));
     }

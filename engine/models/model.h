@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/models/causal_lm.h"
@@ -29,7 +30,7 @@ struct Model {
   ModelConfig config;
   std::unique_ptr<ServableModel> servable;
   std::shared_ptr<const Tokenizer> tokenizer;  // models with token inputs
-  int64_t end_of_text = -1;                    // the token that ends generation, if any
+  std::vector<int64_t> end_of_text;            // the tokens that end generation, if any
   int64_t max_token_text_bytes = 0;            // the longest Tokenizer::TokenText
   FileBytes weight_file;                       // model.safetensors as read, where the weights live
   // The layers' matmul weights were copied into packed buffers (PackedWeight::WorthPacking) and

@@ -51,6 +51,14 @@ def llama_snapshot(directory, tokenizer_json):
         for token, id in tokenizer_json["model"]["vocab"].items():
             if token.startswith("<0x"):
                 model.lm_head.weight[id] = 0.0
+    # A second token ends generation too (as Llama 3 instruct models list <|eot_id|> beside
+    # <|end_of_text|>): the one this model picks fourth after "The quick brown fox".
+    from tokenizers import Tokenizer
+    prompt = Tokenizer.from_str(json.dumps(tokenizer_json)).encode("The quick brown fox").ids
+    with torch.no_grad():
+        greedy = model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=4,
+                                min_new_tokens=4, pad_token_id=0)[0, len(prompt):].tolist()
+    model.config.eos_token_id = [2, greedy[3]] if greedy[3] not in greedy[:3] + [2] else 2
     model.save_pretrained(directory, safe_serialization=True)
     with open(os.path.join(directory, "tokenizer.json"), "w") as f:
         json.dump(tokenizer_json, f)

@@ -139,6 +139,8 @@ class TokenizersTest(unittest.TestCase):
         model = LlamaForCausalLM.from_pretrained(
             os.path.join(self.repository.name, "llama_hf")).eval()
         reference = self.reference["llama_hf"]
+        ends = model.config.eos_token_id
+        ends = ends if isinstance(ends, list) else [ends]
         for text in ("The quick brown fox", "naïve café 😀 über", CORPUS[3]):
             with self.subTest(text=text[:30]):
                 pieces, ids, finish = self.generate("llama_hf", prompt=pb.Sequence(text=text),
@@ -146,12 +148,14 @@ class TokenizersTest(unittest.TestCase):
                 prompt = reference.encode(text).ids
                 with torch.no_grad():
                     expected = model.generate(torch.tensor([prompt]), do_sample=False,
-                                              max_new_tokens=24, eos_token_id=2,
+                                              max_new_tokens=24, eos_token_id=ends,
                                               pad_token_id=0)[0, len(prompt):].tolist()
-                if expected[-1:] == [2]:  # the server ends at </s> without streaming it
+                if expected[-1] in ends:  # the server ends there without streaming the token
                     expected = expected[:-1]
                     self.assertEqual(finish.reason, pb.FINISH_REASON_END_OF_TEXT)
                 self.assertEqual(ids, expected)
+                if text == "The quick brown fox" and len(ends) > 1:  # the second end token
+                    self.assertEqual((len(ids), finish.reason), (3, pb.FINISH_REASON_END_OF_TEXT))
                 # The text the generation appends to the prompt: a continuation keeps the space
                 # that the decoder strips from the start of a whole text.
                 context = reference.decode(prompt, skip_special_tokens=False)
