@@ -14,12 +14,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/kernels/activations.h"
 #include "engine/packed_weight.h"
 #include "engine/tensor.h"
 
 namespace attnserve {
-
-enum class Activation { kNone, kRelu, kGeluErf, kGeluTanh, kSilu };
 
 struct MatmulEpilogue {
   bool accumulate = false;  // y += result (a residual add), fused as oneDNN's sum post-op

@@ -78,10 +78,7 @@ absl::Status CheckAttentionConfig(const AttentionConfig& config) {
 
 absl::Status CheckAttentionWeights(const AttentionConfig& config, const AttentionWeights& w) {
   if (auto status = CheckAttentionConfig(config); !status.ok()) return status;
-  const int64_t qk = config.num_heads * config.head_dim_qk;
-  const int64_t kk = config.kv_heads() * config.head_dim_qk;
-  const int64_t kv = config.kv_heads() * config.head_dim_v;
-  const int64_t vv = config.num_heads * config.head_dim_v;
+  const int64_t qk = config.query_width(), kk = config.key_width(), kv = config.value_width();
   const int64_t in = config.key_input_dim();
   const struct {
     const char* name;
@@ -95,7 +92,7 @@ absl::Status CheckAttentionWeights(const AttentionConfig& config, const Attentio
       {"k_proj.bias", w.k_bias, {kk}, true},
       {"v_proj.weight", w.v_weight, {kv, in}, false},
       {"v_proj.bias", w.v_bias, {kv}, true},
-      {"out_proj.weight", w.out_weight, {config.out_dim(), vv}, false},
+      {"out_proj.weight", w.out_weight, {config.out_dim(), config.heads_width()}, false},
       {"out_proj.bias", w.out_bias, {config.out_dim()}, true},
   };
   for (const auto& e : expected) {

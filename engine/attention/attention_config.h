@@ -37,6 +37,12 @@ struct AttentionConfig {
   int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
   // Query heads that share each key/value head.
   int64_t group_size() const { return num_heads / kv_heads(); }
+  // Row widths of the projections: queries H·dk, keys Hkv·dk, values Hkv·dv, and the heads'
+  // concatenated outputs H·dv.
+  int64_t query_width() const { return num_heads * head_dim_qk; }
+  int64_t key_width() const { return kv_heads() * head_dim_qk; }
+  int64_t value_width() const { return kv_heads() * head_dim_v; }
+  int64_t heads_width() const { return num_heads * head_dim_v; }
   bool is_cross() const { return memory_dim > 0; }
   int64_t key_input_dim() const { return is_cross() ? memory_dim : model_dim; }
   int64_t out_dim() const { return output_dim > 0 ? output_dim : model_dim; }

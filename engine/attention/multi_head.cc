@@ -88,12 +88,6 @@ void MultiHeadAttention::AttendProjected(const Tensor& q, const std::vector<int6
   }
 }
 
-MultiHeadAttention::Widths MultiHeadAttention::widths() const {
-  const AttentionConfig& c = config_;
-  return {c.num_heads * c.head_dim_qk, c.kv_heads() * c.head_dim_qk, c.kv_heads() * c.head_dim_v,
-          c.num_heads * c.head_dim_v};
-}
-
 ScoreOptions MultiHeadAttention::score_options() const {
   return {config_.score_scale(), config_.causal, alibi_slopes_, config_.kv_heads(), config_.window};
 }
@@ -101,14 +95,12 @@ ScoreOptions MultiHeadAttention::score_options() const {
 void MultiHeadAttention::Rotate(Tensor& qkv, const std::vector<int64_t>& lengths,
                                 const std::vector<int64_t>& starts) const {
   if (!rotary_) return;
-  const Widths w = widths();
+  // The query heads and then the key heads lead each row, all head_dim_qk wide: one pass rotates
+  // both, working out each position's angles once.
+  const int64_t heads = config_.num_heads + config_.kv_heads();
   for (int64_t b = 0; b < qkv.dim(0); ++b) {
-    float* rows = qkv.data() + b * qkv.stride(0);
-    const int64_t context = starts[b] + lengths[b];
-    rotary_->Apply(rows, qkv.stride(1), lengths[b], config_.num_heads, config_.head_dim_qk,
-                   starts[b], context);
-    rotary_->Apply(rows + w.q, qkv.stride(1), lengths[b], config_.kv_heads(), config_.head_dim_qk,
-                   starts[b], context);
+    rotary_->Apply(qkv.data() + b * qkv.stride(0), qkv.stride(1), lengths[b], heads,
+                   config_.head_dim_qk, starts[b], starts[b] + lengths[b]);
   }
 }
 
@@ -130,14 +122,15 @@ absl::StatusOr<Tensor> MultiHeadAttention::Forward(const PaddedBatch& x, const P
     if (!projected.ok()) return projected.status();
     return Attend(x, *projected, head_outputs);
   }
-  const Widths w = widths();
+  const AttentionConfig& c = config_;
   auto qkv = LinearRows(x.values, fused_);
   if (!qkv.ok()) return qkv.status();
   std::vector<int64_t> starts(x.batch(), 0);
   Rotate(*qkv, x.lengths, starts);
-  Tensor concatenated({x.batch(), x.time(), w.out});
-  AttendProjected(qkv->Slice(2, 0, w.q), x.lengths, qkv->Slice(2, w.q, w.k),
-                  qkv->Slice(2, w.q + w.k, w.v), x.lengths, concatenated);
+  Tensor concatenated({x.batch(), x.time(), c.heads_width()});
+  AttendProjected(
+      qkv->Slice(2, 0, c.query_width()), x.lengths, qkv->Slice(2, c.query_width(), c.key_width()),
+      qkv->Slice(2, c.query_width() + c.key_width(), c.value_width()), x.lengths, concatenated);
   return ProjectOutput(std::move(concatenated), x.lengths, head_outputs);
 }
 
@@ -151,8 +144,9 @@ absl::StatusOr<KeyValues> MultiHeadAttention::ProjectMemory(const PaddedBatch& m
   }
   auto kv = LinearRows(memory.values, fused_);
   if (!kv.ok()) return kv.status();
-  const Widths w = widths();
-  return KeyValues{kv->Slice(2, 0, w.k), kv->Slice(2, w.k, w.v), memory.lengths};
+  const AttentionConfig& c = config_;
+  return KeyValues{kv->Slice(2, 0, c.key_width()), kv->Slice(2, c.key_width(), c.value_width()),
+                   memory.lengths};
 }
 
 absl::StatusOr<Tensor> MultiHeadAttention::Attend(const PaddedBatch& x, const KeyValues& memory,
@@ -166,7 +160,7 @@ absl::StatusOr<Tensor> MultiHeadAttention::Attend(const PaddedBatch& x, const Ke
   if (auto status = CheckMemoryLengths(x, memory.lengths); !status.ok()) return status;
   auto q = LinearRows(x.values, query_);
   if (!q.ok()) return q.status();
-  Tensor concatenated({x.batch(), x.time(), widths().out});
+  Tensor concatenated({x.batch(), x.time(), config_.heads_width()});
   AttendProjected(*q, x.lengths, memory.keys, memory.values, memory.lengths, concatenated);
   return ProjectOutput(std::move(concatenated), x.lengths, head_outputs);
 }
@@ -183,8 +177,8 @@ std::optional<KvBlockShape> MultiHeadAttention::CacheShape() const {
   if (config_.kind == AttentionKind::kLinear) return std::nullopt;
   KvBlockShape shape;
   shape.layers = 1;
-  shape.key_width = widths().k;
-  shape.value_width = widths().v;
+  shape.key_width = config_.key_width();
+  shape.value_width = config_.value_width();
   return shape;
 }
 
@@ -208,19 +202,19 @@ absl::StatusOr<Tensor> MultiHeadAttention::ForwardCached(
                        " tokens, beyond its cache of ", caches[b]->capacity()));
     }
   }
-  const Widths w = widths();
+  const AttentionConfig& c = config_;
   auto qkv = LinearRows(x.values, fused_);
   if (!qkv.ok()) return qkv.status();
   std::vector<int64_t> starts;
   for (int64_t b = 0; b < x.batch(); ++b) starts.push_back(caches[b]->length());
   Rotate(*qkv, x.lengths, starts);
-  Tensor concatenated = Tensor::Zeros({x.batch(), x.time(), w.out});
+  Tensor concatenated = Tensor::Zeros({x.batch(), x.time(), c.heads_width()});
   if (config_.kind == AttentionKind::kLinear) {
     for (int64_t b = 0; b < x.batch(); ++b) {
       const Tensor rows = qkv->Select(b);  // [T, q + k + v]
       const float* q = rows.data();
-      const float* k = q + w.q;
-      const float* v = k + w.k;
+      const float* k = q + c.query_width();
+      const float* v = k + c.key_width();
       float* out = concatenated.Select(b).data();
       for (int64_t i = 0; i < x.lengths[b]; ++i) {
         caches[b]->linear_state().Step(k + i * rows.stride(0), v + i * rows.stride(0),
@@ -236,19 +230,20 @@ absl::StatusOr<Tensor> MultiHeadAttention::ForwardCached(
   std::vector<int64_t> k_lengths;
   for (int64_t b = 0; b < x.batch(); ++b) {
     const Tensor rows = qkv->Select(b);
-    const float* k = rows.data() + w.q;
-    caches[b]->Append(k, rows.stride(0), k + w.k, rows.stride(0), x.lengths[b]);
+    const float* k = rows.data() + c.query_width();
+    caches[b]->Append(k, rows.stride(0), k + c.key_width(), rows.stride(0), x.lengths[b]);
     keys.push_back(caches[b]->keys());
     values.push_back(caches[b]->values());
     k_lengths.push_back(caches[b]->length());
   }
-  const Tensor q = qkv->Slice(2, 0, w.q);
+  const Tensor q = qkv->Slice(2, 0, c.query_width());
   ScaledDotProductAttention(q, x.lengths, keys, values, k_lengths, config_.num_heads,
                             score_options(), concatenated);
   if (config_.kind == AttentionKind::kExclusive) {
     // Each query's own value is among the new rows: row i of the new values is token i's.
-    RemoveOwnValueComponent(concatenated, qkv->Slice(2, w.q + w.k, w.v), x.lengths, x.lengths,
-                            config_.num_heads, config_.kv_heads());
+    RemoveOwnValueComponent(concatenated,
+                            qkv->Slice(2, c.query_width() + c.key_width(), c.value_width()),
+                            x.lengths, x.lengths, config_.num_heads, config_.kv_heads());
   }
   return ProjectOutput(std::move(concatenated), x.lengths, nullptr);
 }

@@ -59,14 +59,7 @@ class MultiHeadAttention {
   Tensor OutputWeight() const { return output_.PlainWeight(); }
 
  private:
-  // Row widths of the projections: queries H·dk, keys Hkv·dk, values Hkv·dv, and the
-  // concatenated head outputs H·dv.
-  struct Widths {
-    int64_t q, k, v, out;
-  };
-
   explicit MultiHeadAttention(const AttentionConfig& config);
-  Widths widths() const;
   ScoreOptions score_options() const;
   // Rotates the query and key columns of projected [q | k | v] rows in place, sequence b's first
   // row at position starts[b] (no-op without rotary positions).

@@ -4,24 +4,6 @@
 #include "engine/parallel.h"
 
 namespace attnserve {
-namespace {
-
-void ActivateInPlace(Activation activation, float* x, int64_t n) {
-  switch (activation) {
-    case Activation::kRelu:
-      return ReluInPlace(x, n);
-    case Activation::kGeluErf:
-      return GeluErfInPlace(x, n);
-    case Activation::kGeluTanh:
-      return GeluTanhInPlace(x, n);
-    case Activation::kSilu:
-      return SiluInPlace(x, n);
-    case Activation::kNone:
-      return;
-  }
-}
-
-}  // namespace
 
 Tensor GatedActivation(const Tensor& rows, Activation activation) {
   const int64_t hidden = rows.dim(1) / 2;

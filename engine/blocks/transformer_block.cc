@@ -8,20 +8,16 @@ namespace {
 
 absl::StatusOr<MultiHeadAttention> LoadAttention(WeightReader& weights, const std::string& prefix,
                                                  const AttentionConfig& config, bool bias) {
-  const int64_t q = config.num_heads * config.head_dim_qk;
-  const int64_t k = config.kv_heads() * config.head_dim_qk;
-  const int64_t v = config.kv_heads() * config.head_dim_v;
-  const int64_t heads_out = config.num_heads * config.head_dim_v;
   AttentionWeights w;
   const struct {
     const char* name;
     int64_t out, in;
     Tensor *weight, *bias;
   } projections[] = {
-      {".q_proj", q, config.model_dim, &w.q_weight, &w.q_bias},
-      {".k_proj", k, config.key_input_dim(), &w.k_weight, &w.k_bias},
-      {".v_proj", v, config.key_input_dim(), &w.v_weight, &w.v_bias},
-      {".out_proj", config.out_dim(), heads_out, &w.out_weight, &w.out_bias},
+      {".q_proj", config.query_width(), config.model_dim, &w.q_weight, &w.q_bias},
+      {".k_proj", config.key_width(), config.key_input_dim(), &w.k_weight, &w.k_bias},
+      {".v_proj", config.value_width(), config.key_input_dim(), &w.v_weight, &w.v_bias},
+      {".out_proj", config.out_dim(), config.heads_width(), &w.out_weight, &w.out_bias},
   };
   // Plain tensors: MultiHeadAttention fuses q, k, v before it packs.
   for (const auto& p : projections) {

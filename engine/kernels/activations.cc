@@ -69,6 +69,21 @@ void ExpInPlace(float* x, int64_t n) {
   for (; i < n; ++i) x[i] = std::exp(x[i]);
 }
 
+void ActivateInPlace(Activation activation, float* x, int64_t n) {
+  switch (activation) {
+    case Activation::kRelu:
+      return ReluInPlace(x, n);
+    case Activation::kGeluErf:
+      return GeluErfInPlace(x, n);
+    case Activation::kGeluTanh:
+      return GeluTanhInPlace(x, n);
+    case Activation::kSilu:
+      return SiluInPlace(x, n);
+    case Activation::kNone:
+      return;
+  }
+}
+
 void ApplyFeatureMap(FeatureMap map, float* x, int64_t n) {
   switch (map) {
     case FeatureMap::kEluPlusOne:

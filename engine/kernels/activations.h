@@ -5,6 +5,9 @@
 
 namespace attnserve {
 
+// The activations a linear layer's epilogue or a feed-forward network applies.
+enum class Activation { kNone, kRelu, kGeluErf, kGeluTanh, kSilu };
+
 enum class FeatureMap {
   kEluPlusOne,  // elu(x) + 1  (Katharopoulos et al. 2020)
   kExp,         // exp(x)      (Shen et al. 2021)
@@ -17,5 +20,6 @@ void SiluInPlace(float* x, int64_t n);      // x · sigmoid(x) = x / (1 + e^-x)
 void EluPlusOneInPlace(float* x, int64_t n);
 void ExpInPlace(float* x, int64_t n);
 void ApplyFeatureMap(FeatureMap map, float* x, int64_t n);
+void ActivateInPlace(Activation activation, float* x, int64_t n);
 
 }  // namespace attnserve

@@ -39,6 +39,7 @@ Tensor Reference(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor
       if (activation == Activation::kRelu) value = std::max(value, 0.0f);
       if (activation == Activation::kGeluErf) value = Gelu(value);
       if (activation == Activation::kGeluTanh) value = GeluTanh(value);
+      if (activation == Activation::kSilu) value = value / (1.0f + std::exp(-value));
       y.row(i)[j] = value + (y0.empty() ? 0.0f : y0.row(i)[j]);
     }
   }
@@ -53,8 +54,8 @@ TEST(LinearTest, MatchesReferenceForEveryEpilogue) {
   const Tensor w = Random({n, k}, 1), b = Random({n}, 2);
   for (int64_t m : {1, 2, 3, 4, 5, 64}) {
     const Tensor x = Random({m, k}, 3 + m);
-    for (Activation activation :
-         {Activation::kNone, Activation::kRelu, Activation::kGeluErf, Activation::kGeluTanh}) {
+    for (Activation activation : {Activation::kNone, Activation::kRelu, Activation::kGeluErf,
+                                  Activation::kGeluTanh, Activation::kSilu}) {
       for (bool with_bias : {false, true}) {
         for (bool accumulate : {false, true}) {
           const Tensor bias = with_bias ? b : Tensor();
