@@ -52,11 +52,7 @@ absl::Status ImportLlamaFamily(const std::string& model_type, FieldReader& read,
   c.ffn_dim = read.Int("intermediate_size", 1, 1 << 20, std::nullopt);
   c.max_positions = read.Int("max_position_embeddings", 1, 1 << 24, std::nullopt);
   c.norm_eps = static_cast<float>(read.Real("rms_norm_eps", 0, 1, 1e-6));
-  c.activation = read.Choice<Activation>("hidden_act",
-                                         {{"silu", Activation::kSilu},
-                                          {"gelu", Activation::kGeluErf},
-                                          {"gelu_pytorch_tanh", Activation::kGeluTanh}},
-                                         "silu");
+  c.activation = ActivationOf(read, "hidden_act", "silu");
   c.tie_embeddings = read.Bool("tie_word_embeddings", model_type == "qwen2");
   const bool qwen2 = model_type == "qwen2";
   const bool attention_bias = !qwen2 && read.Bool("attention_bias", false);

@@ -20,9 +20,9 @@ int64_t ActivationBytes(const ModelConfig& c, const EngineCall& call) {
   const int64_t kv_width = kv_heads * (c.head_dim_qk + head_v);
   // Floats per token alive at once in a layer: the residual stream, its copy, the normed input
   // and the sublayer's output; the fused projections and the heads, or the feed-forward hidden
-  // layer (twice F when gated: fc1 and gate in one matmul). The measured peak of the demo model
-  // is 8·d per token: within this.
-  const int64_t ffn_hidden = (c.gated_ffn ? 2 : 1) * c.ffn_dim;
+  // layer (three times F when gated: fc1 and gate from one matmul, then their product). The
+  // measured peak of the demo model is 8·d per token: within this.
+  const int64_t ffn_hidden = (c.gated_ffn ? 3 : 1) * c.ffn_dim;
   const int64_t per_token = 4 * d + ffn_hidden + query_width + kv_width + heads_width;
   // Rows that go through the layers: the inputs, or a Perceiver's latents and output queries
   // (its inputs are only attended to), plus a Set Transformer's inducing points and seeds.
