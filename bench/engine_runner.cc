@@ -4,7 +4,9 @@
 // prints {"case": median ms, ...}.
 //
 // Usage: engine_runner MODEL_DIR [--runs N] [--cases prefill:1x128,decode:512,...] [--check 0]
-//   (--check 0 skips the check: for profiling a directory without check files)
+//                      [--weights int8] [--int8_group_size G]
+//   (--check 0 skips the check: for profiling a directory without check files; with int8
+//   weights the check allows the quantization's error, 5% of the largest logit)
 //   prefill:BxT  B prompts of T tokens (or T feature vectors): causal LMs feed fresh states and
 //                return the last position's logits; Perceiver IO and Set Transformer run forward
 //   decode:C     one token fed to a batch-1 state already holding C tokens (causal LMs)
@@ -63,7 +65,8 @@ std::vector<float> ReadFloats(const std::string& path) {
   return values;
 }
 
-void CheckClose(const Tensor& actual, const std::vector<float>& expected, const std::string& what) {
+void CheckClose(const Tensor& actual, const std::vector<float>& expected, const std::string& what,
+                float tolerance) {
   const Tensor dense = actual.Clone();
   Require(dense.size() == static_cast<int64_t>(expected.size()),
           what + ": " + std::to_string(dense.size()) + " values, the reference has " +
@@ -73,9 +76,9 @@ void CheckClose(const Tensor& actual, const std::vector<float>& expected, const 
     largest = std::max(largest, std::abs(expected[i]));
     worst = std::max(worst, std::abs(dense.data()[i] - expected[i]));
   }
-  Require(worst <= 1e-3f * largest, what + " differs from the reference by " +
-                                        std::to_string(worst) + " (max |expected| " +
-                                        std::to_string(largest) + ")");
+  Require(worst <= tolerance * largest, what + " differs from the reference by " +
+                                            std::to_string(worst) + " (max |expected| " +
+                                            std::to_string(largest) + ")");
   std::cerr << what << " matches the reference: max |diff| " << worst << "\n";
 }
 
@@ -123,6 +126,7 @@ Tensor RunFeatures(const Model& model, const ModelInputs& inputs) {
 }
 
 void Check(const Model& model, const std::string& directory) {
+  const float tolerance = model.config.weights.int8 ? 5e-2f : 1e-3f;
   std::ifstream file(directory + "/check.json");
   Require(file.good(), "cannot read " + directory + "/check.json");
   const auto check = nlohmann::json::parse(file);
@@ -136,16 +140,17 @@ void Check(const Model& model, const std::string& directory) {
       prompts[b].assign(ids.begin() + b * length, ids.begin() + (b + 1) * length);
     }
     States states(lm, batch, length + 1);
-    CheckClose(Value(lm.Advance(states.pointers, prompts), "prefill"), expected, "prefill");
+    CheckClose(Value(lm.Advance(states.pointers, prompts), "prefill"), expected, "prefill",
+               tolerance);
     // The decode check: the first prompt's state, one more token.
     const TokenSequences next = {{check["decode_token"].get<int64_t>()}};
     CheckClose(Value(lm.Advance({&states.pointers[0], 1}, next), "decode"),
-               ReadFloats(directory + "/check_decode_output.bin"), "decode");
+               ReadFloats(directory + "/check_decode_output.bin"), "decode", tolerance);
   } else {
     const auto inputs = check["inputs"].get<std::vector<float>>();
     const int64_t width = static_cast<int64_t>(inputs.size()) / (batch * length);
     ModelInputs model_inputs{{}, Features(batch, length, width, inputs.data())};
-    CheckClose(RunFeatures(model, model_inputs), expected, "forward");
+    CheckClose(RunFeatures(model, model_inputs), expected, "forward", tolerance);
   }
 }
 
@@ -174,8 +179,9 @@ double TimeCase(const Model& model, const std::string& name, int runs) {
   return MedianMs(runs, [&] { Value(lm.Advance(states.pointers, next), name); });
 }
 
-int Run(const std::string& directory, int runs, const std::string& cases, bool check) {
-  const auto model = Value(LoadModel(directory), "loading " + directory);
+int Run(const std::string& directory, int runs, const std::string& cases, bool check,
+        const LoadOptions& options) {
+  const auto model = Value(LoadModel(directory, options), "loading " + directory);
   if (check) Check(*model, directory);
   std::printf("{");
   std::stringstream list(cases);
@@ -195,12 +201,14 @@ int Run(const std::string& directory, int runs, const std::string& cases, bool c
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: engine_runner MODEL_DIR [--runs N] [--cases CASE,...] [--check 0]\n";
+    std::cerr << "usage: engine_runner MODEL_DIR [--runs N] [--cases CASE,...] [--check 0] "
+                 "[--weights float32|int8] [--int8_group_size G]\n";
     return 2;
   }
   int runs = 10;
   std::string cases;
   bool check = true;
+  attnserve::LoadOptions options;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--runs") {
@@ -209,10 +217,14 @@ int main(int argc, char** argv) {
       cases = argv[i + 1];
     } else if (flag == "--check") {
       check = std::string(argv[i + 1]) != "0";
+    } else if (flag == "--weights") {
+      options.weights.int8 = std::string(argv[i + 1]) == "int8";
+    } else if (flag == "--int8_group_size") {
+      options.weights.group_size = std::atoll(argv[i + 1]);
     } else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
     }
   }
-  return attnserve::Run(argv[1], runs, cases, check);
+  return attnserve::Run(argv[1], runs, cases, check, options);
 }

@@ -69,6 +69,59 @@ BENCHMARK(BM_LinearOneRowFromMemory)
     ->Args({768, 50257})
     ->Unit(benchmark::kMillisecond);
 
+// The same from int8 weights (group size in range 3: 0 is one scale per output column), for
+// 1-4 rows: a quarter of the bytes. ATTNSERVE_MAX_ISA=avx2 runs the AVX2 kernel on AVX-512 CPUs.
+void BM_Int8LinearFromMemory(benchmark::State& state) {
+  const int64_t k = state.range(0), n = state.range(1), m = state.range(2);
+  const int64_t copies = std::max<int64_t>(2, (256ll << 20) / (k * n));
+  std::vector<LinearWeights> weights;
+  for (int64_t c = 0; c < copies; ++c) {
+    weights.push_back(PrepareLinear(Random({n, k}), Random({n}), {true, state.range(3)}));
+  }
+  const Tensor x = Random({m, k});
+  Tensor y({m, n});
+  int64_t next = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(Linear(x, weights[next], y));
+    next = (next + 1) % copies;
+  }
+  SetGflops(state, 2.0 * m * k * n);
+  state.SetBytesProcessed(state.iterations() * weights[0].quantized.bytes());
+}
+BENCHMARK(BM_Int8LinearFromMemory)
+    ->Args({768, 2304, 1, 0})
+    ->Args({768, 3072, 1, 0})
+    ->Args({3072, 768, 1, 0})
+    ->Args({768, 50257, 1, 0})
+    ->Args({768, 3072, 1, 32})
+    ->Args({768, 3072, 1, 128})
+    ->Args({768, 3072, 4, 0})
+    ->Unit(benchmark::kMillisecond);
+
+// Prefill's matmul from the weights as a model keeps them (range 3: 0 float32, packed where
+// that is faster; else int8 with that group size, -1 for one scale per output column).
+void BM_PreparedLinear(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const WeightFormat format{state.range(3) != 0, std::max<int64_t>(0, state.range(3))};
+  const LinearWeights linear = PrepareLinear(Random({n, k}), Random({n}), format);
+  const Tensor x = Random({m, k});
+  Tensor y({m, n});
+  for (auto _ : state) benchmark::DoNotOptimize(Linear(x, linear, y));
+  SetGflops(state, 2.0 * m * k * n);
+}
+BENCHMARK(BM_PreparedLinear)
+    ->Args({32, 768, 3072, 0})
+    ->Args({32, 768, 3072, -1})
+    ->Args({128, 768, 3072, 0})
+    ->Args({128, 768, 3072, -1})
+    ->Args({512, 768, 3072, 0})
+    ->Args({512, 768, 3072, -1})
+    ->Args({128, 3072, 768, 0})
+    ->Args({128, 3072, 768, -1})
+    ->Args({128, 768, 640, 0})
+    ->Args({128, 768, 1280, 0})
+    ->Unit(benchmark::kMillisecond);
+
 void BM_Softmax(benchmark::State& state) {
   const int64_t rows = state.range(0), width = state.range(1);
   const Tensor source = Random({rows, width}, 5.0f);

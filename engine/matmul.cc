@@ -11,37 +11,43 @@
 #include "absl/strings/str_cat.h"
 #include "engine/dnnl_context.h"
 #include "engine/kernels/few_rows_linear.h"
+#include "engine/weight_memory.h"
 
 namespace attnserve {
 namespace {
 
 using dnnl::memory;
 
-// rows = 0: a runtime row count, plain weights; rows > 0: that many rows, packed weights.
+// rows = 0: a runtime row count, plain weights ([N, K] rows of ldw floats, or with k_major
+// Wᵀ [K, N] in rows of ldw floats); rows > 0: that many rows, packed weights.
 struct MatmulKey {
   int64_t rows, k, n, lda, ldw, ldc;
   bool has_bias;
   MatmulEpilogue epilogue;
+  bool k_major = false;
 
   bool packed() const { return rows > 0; }
   auto Tie() const {
-    return std::tie(rows, k, n, lda, ldw, ldc, has_bias, epilogue.accumulate, epilogue.activation);
+    return std::tie(rows, k, n, lda, ldw, ldc, has_bias, epilogue.accumulate, epilogue.activation,
+                    k_major);
   }
   bool operator<(const MatmulKey& other) const { return Tie() < other.Tie(); }
   std::string ToString() const {
     return absl::StrCat(packed() ? absl::StrCat("rows=", rows, " packed ") : "", "k=", k, " n=", n,
                         " lda=", lda, " ldw=", ldw, " ldc=", ldc, " bias=", has_bias,
                         " activation=", static_cast<int>(epilogue.activation),
-                        " accumulate=", epilogue.accumulate);
+                        " accumulate=", epilogue.accumulate, k_major ? " k_major" : "");
   }
 };
 
 memory::desc WeightsDesc(const MatmulKey& key) {
   // Packed: oneDNN's BA16a64b (see PackedWeight). Plain: Wᵀ viewed in place, element (k, n) of
-  // the [K, N] operand at n * ldw + k.
-  return key.packed()
-             ? memory::desc({key.k, key.n}, memory::data_type::f32, memory::format_tag::BA16a64b)
-             : memory::desc({key.k, key.n}, memory::data_type::f32, {1, key.ldw});
+  // the [K, N] operand at n * ldw + k, or at k * ldw + n when k-major.
+  if (key.packed()) {
+    return memory::desc({key.k, key.n}, memory::data_type::f32, memory::format_tag::BA16a64b);
+  }
+  return memory::desc({key.k, key.n}, memory::data_type::f32,
+                      key.k_major ? memory::dims{key.ldw, 1} : memory::dims{1, key.ldw});
 }
 
 struct CachedMatmul {
@@ -124,16 +130,16 @@ class MatmulCache {
 
 bool RowsAreDense(const Tensor& t) { return t.rank() == 2 && t.stride(1) == 1; }
 
-// Rows [first, first + rows) of x into the same rows of y through the primitive for `key`.
-void ExecuteMatmul(const MatmulKey& key, int64_t first, int64_t rows, const Tensor& x,
-                   const float* weights_data, const Tensor& bias, Tensor& y) {
+// `rows` rows of x (from x_rows, lda apart) into as many rows of y (ldc apart) through the
+// primitive for `key`.
+void ExecuteMatmul(const MatmulKey& key, int64_t rows, const float* x_rows,
+                   const float* weights_data, const Tensor& bias, float* y_rows) {
   const CachedMatmul& matmul = MatmulCache::Get().Lookup(key);
   dnnl::engine& engine = DnnlEngine();
   memory src(memory::desc({rows, key.k}, memory::data_type::f32, {key.lda, 1}), engine,
-             const_cast<float*>(x.row(first)));
+             const_cast<float*>(x_rows));
   memory weights(WeightsDesc(key), engine, const_cast<float*>(weights_data));
-  memory dst(memory::desc({rows, key.n}, memory::data_type::f32, {key.ldc, 1}), engine,
-             y.row(first));
+  memory dst(memory::desc({rows, key.n}, memory::data_type::f32, {key.ldc, 1}), engine, y_rows);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
   if (!bias.empty()) {
@@ -143,42 +149,15 @@ void ExecuteMatmul(const MatmulKey& key, int64_t first, int64_t rows, const Tens
   matmul.primitive.execute(DnnlStream(), args);
 }
 
-absl::Status LinearWith(const Tensor& x, const Tensor& weight, const PackedWeight& packed,
-                        const Tensor& bias, Tensor& y, MatmulEpilogue epilogue) {
-  const bool packed_only = weight.empty() && !packed.empty();
-  if (!RowsAreDense(x) || !(packed_only || RowsAreDense(weight)) || !RowsAreDense(y)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Linear: operands must be 2-D with unit inner stride; x ", x.ShapeString(),
-                     ", weight ", weight.ShapeString(), ", y ", y.ShapeString()));
-  }
-  const int64_t m = x.dim(0), k = x.dim(1), n = packed_only ? packed.n() : weight.dim(0);
-  if ((packed_only ? packed.k() : weight.dim(1)) != k || y.dim(0) != m || y.dim(1) != n ||
-      (!bias.empty() && (bias.size() != n || !bias.is_contiguous())) ||
-      (!packed.empty() && (packed.n() != n || packed.k() != k))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Linear: shapes disagree: x ", x.ShapeString(), ", weight ", weight.ShapeString(),
-        packed.empty() ? "" : absl::StrCat(" (packed [", packed.n(), ", ", packed.k(), "])"),
-        ", bias ", bias.ShapeString(), ", y ", y.ShapeString()));
-  }
-  if (m == 0) return absl::OkStatus();
-  if (m <= kFewRowsMax) {
-    if (packed.empty()) {
-      FewRowsLinear(x, weight, bias, y, epilogue);
-    } else {
-      FewRowsLinear(x, packed, bias, y, epilogue);
-    }
-    return absl::OkStatus();
-  }
-  MatmulKey key{
-      0,       k, n, x.stride(0), packed_only ? k : weight.stride(0), y.stride(0), !bias.empty(),
-      epilogue};
-  if (packed.empty()) {
-    ExecuteMatmul(key, 0, m, x, weight.data(), bias, y);
-    return absl::OkStatus();
-  }
-  // Fixed row counts from a bounded set: the largest power of two up to 512 that fits, and the
-  // last 1-7 rows as they come. Each chunk runs at full speed (brgemm keeps ~210 GFLOP/s down to
-  // 5 rows), and at most 14 primitives per weight shape are ever created.
+// Packed weights: fixed row counts from a bounded set, the largest power of two up to 512 that
+// fits and the last 1-7 rows as they come. Each chunk runs at full speed (brgemm keeps ~210
+// GFLOP/s down to 5 rows), and at most 14 primitives per weight shape are ever created. oneDNN
+// 2.6 has no brgemm for a strided output (it falls to ref:any), so a strided y is written
+// through a dense chunk of rows.
+void PackedMatmul(MatmulKey key, const Tensor& x, const PackedWeight& packed, const Tensor& bias,
+                  Tensor& y) {
+  const int64_t m = x.dim(0), ldc = key.ldc;
+  key.ldc = key.n;
   for (int64_t first = 0; first < m;) {
     int64_t rows = m - first;
     if (rows >= 8) {
@@ -186,8 +165,111 @@ absl::Status LinearWith(const Tensor& x, const Tensor& weight, const PackedWeigh
       while (rows < 512 && rows * 2 <= m - first) rows *= 2;
     }
     key.rows = rows;
-    ExecuteMatmul(key, first, rows, x, packed.data(), bias, y);
+    if (ldc == key.n) {
+      ExecuteMatmul(key, rows, x.row(first), packed.data(), bias, y.row(first));
+    } else {
+      Tensor dense({rows, key.n});
+      for (int64_t r = 0; r < rows && key.epilogue.accumulate; ++r) {
+        std::memcpy(dense.row(r), y.row(first + r), key.n * sizeof(float));
+      }
+      ExecuteMatmul(key, rows, x.row(first), packed.data(), bias, dense.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(y.row(first + r), dense.row(r), key.n * sizeof(float));
+      }
+    }
     first += rows;
+  }
+}
+
+// The calling thread's buffer for dequantized tiles of at least `floats`, kept for the thread's
+// life.
+float* TileBuffer(int64_t floats) {
+  thread_local std::shared_ptr<float> tile;
+  thread_local int64_t capacity = 0;
+  if (capacity < floats) {
+    tile = AllocateWeights<float>(static_cast<size_t>(floats));
+    capacity = floats;
+  }
+  return tile.get();
+}
+
+// Int8 weights for many rows: the matmul is compute-bound there, so the panels are dequantized
+// into float tiles (in the layout oneDNN reads fastest on this CPU: packed, or K-major) that stay
+// in cache while oneDNN multiplies all rows by them. Dequantizing costs one pass over the int8
+// weights, against M passes of multiply-adds.
+void QuantizedMatmul(const Tensor& x, const QuantizedWeight& q, const Tensor& bias, Tensor& y,
+                     MatmulEpilogue epilogue) {
+  const int64_t k = q.k(), n = q.n(), width = QuantizedWeight::kPanelWidth;
+  const bool packed = PackedWeight::PackingIsFaster();
+  const int64_t padded_k = PackedWeight::PaddedDepth(k);
+  const int64_t panel_floats = (packed ? padded_k : k) * width;
+  const int64_t tile_panels =
+      std::clamp<int64_t>(kDequantizedTileBytes / 4 / panel_floats, 1, q.panels());
+  float* tile = TileBuffer(tile_panels * panel_floats);
+  for (int64_t first = 0; first < q.panels(); first += tile_panels) {
+    const int64_t last = std::min(q.panels(), first + tile_panels);
+    const int64_t begin = first * width, columns = std::min(n, last * width) - begin;
+    Tensor y_columns = y.Slice(1, begin, columns);
+    const Tensor bias_columns = bias.empty() ? Tensor() : bias.Slice(0, begin, columns);
+    MatmulKey key{0, k, columns, x.stride(0), 0, y.stride(0), !bias.empty(), epilogue};
+    if (packed) {
+      q.DequantizePanels(first, last, padded_k, tile);
+      PackedMatmul(key, x,
+                   PackedWeight::Wrap(std::shared_ptr<float>(tile, [](float*) {}), columns, k),
+                   bias_columns, y_columns);
+    } else {
+      key.ldw = (last - first) * width;
+      key.k_major = true;
+      q.DequantizeColumns(first, last, tile, key.ldw);
+      ExecuteMatmul(key, x.dim(0), x.data(), tile, bias_columns, y_columns.data());
+    }
+  }
+}
+
+absl::Status LinearWith(const Tensor& x, const LinearWeights& w, Tensor& y,
+                        MatmulEpilogue epilogue) {
+  const Tensor& weight = w.weight;
+  const Tensor& bias = w.bias;
+  const PackedWeight& packed = w.packed;
+  const bool plain = !weight.empty();
+  if (!RowsAreDense(x) || (plain && !RowsAreDense(weight)) || !RowsAreDense(y) || w.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Linear: operands must be 2-D with unit inner stride; x ", x.ShapeString(),
+                     ", weight ", weight.ShapeString(), ", y ", y.ShapeString()));
+  }
+  const int64_t m = x.dim(0), k = x.dim(1), n = w.out_features();
+  if (w.in_features() != k || y.dim(0) != m || y.dim(1) != n ||
+      (!bias.empty() && (bias.size() != n || !bias.is_contiguous())) ||
+      (plain && (weight.dim(0) != n || weight.dim(1) != k))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Linear: shapes disagree: x ", x.ShapeString(), ", weight ", weight.ShapeString(),
+        packed.empty() ? "" : absl::StrCat(" (packed [", packed.n(), ", ", packed.k(), "])"),
+        w.quantized.empty()
+            ? ""
+            : absl::StrCat(" (int8 [", w.quantized.n(), ", ", w.quantized.k(), "])"),
+        ", bias ", bias.ShapeString(), ", y ", y.ShapeString()));
+  }
+  if (m == 0) return absl::OkStatus();
+  if (m <= kFewRowsMax) {
+    if (!w.quantized.empty()) {
+      FewRowsLinear(x, w.quantized, bias, y, epilogue);
+    } else if (!packed.empty()) {
+      FewRowsLinear(x, packed, bias, y, epilogue);
+    } else {
+      FewRowsLinear(x, weight, bias, y, epilogue);
+    }
+    return absl::OkStatus();
+  }
+  if (!w.quantized.empty()) {
+    QuantizedMatmul(x, w.quantized, bias, y, epilogue);
+    return absl::OkStatus();
+  }
+  MatmulKey key{
+      0, k, n, x.stride(0), plain ? weight.stride(0) : k, y.stride(0), !bias.empty(), epilogue};
+  if (packed.empty()) {
+    ExecuteMatmul(key, m, x.data(), weight.data(), bias, y.data());
+  } else {
+    PackedMatmul(key, x, packed, bias, y);
   }
   return absl::OkStatus();
 }
@@ -196,13 +278,17 @@ absl::Status LinearWith(const Tensor& x, const Tensor& weight, const PackedWeigh
 
 absl::Status Linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y,
                     MatmulEpilogue epilogue) {
-  return LinearWith(x, weight, PackedWeight(), bias, y, epilogue);
+  return LinearWith(x, LinearWeights{weight, bias, {}, {}}, y, epilogue);
 }
 
-LinearWeights PrepareLinear(Tensor weight, Tensor bias) {
+LinearWeights PrepareLinear(Tensor weight, Tensor bias, const WeightFormat& format) {
+  if (format.int8) {
+    return LinearWeights{
+        Tensor(), std::move(bias), {}, QuantizedWeight::Quantize(weight, format.group_size)};
+  }
   PackedWeight packed = PackedWeight::PackIfFaster(weight);
   if (!packed.empty()) weight = Tensor();
-  return LinearWeights{std::move(weight), std::move(bias), std::move(packed)};
+  return LinearWeights{std::move(weight), std::move(bias), std::move(packed), {}};
 }
 
 namespace {
@@ -246,13 +332,14 @@ Tensor StackBiases(const std::vector<const Tensor*>& biases,
 }  // namespace
 
 LinearWeights PrepareStackedLinear(const std::vector<const Tensor*>& weights,
-                                   const std::vector<const Tensor*>& biases) {
-  return PrepareLinear(Stack(weights), StackBiases(biases, weights));
+                                   const std::vector<const Tensor*>& biases,
+                                   const WeightFormat& format) {
+  return PrepareLinear(Stack(weights), StackBiases(biases, weights), format);
 }
 
 absl::Status Linear(const Tensor& x, const LinearWeights& linear, Tensor& y,
                     MatmulEpilogue epilogue) {
-  return LinearWith(x, linear.weight, linear.packed, linear.bias, y, epilogue);
+  return LinearWith(x, linear, y, epilogue);
 }
 
 absl::StatusOr<Tensor> LinearRows(const Tensor& x, const LinearWeights& linear,
@@ -269,7 +356,7 @@ absl::StatusOr<Tensor> LinearRows(const Tensor& x, const LinearWeights& linear,
 
 absl::StatusOr<Tensor> LinearRows(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                   MatmulEpilogue epilogue) {
-  return LinearRows(x, LinearWeights{weight, bias, PackedWeight()}, epilogue);
+  return LinearRows(x, LinearWeights{weight, bias, {}, {}}, epilogue);
 }
 
 std::vector<PrimitiveInfo> CreatedMatmulPrimitives() { return MatmulCache::Get().List(); }

@@ -1,16 +1,14 @@
 #include "engine/packed_weight.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <dnnl.hpp>
-#include <new>
 #include <string>
 
 #include "engine/dnnl_context.h"
 #include "engine/parallel.h"
+#include "engine/weight_memory.h"
 
 namespace attnserve {
 namespace {
@@ -46,19 +44,10 @@ PackedWeight PackedWeight::Pack(const Tensor& weight) {
   PackedWeight packed;
   packed.n_ = weight.dim(0);
   packed.k_ = weight.dim(1);
-  packed.padded_k_ = (packed.k_ + kDepthBlock - 1) / kDepthBlock * kDepthBlock;
-  const size_t bytes =
-      static_cast<size_t>(packed.panels() * packed.padded_k_ * kPanelWidth) * sizeof(float);
-  // Large weights start on a 2 MB boundary with transparent huge pages requested: decoding
-  // streams every weight for every token, and with 4 KB pages that is a TLB miss every 4 KB.
-  constexpr size_t kHugePage = 2 << 20;
-  void* memory = nullptr;
-  if (posix_memalign(&memory, bytes >= kHugePage ? kHugePage : 64, bytes) != 0) {
-    throw std::bad_alloc();
-  }
-  if (bytes >= kHugePage) madvise(memory, bytes, MADV_HUGEPAGE);
-  float* data = static_cast<float*>(memory);
-  packed.storage_ = std::shared_ptr<float>(data, std::free);
+  packed.padded_k_ = PaddedDepth(packed.k_);
+  const size_t floats = static_cast<size_t>(packed.panels() * packed.padded_k_ * kPanelWidth);
+  packed.storage_ = AllocateWeights<float>(floats);
+  float* data = packed.storage_.get();
   ParallelFor(packed.panels(), [&](int64_t j) {
     float* panel = data + j * packed.padded_k_ * kPanelWidth;
     std::memset(panel, 0, packed.padded_k_ * kPanelWidth * sizeof(float));
@@ -68,6 +57,15 @@ PackedWeight PackedWeight::Pack(const Tensor& weight) {
       for (int64_t r = 0; r < packed.k_; ++r) panel[r * kPanelWidth + c] = row[r];
     }
   });
+  return packed;
+}
+
+PackedWeight PackedWeight::Wrap(std::shared_ptr<float> storage, int64_t n, int64_t k) {
+  PackedWeight packed;
+  packed.storage_ = std::move(storage);
+  packed.n_ = n;
+  packed.k_ = k;
+  packed.padded_k_ = PaddedDepth(k);
   return packed;
 }
 

@@ -31,6 +31,8 @@ packages=(
   python3-sympy python3-protobuf
   # benchmarks plots
   python3-matplotlib
+  # the demo model's training text and held-out corpus (the int8 accuracy test reads it)
+  fortunes
   # deploy/ checks without a cluster (kubectl for its built-in kustomize; these machines' apt
   # sources carry it); the container test (make container-test) brings its own podman
   yamllint python3-yaml python3-kubernetes kubectl

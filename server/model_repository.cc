@@ -37,14 +37,14 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
   std::vector<Loaded> loaded;
   for (const auto& directory : directories) {
     const std::string name = directory.filename().string();
-    auto model = LoadModel(directory.string());
-    if (!model.ok()) {
-      fail(name, model.status());
-      continue;
-    }
     auto model_options = ServingOptionsFor(directory.string(), options);
     if (!model_options.ok()) {
       fail(name, model_options.status());
+      continue;
+    }
+    auto model = LoadModel(directory.string(), {model_options->weights});
+    if (!model.ok()) {
+      fail(name, model.status());
       continue;
     }
     loaded.push_back({name, *std::move(model), *model_options});
@@ -88,12 +88,21 @@ absl::StatusOr<WorkerOptions> ServingOptionsFor(const std::string& directory,
   for (const auto& item : json.items()) {
     const std::string& key = item.key();
     const auto& value = item.value();
-    if (!value.is_number_integer() ||
-        value.get<int64_t>() < (key == "max_queue_delay_ms" ? 0 : 1) ||
+    if (key == "weights") {
+      auto format = ParseWeightFormat(value.is_string() ? value.get<std::string>() : "");
+      if (!format.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": field weights: ", format.status().message()));
+      }
+      options.weights.int8 = *format;
+      continue;
+    }
+    const bool may_be_zero = key == "max_queue_delay_ms" || key == "int8_group_size";
+    if (!value.is_number_integer() || value.get<int64_t>() < (may_be_zero ? 0 : 1) ||
         value.get<int64_t>() > (int64_t{1} << 40)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": field ", key, " must be a ",
-                       key == "max_queue_delay_ms" ? "non-negative" : "positive", " integer"));
+      return absl::InvalidArgumentError(absl::StrCat(path, ": field ", key, " must be a ",
+                                                     may_be_zero ? "non-negative" : "positive",
+                                                     " integer"));
     }
     const int64_t number = value.get<int64_t>();
     if (key == "max_batch_size") {
@@ -108,12 +117,21 @@ absl::StatusOr<WorkerOptions> ServingOptionsFor(const std::string& directory,
       options.step_tokens = number;
     } else if (key == "prefill_chunk_tokens") {
       options.prefill_chunk_tokens = number;
+    } else if (key == "int8_group_size") {
+      options.weights.group_size = number;
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": field ", key, " is not a known setting"));
     }
   }
   return options;
+}
+
+absl::StatusOr<bool> ParseWeightFormat(const std::string& name) {
+  if (name == "float32") return false;
+  if (name == "int8") return true;
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", name, "\" is not a weight format (float32 or int8)"));
 }
 
 ModelWorker* ModelRepository::Find(const std::string& name) const {

@@ -35,11 +35,15 @@ class ModelRepository {
   MemoryPlan plan_;
 };
 
-// The server-wide batching settings, overridden by the model directory's optional serving.json
-// ({"max_batch_size": 8, "max_queue_delay_ms": 1, "max_queue_size": 64,
-//   "max_batch_tokens": 4096, "step_tokens": 1024, "prefill_chunk_tokens": 128}).
+// The server-wide batching and weight settings, overridden by the model directory's optional
+// serving.json ({"max_batch_size": 8, "max_queue_delay_ms": 1, "max_queue_size": 64,
+//   "max_batch_tokens": 4096, "step_tokens": 1024, "prefill_chunk_tokens": 128,
+//   "weights": "int8", "int8_group_size": 64}).
 absl::StatusOr<WorkerOptions> ServingOptionsFor(const std::string& directory,
                                                 const WorkerOptions& defaults);
+
+// "int8" (true) or "float32" (false): the --weights flag and serving.json's "weights".
+absl::StatusOr<bool> ParseWeightFormat(const std::string& name);
 
 // The RPCs a model's architecture answers.
 std::vector<std::string> SupportedMethods(const Model& model);

@@ -65,6 +65,8 @@ struct WorkerOptions {
   // A Generate stream with this many events unsent is paused until its client reads.
   int64_t max_unsent_events = 4;
   ModelBudget budget{int64_t{256} << 20, int64_t{512} << 20, int64_t{256} << 20};
+  // How the model keeps its linear layers' weights: float32, or int8 quantized at load.
+  WeightFormat weights;
 };
 
 class ModelWorker {

@@ -14,7 +14,8 @@ namespace attnserve {
 MultiHeadAttention::MultiHeadAttention(const AttentionConfig& config) : config_(config) {}
 
 absl::StatusOr<MultiHeadAttention> MultiHeadAttention::Create(const AttentionConfig& config,
-                                                              AttentionWeights weights) {
+                                                              AttentionWeights weights,
+                                                              const WeightFormat& format) {
   if (auto status = CheckAttentionWeights(config, weights); !status.ok()) return status;
   MultiHeadAttention layer(config);
   const AttentionWeights& w = weights;
@@ -24,9 +25,9 @@ absl::StatusOr<MultiHeadAttention> MultiHeadAttention::Create(const AttentionCon
   const std::vector<const Tensor*> biases =
       config.is_cross() ? std::vector<const Tensor*>{&w.k_bias, &w.v_bias}
                         : std::vector<const Tensor*>{&w.q_bias, &w.k_bias, &w.v_bias};
-  layer.fused_ = PrepareStackedLinear(projections, biases);
-  if (config.is_cross()) layer.query_ = PrepareLinear(w.q_weight, w.q_bias);
-  layer.output_ = PrepareLinear(w.out_weight, w.out_bias);
+  layer.fused_ = PrepareStackedLinear(projections, biases, format);
+  if (config.is_cross()) layer.query_ = PrepareLinear(w.q_weight, w.q_bias, format);
+  layer.output_ = PrepareLinear(w.out_weight, w.out_bias, format);
   if (config.alibi) layer.alibi_slopes_ = AlibiSlopes(static_cast<int>(config.num_heads));
   if (config.rotary.enabled()) layer.rotary_.emplace(config.rotary);
   return layer;

@@ -26,9 +26,10 @@ struct KeyValues {
 class MultiHeadAttention {
  public:
   // Validates the config and every weight's shape; fuses the projections that share an input
-  // into one matmul.
+  // into one matmul; keeps the projections in `format`.
   static absl::StatusOr<MultiHeadAttention> Create(const AttentionConfig& config,
-                                                   AttentionWeights weights);
+                                                   AttentionWeights weights,
+                                                   const WeightFormat& format = {});
 
   // x: [B, Tq, model_dim]; memory: [B, Tk, memory_dim] for cross-attention, else null.
   // Returns [B, Tq, out_dim], zero on padding rows. head_outputs, when given, receives the

@@ -38,7 +38,8 @@ absl::StatusOr<FeedForward> FeedForward::Load(WeightReader& weights, const std::
       if (!bias.ok()) return bias.status();
       parts[2 + i] = *std::move(bias);
     }
-    ffn.fc1_ = PrepareStackedLinear({&parts[0], &parts[1]}, {&parts[2], &parts[3]});
+    ffn.fc1_ =
+        PrepareStackedLinear({&parts[0], &parts[1]}, {&parts[2], &parts[3]}, weights.format());
   } else {
     auto fc1 = weights.TakeLinear(prefix + ".fc1", config.hidden, config.dim, config.bias);
     if (!fc1.ok()) return fc1.status();

@@ -28,7 +28,7 @@ absl::StatusOr<MultiHeadAttention> LoadAttention(WeightReader& weights, const st
     if (!bias_tensor.ok()) return bias_tensor.status();
     *p.bias = *std::move(bias_tensor);
   }
-  auto layer = MultiHeadAttention::Create(config, std::move(w));
+  auto layer = MultiHeadAttention::Create(config, std::move(w), weights.format());
   if (!layer.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(weights.path(), ": ", prefix, ": ", layer.status().message()));

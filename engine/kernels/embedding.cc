@@ -8,8 +8,12 @@
 
 namespace attnserve {
 
-absl::Status EmbedTokens(const Tensor& table, std::span<const int64_t> ids, Tensor& out) {
-  const int64_t vocabulary = table.dim(0), dim = table.dim(1);
+namespace {
+
+// out[i] = row ids[i] of a table [vocabulary, dim], written by copy_row(id, out row).
+template <typename CopyRow>
+absl::Status Lookup(int64_t vocabulary, int64_t dim, std::span<const int64_t> ids, Tensor& out,
+                    const CopyRow& copy_row) {
   if (out.rank() != 2 || out.dim(0) != static_cast<int64_t>(ids.size()) || out.dim(1) != dim) {
     return absl::InvalidArgumentError(absl::StrCat("EmbedTokens: output ", out.ShapeString(),
                                                    " does not fit ", ids.size(), " ids of width ",
@@ -21,9 +25,22 @@ absl::Status EmbedTokens(const Tensor& table, std::span<const int64_t> ids, Tens
                                                      " is outside the vocabulary [0, ", vocabulary,
                                                      ")"));
     }
-    std::memcpy(out.row(i), table.row(ids[i]), static_cast<size_t>(dim) * sizeof(float));
+    copy_row(ids[i], out.row(i));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status EmbedTokens(const Tensor& table, std::span<const int64_t> ids, Tensor& out) {
+  return Lookup(table.dim(0), table.dim(1), ids, out, [&](int64_t id, float* row) {
+    std::memcpy(row, table.row(id), static_cast<size_t>(table.dim(1)) * sizeof(float));
+  });
+}
+
+absl::Status EmbedTokens(const QuantizedWeight& table, std::span<const int64_t> ids, Tensor& out) {
+  return Lookup(table.n(), table.k(), ids, out,
+                [&](int64_t id, float* row) { table.DequantizeRow(id, row); });
 }
 
 Tensor SinusoidalPositions(int64_t positions, int64_t dim) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/kernels/activations.h"
+#include "engine/kernels/int8_panel_products.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/parallel.h"
 
@@ -162,6 +163,23 @@ void FewRowsLinear(const Tensor& x, const PackedWeight& weight, const Tensor& bi
     float block[kFewRowsMax][kBlock];
     WithRowCount(x.dim(0), [&]<int kRows>() { PanelProducts<kRows>(x, weight, j, block); });
     StoreBlock(block, x.dim(0), begin, end, bias, y, epilogue);
+  });
+}
+
+void FewRowsLinear(const Tensor& x, const QuantizedWeight& weight, const Tensor& bias, Tensor& y,
+                   MatmulEpilogue epilogue, KernelIsa isa) {
+  static_assert(kInt8PanelWidth == kBlock && kInt8PanelMaxRows == kFewRowsMax);
+  const auto products =
+      isa == KernelIsa::kAvx512 ? &Int8PanelProductsAvx512 : &Int8PanelProductsAvx2;
+  const int rows = static_cast<int>(x.dim(0));
+  const float* x_rows[kFewRowsMax];
+  for (int r = 0; r < rows; ++r) x_rows[r] = x.row(r);
+  ParallelFor(weight.panels(), [&](int64_t j) {
+    const int64_t begin = j * kBlock, end = std::min(weight.n(), begin + kBlock);
+    alignas(64) float block[kFewRowsMax][kBlock];
+    products(x_rows, rows, weight.panel(j), weight.panel_scales(j), weight.k(), weight.group_size(),
+             block);
+    StoreBlock(block, rows, begin, end, bias, y, epilogue);
   });
 }
 

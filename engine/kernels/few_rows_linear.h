@@ -9,8 +9,10 @@
 
 #include <cstdint>
 
+#include "engine/kernels/kernel_isa.h"
 #include "engine/matmul.h"
 #include "engine/packed_weight.h"
+#include "engine/quantized_weight.h"
 #include "engine/tensor.h"
 
 namespace attnserve {
@@ -24,5 +26,9 @@ void FewRowsLinear(const Tensor& x, const Tensor& weight, const Tensor& bias, Te
 // gives 64 output columns at once, so no horizontal sums are needed.
 void FewRowsLinear(const Tensor& x, const PackedWeight& weight, const Tensor& bias, Tensor& y,
                    MatmulEpilogue epilogue);
+// The same from int8 weights, widened to float in registers: each thread streams whole panels,
+// a quarter of the bytes of float weights (engine/kernels/int8_panel_products.h).
+void FewRowsLinear(const Tensor& x, const QuantizedWeight& weight, const Tensor& bias, Tensor& y,
+                   MatmulEpilogue epilogue, KernelIsa isa = BestKernelIsa());
 
 }  // namespace attnserve

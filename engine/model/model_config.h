@@ -63,6 +63,7 @@ struct ModelConfig {
   int64_t num_inducing = 0;          // set_transformer: ISAB inducing points; 0 = SAB blocks
   int64_t num_seeds = 0;             // set_transformer: PMA seeds
   TokenizerConfig tokenizer;
+  WeightFormat weights;  // a load option (LoadOptions), not read from config.json
 
   bool token_inputs() const { return vocab_size > 0; }
 };

@@ -46,7 +46,7 @@ absl::StatusOr<LinearWeights> WeightReader::TakeLinear(const std::string& prefix
   if (!weight.ok()) return weight.status();
   auto bias_tensor = TakeIf(bias, prefix + ".bias", {out});
   if (!bias_tensor.ok()) return bias_tensor.status();
-  return PrepareLinear(*std::move(weight), *std::move(bias_tensor));
+  return PrepareLinear(*std::move(weight), *std::move(bias_tensor), format_);
 }
 
 absl::Status WeightReader::CheckAllTaken() const {

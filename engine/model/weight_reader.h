@@ -26,10 +26,14 @@ class WeightReader {
   // Present exactly when `present`: biases follow the config's `bias` setting.
   absl::StatusOr<Tensor> TakeIf(bool present, const std::string& name, const Shape& shape);
 
-  // `<prefix>.weight` [out, in] and, when `bias`, `<prefix>.bias` [out]; the weight packed
-  // where that is faster (PackedWeight::PackIfFaster).
+  // `<prefix>.weight` [out, in] and, when `bias`, `<prefix>.bias` [out], prepared in format()
+  // (PrepareLinear).
   absl::StatusOr<LinearWeights> TakeLinear(const std::string& prefix, int64_t out, int64_t in,
                                            bool bias);
+
+  // How the model keeps its linear layers' weights (and token embeddings, when int8).
+  const WeightFormat& format() const { return format_; }
+  void set_format(const WeightFormat& format) { format_ = format; }
 
   // An error naming the first tensor in the file that no Take* asked for.
   absl::Status CheckAllTaken() const;
@@ -41,6 +45,7 @@ class WeightReader {
   std::optional<SafetensorsFile> file_;
   std::map<std::string, Tensor> tensors_;  // without a file
   std::set<std::string> taken_;
+  WeightFormat format_;
 };
 
 }  // namespace attnserve

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/matmul.h"
+
 namespace attnserve {
 namespace {
 
@@ -43,7 +45,12 @@ int64_t ActivationBytes(const ModelConfig& c, const EngineCall& call) {
   }
   floats += call.logits_rows * c.vocab_size;
   floats += call.head_layers * input_rows * (c.num_heads * d + heads_width);
-  const int64_t bytes = floats * static_cast<int64_t>(sizeof(float));
+  int64_t bytes = floats * static_cast<int64_t>(sizeof(float));
+  // Int8 weights: the calling thread's tile of dequantized weights (kept between calls).
+  if (c.weights.int8) {
+    const int64_t deepest = std::max({d, c.ffn_dim, c.input_dim, c.num_heads * c.head_dim_v});
+    bytes += std::max<int64_t>(kDequantizedTileBytes, deepest * 64 * sizeof(float));
+  }
   return bytes + bytes / 4 + (1 << 20);
 }
 

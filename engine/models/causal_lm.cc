@@ -105,7 +105,7 @@ absl::StatusOr<PaddedBatch> CausalLM::Forward(const TokenSequences& sequences) c
 absl::StatusOr<Tensor> CausalLM::Logits(const TokenSequences& sequences) const {
   auto h = Forward(sequences);
   if (!h.ok()) return h.status();
-  auto logits = LinearRows(h->values, lm_head_, Tensor());
+  auto logits = LinearRows(h->values, lm_head_);
   if (!logits.ok()) return logits.status();
   ZeroPadding(*logits, h->lengths);
   return logits;
@@ -114,7 +114,7 @@ absl::StatusOr<Tensor> CausalLM::Logits(const TokenSequences& sequences) const {
 absl::StatusOr<Tensor> CausalLM::LastLogits(const TokenSequences& sequences) const {
   auto h = Forward(sequences);
   if (!h.ok()) return h.status();
-  return LinearRows(LastRows(*h), lm_head_, Tensor());
+  return LinearRows(LastRows(*h), lm_head_);
 }
 
 std::optional<KvBlockShape> CausalLM::CacheShape(int64_t block_tokens) const {
@@ -173,7 +173,7 @@ absl::StatusOr<Tensor> CausalLM::Advance(std::span<DecoderState* const> states,
     states[b]->position += h->lengths[b];
     states[b]->table.Commit(tokens[b]);
   }
-  return LinearRows(LastRows(*h), lm_head_, Tensor());
+  return LinearRows(LastRows(*h), lm_head_);
 }
 
 }  // namespace attnserve

@@ -99,7 +99,7 @@ class CausalLM final : public ServableModel {
   ModelConfig config_;
   InputEmbedding embedding_;
   std::optional<LayerStack> stack_;
-  Tensor lm_head_;  // [vocab, dim]
+  LinearWeights lm_head_;  // [vocab, dim]
 };
 
 }  // namespace attnserve

@@ -16,7 +16,12 @@ absl::StatusOr<InputEmbedding> InputEmbedding::Load(WeightReader& weights,
   if (config.token_inputs()) {
     auto table = weights.Take("embed_tokens.weight", {config.vocab_size, config.model_dim});
     if (!table.ok()) return table.status();
-    embedding.tokens_ = *std::move(table);
+    if (weights.format().int8) {
+      // Each token's row has its own scales, as an output column of a linear layer does.
+      embedding.quantized_tokens_ = QuantizedWeight::Quantize(*table, weights.format().group_size);
+    } else {
+      embedding.tokens_ = *std::move(table);
+    }
   } else {
     auto input_proj =
         weights.TakeLinear("input_proj", config.model_dim, config.input_dim, config.bias);
@@ -70,7 +75,9 @@ int64_t LongestSequence(const TokenSequences& sequences) {
 
 absl::StatusOr<PaddedBatch> InputEmbedding::EmbedTokens(const TokenSequences& sequences,
                                                         const std::vector<int64_t>& starts) const {
-  if (tokens_.empty()) return absl::InvalidArgumentError("this model takes feature vectors");
+  if (tokens_.empty() && quantized_tokens_.empty()) {
+    return absl::InvalidArgumentError("this model takes feature vectors");
+  }
   PaddedBatch x{
       Tensor::Zeros({static_cast<int64_t>(sequences.size()), LongestSequence(sequences), dim_}),
       {}};
@@ -78,7 +85,10 @@ absl::StatusOr<PaddedBatch> InputEmbedding::EmbedTokens(const TokenSequences& se
     const int64_t length = sequences[b].size();
     x.lengths.push_back(length);
     Tensor rows = x.values.Select(b).Slice(0, 0, length);
-    if (auto status = attnserve::EmbedTokens(tokens_, sequences[b], rows); !status.ok()) {
+    const absl::Status status = quantized_tokens_.empty()
+                                    ? attnserve::EmbedTokens(tokens_, sequences[b], rows)
+                                    : attnserve::EmbedTokens(quantized_tokens_, sequences[b], rows);
+    if (!status.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", b, ": ", status.message()));
     }
   }
@@ -106,10 +116,15 @@ absl::StatusOr<PaddedBatch> InputEmbedding::EmbedFeatures(const PaddedBatch& fea
 
 namespace attnserve {
 
-absl::StatusOr<Tensor> LoadLmHead(WeightReader& weights, const ModelConfig& config,
-                                  const InputEmbedding& embedding) {
-  if (config.tie_embeddings) return embedding.token_table();
-  return weights.Take("lm_head.weight", {config.vocab_size, config.model_dim});
+absl::StatusOr<LinearWeights> LoadLmHead(WeightReader& weights, const ModelConfig& config,
+                                         const InputEmbedding& embedding) {
+  if (config.tie_embeddings) {
+    return LinearWeights{embedding.token_table(), {}, {}, embedding.quantized_token_table()};
+  }
+  auto head = weights.Take("lm_head.weight", {config.vocab_size, config.model_dim});
+  if (!head.ok()) return head.status();
+  if (weights.format().int8) return PrepareLinear(*std::move(head), Tensor(), weights.format());
+  return LinearWeights{*std::move(head), {}, {}, {}};
 }
 
 }  // namespace attnserve

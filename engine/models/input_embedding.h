@@ -37,8 +37,10 @@ class InputEmbedding {
   // Feature vectors [B, T, input_dim] to [B, T, dim].
   absl::StatusOr<PaddedBatch> EmbedFeatures(const PaddedBatch& features) const;
 
-  // The token embedding table [vocab, dim] (an LM head may be tied to it).
+  // The token embedding table [vocab, dim] (an LM head may be tied to it): float, or int8
+  // when the weights are (WeightReader::format), one of the two.
   const Tensor& token_table() const { return tokens_; }
+  const QuantizedWeight& quantized_token_table() const { return quantized_tokens_; }
 
  private:
   // Adds the positions and applies embed_norm.
@@ -47,13 +49,16 @@ class InputEmbedding {
   int64_t dim_ = 0;
   int64_t max_positions_ = 0;
   Tensor tokens_;  // embed_tokens.weight
+  QuantizedWeight quantized_tokens_;
   LinearWeights input_proj_;
   Tensor positions_;  // learned or sinusoidal table; empty for alibi / none
   std::optional<Norm> norm_;
 };
 
-// The LM head [vocab, dim]: lm_head.weight, or the token embedding when tie_embeddings.
-absl::StatusOr<Tensor> LoadLmHead(WeightReader& weights, const ModelConfig& config,
-                                  const InputEmbedding& embedding);
+// The LM head [vocab, dim]: lm_head.weight, or the token embedding when tie_embeddings (then it
+// shares the embedding's table, float or int8). A float head is not packed: a tied one would be
+// a second copy of the table.
+absl::StatusOr<LinearWeights> LoadLmHead(WeightReader& weights, const ModelConfig& config,
+                                         const InputEmbedding& embedding);
 
 }  // namespace attnserve

@@ -43,7 +43,8 @@ absl::StatusOr<std::unique_ptr<ServableModel>> LoadAs(const ModelConfig& config,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory) {
+absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
+                                                 const LoadOptions& options) {
   const std::string config_path = directory + "/config.json";
   std::ifstream config_file(config_path);
   if (!config_file) {
@@ -71,6 +72,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory) {
     reader.emplace(*std::move(file));
   }
   WeightReader& weights = *reader;
+  weights.set_format(options.weights);
+  config->weights = options.weights;
 
   model->directory = directory;
   model->config = *config;
@@ -104,7 +107,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory) {
     }
   }
   // Every layer has a [model_dim, model_dim]-sized projection or larger (out_proj).
-  model->weights_packed = PackedWeight::WorthPacking(config->model_dim, config->model_dim);
+  model->weights_packed =
+      options.weights.int8 || PackedWeight::WorthPacking(config->model_dim, config->model_dim);
   return model;
 }
 

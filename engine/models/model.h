@@ -33,13 +33,18 @@ struct Model {
   std::vector<int64_t> end_of_text;            // the tokens that end generation, if any
   int64_t max_token_text_bytes = 0;            // the longest Tokenizer::TokenText
   FileBytes weight_file;                       // model.safetensors as read, where the weights live
-  // The layers' matmul weights were copied into packed buffers (PackedWeight::WorthPacking) and
-  // their pages in weight_file released: the engine reads the rest (embeddings, norms) there.
+  // The layers' matmul weights were copied into packed or int8 buffers and their pages in
+  // weight_file released: the engine reads the rest (embeddings, norms) there.
   bool weights_packed = false;
+};
+
+struct LoadOptions {
+  WeightFormat weights;  // float32 (the file's weights), or int8 quantized at load
 };
 
 // Reads and validates the directory: every field of config.json, every tensor's presence,
 // dtype and shape, and no tensor left unused. Errors name the file and the field or tensor.
-absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory);
+absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
+                                                 const LoadOptions& options = {});
 
 }  // namespace attnserve

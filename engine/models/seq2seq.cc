@@ -99,7 +99,7 @@ absl::StatusOr<Tensor> Seq2Seq::Logits(const TokenSequences& sources,
                                        const TokenSequences& targets) const {
   auto h = Decode(sources, targets);
   if (!h.ok()) return h.status();
-  auto logits = LinearRows(h->values, lm_head_, Tensor());
+  auto logits = LinearRows(h->values, lm_head_);
   if (!logits.ok()) return logits.status();
   ZeroPadding(*logits, h->lengths);
   return logits;
@@ -109,7 +109,7 @@ absl::StatusOr<Tensor> Seq2Seq::LastLogits(const TokenSequences& sources,
                                            const TokenSequences& targets) const {
   auto h = Decode(sources, targets);
   if (!h.ok()) return h.status();
-  return LinearRows(LastRows(*h), lm_head_, Tensor());
+  return LinearRows(LastRows(*h), lm_head_);
 }
 
 std::optional<KvBlockShape> Seq2Seq::CacheShape(int64_t block_tokens) const {
@@ -173,7 +173,7 @@ absl::StatusOr<Tensor> Seq2Seq::Advance(std::span<Seq2SeqState* const> states,
     decoders[b]->position += h->lengths[b];
     decoders[b]->table.Commit(tokens[b]);
   }
-  return LinearRows(LastRows(*h), lm_head_, Tensor());
+  return LinearRows(LastRows(*h), lm_head_);
 }
 
 }  // namespace attnserve

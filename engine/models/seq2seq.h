@@ -76,7 +76,7 @@ class Seq2Seq final : public ServableModel {
   ModelConfig config_;
   InputEmbedding embedding_;
   std::optional<LayerStack> encoder_, decoder_;
-  Tensor lm_head_;
+  LinearWeights lm_head_;
 };
 
 }  // namespace attnserve

@@ -102,7 +102,7 @@ TEST(LinearTest, MatchesReferenceFromPackedWeights) {
     for (Activation activation : {Activation::kNone, Activation::kGeluErf}) {
       for (bool with_bias : {false, true}) {
         for (bool accumulate : {false, true}) {
-          const LinearWeights linear{Tensor(), with_bias ? b : Tensor(), PackedWeight::Pack(w)};
+          const LinearWeights linear{Tensor(), with_bias ? b : Tensor(), PackedWeight::Pack(w), {}};
           Tensor y = Random({m, n}, 99);
           const Tensor y0 = accumulate ? y.Clone() : Tensor();
           ASSERT_TRUE(Linear(x, linear, y, {accumulate, activation}).ok());
@@ -169,10 +169,12 @@ TEST(LinearTest, HotPathPrimitivesAreNeverReferenceKernels) {
   ASSERT_TRUE(Linear(x.Slice(1, dh, dh), out_weight.Slice(1, dh, dh), Tensor(), head_out).ok());
   if (PackedWeight::PackingIsFaster()) {  // 9 rows: chunks of 8 and 1
     const Tensor w = Random({3 * d, d}, 2);
-    ASSERT_TRUE(Linear(x, LinearWeights{w, Random({3 * d}, 3), PackedWeight::Pack(w)}, qkv).ok());
+    ASSERT_TRUE(
+        Linear(x, LinearWeights{w, Random({3 * d}, 3), PackedWeight::Pack(w), {}}, qkv).ok());
     const Tensor w2 = Random({d, 4 * d}, 6);
     ASSERT_TRUE(
-        Linear(ffn, LinearWeights{w2, Random({d}, 7), PackedWeight::Pack(w2)}, out, {true}).ok());
+        Linear(ffn, LinearWeights{w2, Random({d}, 7), PackedWeight::Pack(w2), {}}, out, {true})
+            .ok());
   }
 
   // A gated feed-forward network at SmolLM's widths: [fc1; gate] with SiLU, then fc2.

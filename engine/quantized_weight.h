@@ -1,0 +1,65 @@
+// A Linear weight [N, K] quantized to int8 at load: symmetric, one float scale per output column
+// and group of `group_size` input columns (group_size = K: one scale per output column), laid
+// out in panels of 64 output columns as PackedWeight is, so that decoding streams each panel front
+// to back and a panel row gives 64 outputs at once:
+//
+//   values: panel j, row i = W[64j .. 64j + 63, i] quantized (64 bytes, one cache line)
+//   scales: panel j, group g = the 64 columns' scales for rows [g·group_size, (g+1)·group_size)
+//
+// W[n, i] ≈ values · scale, with scale = max |W[n, group]| / 127 (0 for a group of zeros).
+// Columns past N in the last panel are zero with zero scales.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "engine/tensor.h"
+
+namespace attnserve {
+
+class QuantizedWeight {
+ public:
+  static constexpr int64_t kPanelWidth = 64;
+
+  QuantizedWeight() = default;
+  // weight [N, K] (rows may be strided); group_size 0 means K (one scale per output column).
+  static QuantizedWeight Quantize(const Tensor& weight, int64_t group_size);
+
+  bool empty() const { return values_ == nullptr; }
+  int64_t n() const { return n_; }
+  int64_t k() const { return k_; }
+  int64_t group_size() const { return group_size_; }
+  int64_t groups() const { return (k_ + group_size_ - 1) / group_size_; }
+  int64_t panels() const { return (n_ + kPanelWidth - 1) / kPanelWidth; }
+  // Bytes held: the int8 values and the scales.
+  int64_t bytes() const;
+
+  const int8_t* panel(int64_t j) const { return values_.get() + j * k_ * kPanelWidth; }
+  // Panel j's scales: [groups, 64].
+  const float* panel_scales(int64_t j) const { return scales_.get() + j * groups() * kPanelWidth; }
+  // The scale of W[n, i].
+  float scale(int64_t n, int64_t i) const {
+    return panel_scales(n / kPanelWidth)[i / group_size_ * kPanelWidth + n % kPanelWidth];
+  }
+  int8_t value(int64_t n, int64_t i) const {
+    return panel(n / kPanelWidth)[i * kPanelWidth + n % kPanelWidth];
+  }
+
+  // Row n of the dequantized weight (K floats): a token embedding lookup from a tied table.
+  void DequantizeRow(int64_t n, float* out) const;
+  // The dequantized weight [N, K], as a new tensor.
+  Tensor Dequantize() const;
+  // Panels [first, last) dequantized as Wᵀ[K, columns] rows of `row_stride` floats, columns
+  // [64·first, min(N, 64·last)) (the layout a matmul reads as a K-major weight).
+  void DequantizeColumns(int64_t first, int64_t last, float* out, int64_t row_stride) const;
+  // Panels [first, last) dequantized into PackedWeight's layout (rows padded to `padded_k` with
+  // zeros), one [padded_k, 64] block per panel.
+  void DequantizePanels(int64_t first, int64_t last, int64_t padded_k, float* out) const;
+
+ private:
+  std::shared_ptr<int8_t> values_;
+  std::shared_ptr<float> scales_;
+  int64_t n_ = 0, k_ = 0, group_size_ = 0;
+};
+
+}  // namespace attnserve

@@ -1,0 +1,210 @@
+#include "engine/quantized_weight.h"
+
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "engine/kernels/embedding.h"
+#include "engine/kernels/few_rows_linear.h"
+#include "engine/matmul.h"
+#include "tests/tensor_compare.h"
+
+namespace attnserve {
+namespace {
+
+using ::attnserve::testing::AllClose;
+
+Tensor Random(Shape shape, uint32_t seed) {
+  Tensor t(std::move(shape));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t i = 0; i < t.size(); ++i) t.data()[i] = normal(rng);
+  return t;
+}
+
+// y = act(x · (values · scales)ᵀ + b) (+ y0) in double, from the quantized weight's own values
+// and scales: what the kernels must compute, whatever the quantization cost.
+Tensor Reference(const Tensor& x, const QuantizedWeight& q, const Tensor& b, const Tensor& y0,
+                 Activation activation) {
+  Tensor y({x.dim(0), q.n()});
+  for (int64_t r = 0; r < x.dim(0); ++r) {
+    for (int64_t n = 0; n < q.n(); ++n) {
+      double sum = b.empty() ? 0.0 : b.data()[n];
+      for (int64_t i = 0; i < q.k(); ++i) {
+        sum += double(x.row(r)[i]) * q.value(n, i) * double(q.scale(n, i));
+      }
+      double value = sum;
+      if (activation == Activation::kRelu) value = std::max(value, 0.0);
+      if (activation == Activation::kGeluErf)
+        value = 0.5 * value * (1.0 + std::erf(value / M_SQRT2));
+      if (activation == Activation::kSilu) value = value / (1.0 + std::exp(-value));
+      y.row(r)[n] = static_cast<float>(value + (y0.empty() ? 0.0 : y0.row(r)[n]));
+    }
+  }
+  return y;
+}
+
+std::vector<KernelIsa> IsasOfThisCpu() {
+  std::vector<KernelIsa> isas = {KernelIsa::kAvx2};
+  if (BestKernelIsa() == KernelIsa::kAvx512) isas.push_back(KernelIsa::kAvx512);
+  return isas;
+}
+
+// Each group's largest magnitude becomes ±127; every value is the nearest level of its group's
+// scale; a group of zeros has zero values and scale; a partial last group and a partial last
+// panel are quantized like the others.
+TEST(QuantizedWeightTest, QuantizesEachGroupToItsNearestLevels) {
+  for (int64_t group_size : {0, 16, 32}) {
+    Tensor w = Random({150, 100}, 1);
+    for (int64_t i = 0; i < 100; ++i) w.row(7)[i] = 0.0f;  // a row of zeros
+    w.row(9)[3] = FLT_MAX;                                 // the largest values
+    w.row(9)[40] = -FLT_MAX;
+    const QuantizedWeight q = QuantizedWeight::Quantize(w, group_size);
+    const int64_t group = group_size == 0 ? 100 : group_size;
+    ASSERT_EQ(q.groups(), (100 + group - 1) / group);
+    ASSERT_EQ(q.panels(), 3);
+    for (int64_t n = 0; n < 150; ++n) {
+      for (int64_t g = 0; g < q.groups(); ++g) {
+        float largest = 0.0f;
+        for (int64_t i = g * group; i < std::min<int64_t>(100, (g + 1) * group); ++i) {
+          largest = std::max(largest, std::fabs(w.row(n)[i]));
+        }
+        ASSERT_EQ(q.scale(n, g * group), largest / 127.0f) << "row " << n << " group " << g;
+      }
+      for (int64_t i = 0; i < 100; ++i) {
+        const float scale = q.scale(n, i), value = w.row(n)[i];
+        if (scale == 0.0f) {
+          ASSERT_EQ(q.value(n, i), 0);
+          continue;
+        }
+        ASSERT_LE(std::abs(q.value(n, i)), 127);
+        ASSERT_LE(std::fabs(value / scale - q.value(n, i)), 0.5f + 1e-4f)
+            << "row " << n << " column " << i;
+      }
+    }
+    EXPECT_EQ(q.value(9, 3), 127);
+    EXPECT_EQ(q.value(9, 40), -127);
+    // The padding columns of the last panel hold zeros.
+    for (int64_t i = 0; i < 100; ++i) EXPECT_EQ(q.panel(2)[i * 64 + 150 - 128], 0);
+  }
+}
+
+TEST(QuantizedWeightTest, DequantizesToValuesTimesScales) {
+  const Tensor w = Random({70, 45}, 2);
+  const QuantizedWeight q = QuantizedWeight::Quantize(w, 16);
+  const Tensor dequantized = q.Dequantize();
+  for (int64_t n = 0; n < 70; ++n) {
+    for (int64_t i = 0; i < 45; ++i) {
+      ASSERT_EQ(dequantized.row(n)[i], q.value(n, i) * q.scale(n, i));
+      // Within half a level of the original.
+      ASSERT_LE(std::fabs(dequantized.row(n)[i] - w.row(n)[i]), 0.5f * q.scale(n, i) * 1.0001f);
+    }
+  }
+  const std::vector<int64_t> ids = {69, 0, 7};
+  Tensor rows({3, 45});
+  ASSERT_TRUE(EmbedTokens(q, ids, rows).ok());
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t i = 0; i < 45; ++i) ASSERT_EQ(rows.row(r)[i], dequantized.row(ids[r])[i]);
+  }
+  Tensor one_row = rows.Slice(0, 0, 1);
+  const absl::Status outside = EmbedTokens(q, std::vector<int64_t>{70}, one_row);
+  EXPECT_EQ(outside.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(outside.message(), "token id 70")) << outside;
+}
+
+// The decoding kernel on both instruction sets, for 1-4 rows: odd widths (K = 43 and 100 end in
+// partial vectors, N = 150 in a partial panel), the tail of a group (100 = 3·32 + 4), per-column
+// and per-group scales, rows of zeros and every epilogue.
+TEST(QuantizedLinearTest, FewRowsKernelMatchesFloat64Reference) {
+  for (int64_t k : {43, 100, 1024}) {
+    for (int64_t group_size : {0, 16, 32}) {
+      Tensor w = Random({150, k}, 1);
+      for (int64_t i = 0; i < k; ++i) w.row(64)[i] = 0.0f;
+      const QuantizedWeight q = QuantizedWeight::Quantize(w, group_size);
+      const Tensor b = Random({150}, 2);
+      for (KernelIsa isa : IsasOfThisCpu()) {
+        for (int64_t m = 1; m <= kFewRowsMax; ++m) {
+          const Tensor x = Random({m, k}, 3 + m);
+          for (Activation activation : {Activation::kNone, Activation::kGeluErf}) {
+            for (bool accumulate : {false, true}) {
+              const Tensor bias = accumulate ? Tensor() : b;
+              Tensor y = Random({m, 150}, 99);
+              const Tensor y0 = accumulate ? y.Clone() : Tensor();
+              FewRowsLinear(x, q, bias, y, {accumulate, activation}, isa);
+              EXPECT_TRUE(AllClose(y, Reference(x, q, bias, y0, activation), 1e-4f, 1e-4f))
+                  << KernelIsaName(isa) << " k=" << k << " group=" << group_size << " m=" << m
+                  << " activation=" << static_cast<int>(activation);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// More rows go through dequantized tiles and oneDNN: 2,100 columns of K = 1,024 fill several
+// tiles, the last one partial, and the output columns land in their place.
+TEST(QuantizedLinearTest, ManyRowsMatchFloat64Reference) {
+  for (int64_t group_size : {0, 32}) {
+    const int64_t n = 2100, k = 1024;
+    const QuantizedWeight q = QuantizedWeight::Quantize(Random({n, k}, 1), group_size);
+    const LinearWeights linear{Tensor(), Random({n}, 2), {}, q};
+    for (int64_t m : {5, 37}) {
+      const Tensor x = Random({m, k}, 3 + m);
+      // The residual sum, or an activation (oneDNN 2.6 runs the two together on ref:any only).
+      const bool accumulate = m == 5;
+      const Activation activation = accumulate ? Activation::kNone : Activation::kSilu;
+      Tensor y = Random({m, n}, 99);
+      const Tensor y0 = accumulate ? y.Clone() : Tensor();
+      ASSERT_TRUE(Linear(x, linear, y, {accumulate, activation}).ok());
+      EXPECT_TRUE(AllClose(y, Reference(x, q, linear.bias, y0, activation), 1e-4f, 1e-4f))
+          << "m=" << m << " group=" << group_size;
+    }
+  }
+}
+
+TEST(QuantizedLinearTest, PrepareLinearQuantizesAndDropsTheFloatWeight) {
+  const Tensor w = Random({96, 64}, 5);
+  const LinearWeights linear = PrepareLinear(w, Tensor(), {true, 32});
+  EXPECT_TRUE(linear.weight.empty());
+  EXPECT_TRUE(linear.packed.empty());
+  ASSERT_FALSE(linear.quantized.empty());
+  EXPECT_EQ(linear.out_features(), 96);
+  EXPECT_EQ(linear.in_features(), 64);
+  EXPECT_EQ(linear.quantized.group_size(), 32);
+  EXPECT_EQ(linear.quantized.bytes(), 2 * 64 * (64 + 2 * 4));
+  EXPECT_TRUE(AllClose(linear.PlainWeight(), linear.quantized.Dequantize(), 0.0f, 0.0f));
+  Tensor y({2, 96});
+  EXPECT_EQ(Linear(Random({2, 63}, 6), linear, y).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The tiles' matmuls at GPT-2-small and SmolLM shapes, with the epilogues the layers use (an
+// activation on the way up, the residual sum on the way down), resolve to optimized oneDNN
+// kernels, with packed tiles and with K-major ones.
+TEST(QuantizedLinearTest, TileMatmulsAreNeverReferenceKernels) {
+  const Activation activation = Activation::kGeluTanh;
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{2304, 768},
+                             {3072, 768},
+                             {768, 3072},
+                             {3072, 576},
+                             {576, 1536}}) {
+    const LinearWeights linear{
+        Tensor(), Random({n}, 1), {}, QuantizedWeight::Quantize(Random({n, k}, 2), 0)};
+    for (int64_t m : {9, 128}) {
+      Tensor y = Tensor::Zeros({m, n});
+      const MatmulEpilogue epilogue =
+          n > k ? MatmulEpilogue{false, activation} : MatmulEpilogue{true};
+      ASSERT_TRUE(Linear(Random({m, k}, 3), linear, y, epilogue).ok());
+    }
+  }
+  for (const PrimitiveInfo& info : CreatedMatmulPrimitives()) {
+    EXPECT_FALSE(absl::StartsWith(info.implementation, "ref"))
+        << info.key << " resolved to " << info.implementation;
+  }
+}
+
+}  // namespace
+}  // namespace attnserve
