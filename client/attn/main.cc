@@ -206,6 +206,15 @@ class Command {
       table.Add({"key/value heads", absl::StrCat(info->num_kv_heads())});
     }
     table.Add({"model dim", absl::StrCat(info->model_dim())});
+    if (!info->weights().empty()) {
+      table.Add({"weights",
+                 info->weights() == "int8"
+                     ? absl::StrCat("int8, ", info->int8_group_size() > 0
+                                                  ? absl::StrCat("a scale per ",
+                                                                 info->int8_group_size(), " inputs")
+                                                  : "a scale per output")
+                     : info->weights()});
+    }
     if (info->vocab_size() > 0) table.Add({"vocabulary", absl::StrCat(info->vocab_size())});
     if (info->input_dim() > 0) table.Add({"input dim", absl::StrCat(info->input_dim())});
     table.Add({"max context", absl::StrCat(info->max_context())});

@@ -532,6 +532,60 @@ class LifecycleTest(unittest.TestCase):
             finally:
                 server.stop()
 
+    def test_int8_weights_from_serving_json_or_the_flag(self):
+        # serving.json's "weights": "int8" quantizes one model at load; --weights=int8 every
+        # model; a bad value is refused naming the file or the flag. The int8 model's answers stay
+        # close to float32's.
+        demo = os.path.abspath(os.environ["ATTNSERVE_MODELS"] + "/demo")
+        texts = ["The meaning of life is", "Q: Why?\nA:", "It was a dark and stormy night"]
+
+        def distributions(stub, model):
+            request = pb.NextTokenRequest(model=model, sequences=[pb.Sequence(text=t) for t in texts],
+                                          full_distribution=True)
+            return [struct.unpack(f"<{len(r.distribution) // 4}f", r.distribution)
+                    for r in stub.NextToken(request, timeout=30).results]
+
+        with tempfile.TemporaryDirectory() as repository:
+            os.symlink(demo, os.path.join(repository, "float"))
+            for name, settings in {"int8": {"weights": "int8"},
+                                   "bad": {"weights": "int4"}}.items():
+                shutil.copytree(demo, os.path.join(repository, name))
+                with open(os.path.join(repository, name, "serving.json"), "w") as f:
+                    json.dump(settings, f)
+            server = Server(models=repository)
+            try:
+                listing = server.stub.ListModels(pb.ListModelsRequest())
+                self.assertEqual(sorted(m.name for m in listing.models), ["float", "int8"])
+                failure = listing.failed[0]
+                self.assertEqual(failure.name, "bad")
+                self.assertIn("serving.json", failure.error)
+                self.assertIn('"int4" is not a weight format', failure.error)
+                info = server.stub.GetModel(pb.GetModelRequest(model="int8"))
+                self.assertEqual((info.weights, info.int8_group_size), ("int8", 32))
+                self.assertEqual(server.stub.GetModel(pb.GetModelRequest(model="float")).weights,
+                                 "float32")
+                for reference, quantized in zip(distributions(server.stub, "float"),
+                                                distributions(server.stub, "int8")):
+                    self.assertLess(max(abs(a - b) for a, b in zip(reference, quantized)), 0.02)
+                    self.assertEqual(reference.index(max(reference)),
+                                     quantized.index(max(quantized)))
+                events = list(server.stub.Generate(pb.GenerateRequest(
+                    model="int8", prompt=pb.Sequence(text=texts[0]), max_tokens=16), timeout=60))
+                self.assertEqual(sum(e.HasField("token") for e in events), 16)
+            finally:
+                server.stop()
+        server = Server("--weights=int8", "--int8_group_size=0")
+        try:
+            info = server.stub.GetModel(pb.GetModelRequest(model=MODEL))
+            self.assertEqual((info.weights, info.int8_group_size), ("int8", 0))
+        finally:
+            server.stop()
+        process = subprocess.run(
+            [os.environ["ATTNSERVE_BINARY"], f"--model_repository={os.environ['ATTNSERVE_MODELS']}",
+             "--port=0", "--metrics_port=0", "--weights=bf8"], capture_output=True, timeout=60)
+        self.assertEqual(process.returncode, 2)
+        self.assertIn(b'--weights: "bf8" is not a weight format', process.stderr)
+
     def test_no_model_name_reaches_the_filesystem(self):
         # A valid model sits beside the repository: no name a request can send reaches it.
         with tempfile.TemporaryDirectory() as root:

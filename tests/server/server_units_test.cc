@@ -91,8 +91,18 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
   EXPECT_EQ(options->max_queue_delay, absl::Milliseconds(3));
   EXPECT_EQ(options->step_tokens, 512);
   EXPECT_EQ(options->max_queue_size, defaults.max_queue_size);
+  EXPECT_FALSE(options->weights.int8);
+
+  Write(dir / "serving.json", R"({"weights": "int8", "int8_group_size": 0})");
+  options = ServingOptionsFor(dir.string(), defaults);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->weights.int8);
+  EXPECT_EQ(options->weights.group_size, 0);
 
   for (const auto& [text, fragment] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"weights": "int4"})", "\"int4\" is not a weight format"},
+           {R"({"weights": 8})", "field weights"},
+           {R"({"int8_group_size": -32})", "int8_group_size must be a non-negative"},
            {R"({"max_batch_size": 0})", "max_batch_size must be a positive"},
            {R"({"max_queue_delay_ms": -1})", "max_queue_delay_ms must be a non-negative"},
            {R"({"batch": 2})", "batch is not a known setting"},
