@@ -182,6 +182,12 @@ double TimeCase(const Model& model, const std::string& name, int runs) {
 int Run(const std::string& directory, int runs, const std::string& cases, bool check,
         const LoadOptions& options) {
   const auto model = Value(LoadModel(directory, options), "loading " + directory);
+  // What the loaded weights keep resident (the file's pages of packed or quantized weights are
+  // released once copied).
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  std::cerr << "resident after loading: " << (resident * 4096 >> 20) << " MiB\n";
   if (check) Check(*model, directory);
   std::printf("{");
   std::stringstream list(cases);

@@ -2,7 +2,9 @@
 // engine_runner (see bench/engine_runner.cc), through onnxruntime-node's CPU provider.
 //
 // Usage: node ort_runner.js MODEL_DIR [--runs N] [--cases prefill:1x128,decode:512,...]
-//                                     [--threads 2]
+//                                     [--threads 2] [--model model.onnx] [--tolerance 1e-3]
+//   (--model: another graph of the directory, e.g. bench/int8_compare.py's int8 quantization;
+//   --tolerance: the check's largest error, relative to the largest logit)
 // Prints {"case": median ms, ...}; the check's result goes to stderr.
 'use strict';
 const fs = require('fs');
@@ -10,12 +12,12 @@ const path = require('path');
 const ort = require('onnxruntime-node');
 
 function parseArguments(argv) {
-  const options = {runs: 10, cases: '', threads: 2};
+  const options = {runs: 10, cases: '', threads: 2, model: 'model.onnx', tolerance: 1e-3};
   const [directory, ...rest] = argv;
   for (let i = 0; i < rest.length; i += 2) {
     const key = rest[i].replace(/^--/, '');
     if (!(key in options)) throw new Error(`unknown flag ${rest[i]}`);
-    options[key] = key === 'cases' ? rest[i + 1] : Number(rest[i + 1]);
+    options[key] = key === 'cases' || key === 'model' ? rest[i + 1] : Number(rest[i + 1]);
   }
   if (!directory) throw new Error('usage: ort_runner.js MODEL_DIR [--runs N] [--cases ...]');
   return {directory, ...options};
@@ -58,6 +60,8 @@ function readFloats(file) {
   return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4);
 }
 
+let tolerance = 1e-3;
+
 function checkClose(actual, expected, what) {
   if (actual.length !== expected.length) {
     throw new Error(`${what}: ${actual.length} values, the reference has ${expected.length}`);
@@ -67,7 +71,7 @@ function checkClose(actual, expected, what) {
     largest = Math.max(largest, Math.abs(expected[i]));
     worst = Math.max(worst, Math.abs(actual[i] - expected[i]));
   }
-  if (!(worst <= 1e-3 * largest)) {
+  if (!(worst <= tolerance * largest)) {
     throw new Error(`${what} differs from the reference by ${worst} (max |expected| ${largest})`);
   }
   console.error(`${what} matches the reference: max |diff| ${worst}`);
@@ -151,9 +155,10 @@ async function timeCase(model, config, name, runs) {
 
 async function main() {
   const options = parseArguments(process.argv.slice(2));
+  tolerance = options.tolerance;
   const config = JSON.parse(fs.readFileSync(path.join(options.directory, 'config.json')));
   const session = await ort.InferenceSession.create(
-      path.join(options.directory, 'model.onnx'),
+      path.join(options.directory, options.model),
       {intraOpNumThreads: options.threads, interOpNumThreads: 1, executionMode: 'sequential',
        graphOptimizationLevel: 'all'});
   const model = config.architecture === 'causal_lm' ? new CachedLM(session, config) : session;

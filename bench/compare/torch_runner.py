@@ -3,6 +3,7 @@ engine_runner (bench/engine_runner.cc), run by the python/ reference modules in 
 torch.no_grad(), decoding with the reference's own KV cache.
 
 Usage: torch_runner.py MODEL_DIR [--runs N] [--cases prefill:1x128,decode:512,...] [--threads 2]
+                       [--int8]
 Prints {"case": median ms, ...}; the check's result goes to stderr.
 """
 import argparse
@@ -22,6 +23,9 @@ from attnserve.export import load  # noqa: E402
 from attnserve.models import CausalLM  # noqa: E402
 
 
+TOLERANCE = 1e-3  # the check's largest error, relative to the largest logit (--int8: 5e-2)
+
+
 def check_close(actual, expected_file, what):
     expected = torch.from_numpy(np.fromfile(expected_file, dtype=np.float32))
     actual = actual.flatten()
@@ -29,7 +33,7 @@ def check_close(actual, expected_file, what):
         f"the reference has {expected.numel()}"
     worst = (actual - expected).abs().max().item()
     largest = max(1.0, expected.abs().max().item())
-    assert worst <= 1e-3 * largest, f"{what} differs from the reference by {worst}"
+    assert worst <= TOLERANCE * largest, f"{what} differs from the reference by {worst}"
     print(f"{what} matches the reference: max |diff| {worst}", file=sys.stderr)
 
 
@@ -78,9 +82,15 @@ def main():
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--cases", default="")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--int8", action="store_true",
+                        help="PyTorch's dynamic int8 quantization of every nn.Linear (fbgemm)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model = load(args.directory)
+    if args.int8:
+        global TOLERANCE
+        TOLERANCE = 5e-2
+        model = torch.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
     results = {}
     with torch.no_grad():
         check(model, args.directory)
