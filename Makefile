@@ -14,7 +14,8 @@ SANITIZE_FLAGS = -O2 -g1 -DNDEBUG
 FUZZ_TARGETS = safetensors_fuzz model_config_fuzz tokenizer_fuzz request_fuzz \
                tokenizer_json_fuzz hf_tokenizer_fuzz
 
-.PHONY: deps configure build test serve bench bench-model bench-server bench-compare container-test test-asan \
+.PHONY: deps configure build test serve bench bench-model bench-server bench-compare bench-int8 \
+        container-test test-asan \
         test-tsan fuzz format \
         format-check clean
 
@@ -51,6 +52,13 @@ bench-server: build
 bench-compare: build
 	cd bench/compare && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	$(PYTHON) bench/compare/compare.py $(BUILD_DIR) $(COMPARE_FLAGS)
+
+# int8 weights on GPT-2-small's shape against float32, ONNX Runtime's and PyTorch's dynamic int8
+# quantization, and ggml's f32, q8_0 and q4_0 when GGML_DIR names a ggml source tree
+# (bench/compare/int8_compare.py, docs/benchmarks.md).
+bench-int8: build
+	cd bench/compare && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	$(PYTHON) bench/compare/int8_compare.py $(BUILD_DIR)
 
 # Builds the OCI image with podman and checks it end to end (scripts/container-test.sh).
 container-test:

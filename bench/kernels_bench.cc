@@ -2,12 +2,15 @@
 // Run through bench/run_kernel_bench.sh, which also measures PyTorch in the same run.
 #include <benchmark/benchmark.h>
 
+#include <cstring>
+#include <dnnl.hpp>
 #include <random>
 
 #include "engine/attention/multi_head.h"
 #include "engine/attention/pointer.h"
 #include "engine/attention/scaled_dot_product.h"
 #include "engine/attention/simple_self.h"
+#include "engine/dnnl_context.h"
 #include "engine/kernels/normalization.h"
 #include "engine/kernels/softmax.h"
 #include "engine/matmul.h"
@@ -120,6 +123,45 @@ BENCHMARK(BM_PreparedLinear)
     ->Args({128, 3072, 768, -1})
     ->Args({128, 768, 640, 0})
     ->Args({128, 768, 1280, 0})
+    ->Unit(benchmark::kMillisecond);
+
+// What oneDNN 2.6 offers a prefill beyond float32, measured to choose int8's prefill path (issue
+// 21): the same [M, K] x [K, N] matmul with f32, bf16 (where the CPU has AVX512_BF16) and
+// u8 x s8 -> s32 operands (range 3: 0, 1, 2), weights in the layout oneDNN picks, a fixed M.
+// The activations' quantization (bf16 rounding, or u8 with a scale) is not timed.
+void BM_OneDnnMatmulByType(benchmark::State& state) {
+  using dnnl::memory;
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const memory::data_type types[][3] = {
+      {memory::data_type::f32, memory::data_type::f32, memory::data_type::f32},
+      {memory::data_type::bf16, memory::data_type::bf16, memory::data_type::f32},
+      {memory::data_type::u8, memory::data_type::s8, memory::data_type::s32}};
+  const auto& [src_type, weight_type, dst_type] = types[state.range(3)];
+  const memory::desc src({m, k}, src_type, memory::format_tag::ab);
+  const memory::desc weights({k, n}, weight_type, memory::format_tag::any);
+  const memory::desc dst({m, n}, dst_type, memory::format_tag::ab);
+  dnnl::matmul::primitive_desc desc;
+  try {
+    desc = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), DnnlEngine());
+  } catch (const dnnl::error&) {
+    state.SkipWithError("oneDNN has no kernel for these types on this CPU");
+    return;
+  }
+  state.SetLabel(desc.impl_info_str());
+  memory src_memory(src, DnnlEngine()), weight_memory(desc.weights_desc(), DnnlEngine()),
+      dst_memory(dst, DnnlEngine());
+  std::memset(src_memory.get_data_handle(), 0, src.get_size());
+  std::memset(weight_memory.get_data_handle(), 0, desc.weights_desc().get_size());
+  const dnnl::matmul matmul(desc);
+  for (auto _ : state) {
+    matmul.execute(DnnlStream(), {{DNNL_ARG_SRC, src_memory},
+                                  {DNNL_ARG_WEIGHTS, weight_memory},
+                                  {DNNL_ARG_DST, dst_memory}});
+  }
+  SetGflops(state, 2.0 * m * k * n);
+}
+BENCHMARK(BM_OneDnnMatmulByType)
+    ->ArgsProduct({{32, 128, 512}, {768}, {3072}, {0, 1, 2}})
     ->Unit(benchmark::kMillisecond);
 
 void BM_Softmax(benchmark::State& state) {

@@ -7,11 +7,15 @@ gpt2_small (GPT-2-small's shape, random weights; models.py builds it), decode at
                  (onnxruntime.quantization.quantize_dynamic, QInt8 weights, from .venv)
   PyTorch        float32 and its dynamic int8 quantization of every nn.Linear (fbgemm)
 
-with the machine's memory read bandwidth (machine_peaks) and the bytes a decode step must read,
-and each attnserve format's resident memory after loading. ggml (llama.cpp's engine) is not in
-Debian and nothing is downloaded: it is not measured here (docs/benchmarks.md says what was).
+  ggml           f32, q8_0 and q4_0 decoding (its GPT-2 example), when GGML_DIR names a ggml
+                 source tree: ggml is not in Debian and nothing is downloaded, so it is built
+                 from that tree (ggml_peer.py); without it, ggml is skipped and the report says so
 
-Usage: int8_compare.py BUILD_DIR [--out bench/results/compare] [--runs 10] [--rounds 3]
+with the machine's memory read bandwidth (machine_peaks) and the bytes a decode step must read,
+and each attnserve format's resident memory after loading.
+
+Usage: [GGML_DIR=~/src/ggml] int8_compare.py BUILD_DIR [--out bench/results/compare] [--runs 10]
+                                             [--rounds 3]
 Writes int8.json and int8.md to OUT.
 """
 import argparse
@@ -24,6 +28,7 @@ import sys
 here = os.path.dirname(os.path.abspath(__file__))
 repo = os.path.dirname(os.path.dirname(here))
 sys.path.insert(0, here)
+import ggml_peer  # noqa: E402
 import models  # noqa: E402
 
 MODEL = "gpt2_small"
@@ -81,11 +86,9 @@ def main():
     checks, resident = {}, {}
     # Rounds of every runner in turn; each keeps its best median (a neighbour's burst on a shared
     # machine can cover a whole case).
-    for round_index in range(args.rounds):
+    for _ in range(args.rounds):
         for name, command in runners.items():
-            cases = CASES if round_index == 0 else [c for c in CASES if c.startswith("decode")]
-            times, log = run(command + ["--runs", str(args.runs), "--cases", ",".join(cases)],
-                             env)
+            times, log = run(command + ["--runs", str(args.runs), "--cases", ",".join(CASES)], env)
             for case, ms in times.items():
                 results[name][case] = min(results[name].get(case, ms), ms)
             checks[name] = re.findall(r"(\w+) matches the reference: max \|diff\| ([0-9.e+-]+)",
@@ -93,22 +96,39 @@ def main():
             found = re.search(r"resident after loading: (\d+) MiB", log)
             if found:
                 resident[name] = int(found.group(1))
+    ggml_dir = os.environ.get("GGML_DIR")
+    if ggml_dir:
+        contexts = [int(c.split(":")[1]) for c in CASES if c.startswith("decode")]
+        ggml = ggml_peer.measure(ggml_dir, args.out, directory, contexts, rounds=args.rounds)
+        results.update(ggml)
+        runners.update({name: None for name in ggml})
+        ggml_note = f"ggml built from {ggml_dir} (commit " + subprocess.run(
+            ["git", "-C", ggml_dir, "rev-parse", "--short", "HEAD"], capture_output=True,
+            text=True).stdout.strip() + "), decode only."
+    else:
+        ggml_note = "ggml not measured: set GGML_DIR to a ggml source tree to include it."
+        print(ggml_note, file=sys.stderr)
     later, _ = run(peaks_command, env)
     peaks = {key: max(value, later[key]) for key, value in peaks.items()}
 
+    # attnserve int8's speed-up over each: peer ms / attnserve int8 ms.
+    versus = ["attnserve float32", "ONNX Runtime int8", "PyTorch int8", "ggml q8_0", "ggml q4_0"]
+    versus = [name for name in versus if name in results]
     lines = [f"Same run: memory read {peaks['read_gbs']:.1f} GB/s, sgemm "
-             f"{peaks['sgemm_gflops']:.0f} GFLOP/s; best median of {args.rounds} rounds for "
-             "decode, of 1 for prefill.", "",
-             "| case | " + " | ".join(f"{name} ms" for name in runners) +
-             " | int8 vs float32 | int8 vs ORT int8 | int8 vs PyTorch int8 |",
-             "|---|" + "---|" * (len(runners) + 3)]
+             f"{peaks['sgemm_gflops']:.0f} GFLOP/s; each figure the best median of "
+             f"{args.rounds} rounds. {ggml_note}", "",
+             "| case | " + " | ".join(f"{name} ms" for name in runners) + " | " +
+             " | ".join(f"int8 vs {name}" for name in versus) + " |",
+             "|---|" + "---|" * (len(runners) + len(versus))]
+
+    def cell(name, case, form):
+        return form(results[name][case]) if case in results[name] else "—"
+
     for case in CASES:
-        ms = {name: results[name][case] for name in runners}
-        ours = ms["attnserve int8"]
-        lines.append(f"| {case} | " + " | ".join(f"{ms[name]:.2f}" for name in runners) +
-                     f" | {ms['attnserve float32'] / ours:.2f}x"
-                     f" | {ms['ONNX Runtime int8'] / ours:.2f}x"
-                     f" | {ms['PyTorch int8'] / ours:.2f}x |")
+        ours = results["attnserve int8"][case]
+        lines.append(f"| {case} | " + " | ".join(
+            cell(name, case, lambda ms: f"{ms:.2f}") for name in runners) + " | " + " | ".join(
+            cell(name, case, lambda ms: f"{ms / ours:.2f}x") for name in versus) + " |")
     lines += ["", "| context | int8 weights MB | cache MB | bound ms | attnserve int8 ms "
               "| / bound |", "|---|---|---|---|---|---|"]
     for case in CASES:
