@@ -231,7 +231,7 @@ class AttnTest(ToolTestCase):
             "name": MODEL, "architecture": info.architecture, "attention": info.attention,
             "positions": info.positions, "norm": info.norm, "layers": str(info.num_layers),
             "heads": str(info.num_heads), "model dim": str(info.model_dim),
-            "vocabulary": str(info.vocab_size), "max context": str(info.max_context),
+            "weights": info.weights, "vocabulary": str(info.vocab_size), "max context": str(info.max_context),
             "tokenizer": f"{info.tokenizer.type}, {info.tokenizer.vocab_size} tokens",
             "answers": " ".join(info.methods)})
 
