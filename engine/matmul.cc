@@ -183,20 +183,20 @@ void PackedMatmul(MatmulKey key, const Tensor& x, const PackedWeight& packed, co
 
 // The calling thread's buffer for dequantized tiles of at least `floats`, kept for the thread's
 // life.
-float* TileBuffer(int64_t floats) {
+const std::shared_ptr<float>& TileBuffer(int64_t floats) {
   thread_local std::shared_ptr<float> tile;
   thread_local int64_t capacity = 0;
   if (capacity < floats) {
     tile = AllocateWeights<float>(static_cast<size_t>(floats));
     capacity = floats;
   }
-  return tile.get();
+  return tile;
 }
 
 // Int8 weights for many rows: the matmul is compute-bound there, so the panels are dequantized
-// into float tiles (in the layout oneDNN reads fastest on this CPU: packed, or K-major) that stay
-// in cache while oneDNN multiplies all rows by them. Dequantizing costs one pass over the int8
-// weights, against M passes of multiply-adds.
+// into float tiles (in the layout oneDNN reads fastest on this CPU: packed, or K-major) and
+// oneDNN multiplies all rows by each. Dequantizing costs one pass over the int8 weights and one
+// write of the tile, against M passes of multiply-adds.
 void QuantizedMatmul(const Tensor& x, const QuantizedWeight& q, const Tensor& bias, Tensor& y,
                      MatmulEpilogue epilogue) {
   const int64_t k = q.k(), n = q.n(), width = QuantizedWeight::kPanelWidth;
@@ -205,7 +205,7 @@ void QuantizedMatmul(const Tensor& x, const QuantizedWeight& q, const Tensor& bi
   const int64_t panel_floats = (packed ? padded_k : k) * width;
   const int64_t tile_panels =
       std::clamp<int64_t>(kDequantizedTileBytes / 4 / panel_floats, 1, q.panels());
-  float* tile = TileBuffer(tile_panels * panel_floats);
+  const std::shared_ptr<float>& tile = TileBuffer(tile_panels * panel_floats);
   for (int64_t first = 0; first < q.panels(); first += tile_panels) {
     const int64_t last = std::min(q.panels(), first + tile_panels);
     const int64_t begin = first * width, columns = std::min(n, last * width) - begin;
@@ -213,15 +213,13 @@ void QuantizedMatmul(const Tensor& x, const QuantizedWeight& q, const Tensor& bi
     const Tensor bias_columns = bias.empty() ? Tensor() : bias.Slice(0, begin, columns);
     MatmulKey key{0, k, columns, x.stride(0), 0, y.stride(0), !bias.empty(), epilogue};
     if (packed) {
-      q.DequantizePanels(first, last, padded_k, tile);
-      PackedMatmul(key, x,
-                   PackedWeight::Wrap(std::shared_ptr<float>(tile, [](float*) {}), columns, k),
-                   bias_columns, y_columns);
+      q.DequantizePanels(first, last, padded_k, tile.get());
+      PackedMatmul(key, x, PackedWeight::Wrap(tile, columns, k), bias_columns, y_columns);
     } else {
       key.ldw = (last - first) * width;
       key.k_major = true;
-      q.DequantizeColumns(first, last, tile, key.ldw);
-      ExecuteMatmul(key, x.dim(0), x.data(), tile, bias_columns, y_columns.data());
+      q.DequantizeColumns(first, last, tile.get(), key.ldw);
+      ExecuteMatmul(key, x.dim(0), x.data(), tile.get(), bias_columns, y_columns.data());
     }
   }
 }

@@ -75,9 +75,9 @@ void QuantizedWeight::DequantizeColumns(int64_t first, int64_t last, float* out,
   ParallelFor(
       k_,
       [&](int64_t i) {
-        const float* group_scales = scales_.get() + i / group_size_ * kPanelWidth;
         for (int64_t j = first; j < last; ++j) {
-          DequantizePanelRow(panel(j) + i * kPanelWidth, group_scales + j * groups() * kPanelWidth,
+          DequantizePanelRow(panel(j) + i * kPanelWidth,
+                             panel_scales(j) + i / group_size_ * kPanelWidth,
                              out + i * row_stride + (j - first) * kPanelWidth,
                              std::min(kPanelWidth, n_ - j * kPanelWidth));
         }
