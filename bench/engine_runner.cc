@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/matmul.h"
 #include "engine/models/model.h"
 
 namespace attnserve {
@@ -188,6 +189,9 @@ int Run(const std::string& directory, int runs, const std::string& cases, bool c
   int64_t pages = 0, resident = 0;
   statm >> pages >> resident;
   std::cerr << "resident after loading: " << (resident * 4096 >> 20) << " MiB\n";
+  if (options.weights.int8) {
+    std::cerr << "int8 prefill tiles: " << Int8TileFormatName(BestInt8TileFormat()) << "\n";
+  }
   if (check) Check(*model, directory);
   std::printf("{");
   std::stringstream list(cases);

@@ -1,6 +1,9 @@
 #include "engine/matmul.h"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -9,8 +12,11 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "engine/bf16.h"
 #include "engine/dnnl_context.h"
 #include "engine/kernels/few_rows_linear.h"
+#include "engine/kernels/kernel_isa.h"
+#include "engine/parallel.h"
 #include "engine/weight_memory.h"
 
 namespace attnserve {
@@ -19,32 +25,39 @@ namespace {
 using dnnl::memory;
 
 // rows = 0: a runtime row count, plain weights ([N, K] rows of ldw floats, or with k_major
-// Wᵀ [K, N] in rows of ldw floats); rows > 0: that many rows, packed weights.
+// Wᵀ [K, N] in rows of ldw floats); rows > 0: that many rows, packed weights. bf16: x and the
+// packed weights in bfloat16 (y stays float).
 struct MatmulKey {
   int64_t rows, k, n, lda, ldw, ldc;
   bool has_bias;
   MatmulEpilogue epilogue;
   bool k_major = false;
+  bool bf16 = false;
 
   bool packed() const { return rows > 0; }
+  memory::data_type operand_type() const {
+    return bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  }
   auto Tie() const {
     return std::tie(rows, k, n, lda, ldw, ldc, has_bias, epilogue.accumulate, epilogue.activation,
-                    k_major);
+                    k_major, bf16);
   }
   bool operator<(const MatmulKey& other) const { return Tie() < other.Tie(); }
   std::string ToString() const {
     return absl::StrCat(packed() ? absl::StrCat("rows=", rows, " packed ") : "", "k=", k, " n=", n,
                         " lda=", lda, " ldw=", ldw, " ldc=", ldc, " bias=", has_bias,
                         " activation=", static_cast<int>(epilogue.activation),
-                        " accumulate=", epilogue.accumulate, k_major ? " k_major" : "");
+                        " accumulate=", epilogue.accumulate, k_major ? " k_major" : "",
+                        bf16 ? " bf16" : "");
   }
 };
 
 memory::desc WeightsDesc(const MatmulKey& key) {
-  // Packed: oneDNN's BA16a64b (see PackedWeight). Plain: Wᵀ viewed in place, element (k, n) of
-  // the [K, N] operand at n * ldw + k, or at k * ldw + n when k-major.
+  // Packed: oneDNN's BA16a64b (see PackedWeight), BA16a64b2a in bf16. Plain: Wᵀ viewed in
+  // place, element (k, n) of the [K, N] operand at n * ldw + k, or at k * ldw + n when k-major.
   if (key.packed()) {
-    return memory::desc({key.k, key.n}, memory::data_type::f32, memory::format_tag::BA16a64b);
+    return memory::desc({key.k, key.n}, key.operand_type(),
+                        key.bf16 ? memory::format_tag::BA16a64b2a : memory::format_tag::BA16a64b);
   }
   return memory::desc({key.k, key.n}, memory::data_type::f32,
                       key.k_major ? memory::dims{key.ldw, 1} : memory::dims{1, key.ldw});
@@ -53,6 +66,7 @@ memory::desc WeightsDesc(const MatmulKey& key) {
 struct CachedMatmul {
   dnnl::matmul primitive;
   std::string implementation;
+  memory::desc scratchpad;  // the caller's: one primitive may run on several threads at once
 };
 
 dnnl::algorithm EltwiseAlgorithm(Activation activation) {
@@ -73,7 +87,7 @@ dnnl::algorithm EltwiseAlgorithm(Activation activation) {
 
 CachedMatmul CreateMatmul(const MatmulKey& key) {
   const memory::dim rows = key.packed() ? key.rows : DNNL_RUNTIME_DIM_VAL;
-  memory::desc src({rows, key.k}, memory::data_type::f32, {key.lda, 1});
+  memory::desc src({rows, key.k}, key.operand_type(), {key.lda, 1});
   memory::desc weights = WeightsDesc(key);
   memory::desc dst({rows, key.n}, memory::data_type::f32, {key.ldc, 1});
   memory::desc bias =
@@ -88,11 +102,13 @@ CachedMatmul CreateMatmul(const MatmulKey& key) {
   if (key.epilogue.accumulate) post_ops.append_sum(1.0f);
   dnnl::primitive_attr attr;
   attr.set_post_ops(post_ops);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 
   dnnl::matmul::desc desc = key.has_bias ? dnnl::matmul::desc(src, weights, bias, dst)
                                          : dnnl::matmul::desc(src, weights, dst);
   dnnl::matmul::primitive_desc primitive_desc(desc, attr, DnnlEngine());
-  return {dnnl::matmul(primitive_desc), primitive_desc.impl_info_str()};
+  return {dnnl::matmul(primitive_desc), primitive_desc.impl_info_str(),
+          primitive_desc.scratchpad_desc()};
 }
 
 class MatmulCache {
@@ -130,18 +146,35 @@ class MatmulCache {
 
 bool RowsAreDense(const Tensor& t) { return t.rank() == 2 && t.stride(1) == 1; }
 
+// The calling thread's buffer `slot` of at least `bytes`, kept for the thread's life.
+enum ScratchSlot { kTileSlot, kBf16InputSlot, kOneDnnSlot, kScratchSlots };
+void* ThreadScratch(ScratchSlot slot, int64_t bytes) {
+  thread_local std::shared_ptr<void> buffers[kScratchSlots];
+  thread_local int64_t capacities[kScratchSlots] = {};
+  if (capacities[slot] < bytes) {
+    buffers[slot] = AllocateWeightMemory(static_cast<size_t>(bytes));
+    capacities[slot] = bytes;
+  }
+  return buffers[slot].get();
+}
+
 // `rows` rows of x (from x_rows, lda apart) into as many rows of y (ldc apart) through the
 // primitive for `key`.
-void ExecuteMatmul(const MatmulKey& key, int64_t rows, const float* x_rows,
-                   const float* weights_data, const Tensor& bias, float* y_rows) {
+void ExecuteMatmul(const MatmulKey& key, int64_t rows, const void* x_rows, const void* weights_data,
+                   const Tensor& bias, float* y_rows) {
   const CachedMatmul& matmul = MatmulCache::Get().Lookup(key);
   dnnl::engine& engine = DnnlEngine();
-  memory src(memory::desc({rows, key.k}, memory::data_type::f32, {key.lda, 1}), engine,
-             const_cast<float*>(x_rows));
-  memory weights(WeightsDesc(key), engine, const_cast<float*>(weights_data));
+  memory src(memory::desc({rows, key.k}, key.operand_type(), {key.lda, 1}), engine,
+             const_cast<void*>(x_rows));
+  memory weights(WeightsDesc(key), engine, const_cast<void*>(weights_data));
   memory dst(memory::desc({rows, key.n}, memory::data_type::f32, {key.ldc, 1}), engine, y_rows);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+  if (const size_t bytes = matmul.scratchpad.get_size(); bytes > 0) {
+    args.emplace(
+        DNNL_ARG_SCRATCHPAD,
+        memory(matmul.scratchpad, engine, ThreadScratch(kOneDnnSlot, static_cast<int64_t>(bytes))));
+  }
   if (!bias.empty()) {
     args.emplace(DNNL_ARG_BIAS, memory(memory::desc({1, key.n}, memory::data_type::f32, {key.n, 1}),
                                        engine, const_cast<float*>(bias.data())));
@@ -154,11 +187,14 @@ void ExecuteMatmul(const MatmulKey& key, int64_t rows, const float* x_rows,
 // GFLOP/s down to 5 rows), and at most 14 primitives per weight shape are ever created. oneDNN
 // 2.6 has no brgemm for a strided output (it falls to ref:any), so a strided y is written
 // through a dense chunk of rows.
-void PackedMatmul(MatmulKey key, const Tensor& x, const PackedWeight& packed, const Tensor& bias,
+// x: m rows, key.lda elements apart, of key.operand_type(); weights: packed in that type.
+void PackedMatmul(MatmulKey key, int64_t m, const void* x, const void* weights, const Tensor& bias,
                   Tensor& y) {
-  const int64_t m = x.dim(0), ldc = key.ldc;
+  const int64_t ldc = key.ldc;
+  const int64_t x_row_bytes = key.lda * (key.bf16 ? 2 : 4);
   key.ldc = key.n;
   for (int64_t first = 0; first < m;) {
+    const void* x_rows = static_cast<const std::byte*>(x) + first * x_row_bytes;
     int64_t rows = m - first;
     if (rows >= 8) {
       rows = 8;
@@ -166,13 +202,13 @@ void PackedMatmul(MatmulKey key, const Tensor& x, const PackedWeight& packed, co
     }
     key.rows = rows;
     if (ldc == key.n) {
-      ExecuteMatmul(key, rows, x.row(first), packed.data(), bias, y.row(first));
+      ExecuteMatmul(key, rows, x_rows, weights, bias, y.row(first));
     } else {
       Tensor dense({rows, key.n});
       for (int64_t r = 0; r < rows && key.epilogue.accumulate; ++r) {
         std::memcpy(dense.row(r), y.row(first + r), key.n * sizeof(float));
       }
-      ExecuteMatmul(key, rows, x.row(first), packed.data(), bias, dense.data());
+      ExecuteMatmul(key, rows, x_rows, weights, bias, dense.data());
       for (int64_t r = 0; r < rows; ++r) {
         std::memcpy(y.row(first + r), dense.row(r), key.n * sizeof(float));
       }
@@ -181,48 +217,98 @@ void PackedMatmul(MatmulKey key, const Tensor& x, const PackedWeight& packed, co
   }
 }
 
-// The calling thread's buffer for dequantized tiles of at least `floats`, kept for the thread's
-// life.
-const std::shared_ptr<float>& TileBuffer(int64_t floats) {
-  thread_local std::shared_ptr<float> tile;
-  thread_local int64_t capacity = 0;
-  if (capacity < floats) {
-    tile = AllocateWeights<float>(static_cast<size_t>(floats));
-    capacity = floats;
+bool Bf16MatmulIsFaster() {
+  const char* setting = std::getenv("ATTNSERVE_BF16");
+  if (setting != nullptr && std::string(setting) == "0") return false;
+  if (BestKernelIsa() != KernelIsa::kAvx512 || !PackedWeight::PackingIsFaster()) return false;
+  const memory::dim m = 64, k = 256, n = 256;
+  const memory::desc src({m, k}, memory::data_type::bf16, memory::format_tag::ab);
+  const memory::desc any({k, n}, memory::data_type::bf16, memory::format_tag::any);
+  const memory::desc dst({m, n}, memory::data_type::f32, memory::format_tag::ab);
+  try {
+    const dnnl::matmul::primitive_desc desc(dnnl::matmul::desc(src, any, dst), DnnlEngine());
+    const memory::desc packed({k, n}, memory::data_type::bf16, memory::format_tag::BA16a64b2a);
+    return desc.weights_desc() == packed &&
+           std::string(desc.impl_info_str()).find("brg") != std::string::npos;
+  } catch (const dnnl::error&) {
+    return false;  // no bf16 matmul on this CPU
   }
-  return tile;
 }
 
-// Int8 weights for many rows: the matmul is compute-bound there, so the panels are dequantized
-// into float tiles (in the layout oneDNN reads fastest on this CPU: packed, or K-major) and
-// oneDNN multiplies all rows by each. Dequantizing costs one pass over the int8 weights and one
-// write of the tile, against M passes of multiply-adds.
-void QuantizedMatmul(const Tensor& x, const QuantizedWeight& q, const Tensor& bias, Tensor& y,
-                     MatmulEpilogue epilogue) {
-  const int64_t k = q.k(), n = q.n(), width = QuantizedWeight::kPanelWidth;
-  const bool packed = PackedWeight::PackingIsFaster();
-  const int64_t padded_k = PackedWeight::PaddedDepth(k);
-  const int64_t panel_floats = (packed ? padded_k : k) * width;
-  const int64_t tile_panels =
-      std::clamp<int64_t>(kDequantizedTileBytes / 4 / panel_floats, 1, q.panels());
-  const std::shared_ptr<float>& tile = TileBuffer(tile_panels * panel_floats);
-  for (int64_t first = 0; first < q.panels(); first += tile_panels) {
-    const int64_t last = std::min(q.panels(), first + tile_panels);
-    const int64_t begin = first * width, columns = std::min(n, last * width) - begin;
-    Tensor y_columns = y.Slice(1, begin, columns);
-    const Tensor bias_columns = bias.empty() ? Tensor() : bias.Slice(0, begin, columns);
-    MatmulKey key{0, k, columns, x.stride(0), 0, y.stride(0), !bias.empty(), epilogue};
-    if (packed) {
-      q.DequantizePanels(first, last, padded_k, tile.get());
-      PackedMatmul(key, x, PackedWeight::Wrap(tile, columns, k), bias_columns, y_columns);
-    } else {
-      key.ldw = (last - first) * width;
-      key.k_major = true;
-      q.DequantizeColumns(first, last, tile.get(), key.ldw);
-      ExecuteMatmul(key, x.dim(0), x.data(), tile.get(), bias_columns, y_columns.data());
-    }
-  }
+Int8TileFormat BestInt8TileFormatUncached() {
+  if (Bf16MatmulIsFaster()) return Int8TileFormat::kBf16Packed;
+  return PackedWeight::PackingIsFaster() ? Int8TileFormat::kFloatPacked
+                                         : Int8TileFormat::kFloatKMajor;
 }
+
+}  // namespace
+
+// Int8 weights for many rows: the matmul is compute-bound there, so the panels are dequantized
+// into tiles and oneDNN multiplies all rows by each. Dequantizing costs one pass over the int8
+// weights and one write of the tile, against M passes of multiply-adds.
+void QuantizedMatmul(const Tensor& x, const QuantizedWeight& q, const Tensor& bias, Tensor& y,
+                     MatmulEpilogue epilogue, Int8TileFormat format) {
+  const int64_t m = x.dim(0), k = q.k(), n = q.n(), width = QuantizedWeight::kPanelWidth;
+  const bool bf16 = format == Int8TileFormat::kBf16Packed;
+  const bool packed = format != Int8TileFormat::kFloatKMajor;
+  // oneDNN's bf16 brgemm reads K in steps of 32 (it read past a depth of 13 blocks of 16), so in
+  // bf16 the depth is padded to 32 with zeros, in x's copy and in the tiles alike.
+  const int64_t depth = bf16 ? (k + 31) / 32 * 32 : k;
+  const int64_t padded_k = PackedWeight::PaddedDepth(depth);
+  const int64_t panel_bytes = (packed ? padded_k : k) * width * (bf16 ? 2 : 4);
+  const void* x_operand = x.data();
+  int64_t lda = x.stride(0);
+  if (bf16) {
+    auto* x_bf16 = static_cast<uint16_t*>(ThreadScratch(kBf16InputSlot, m * depth * 2));
+    ParallelFor(
+        m,
+        [&](int64_t r) {
+          const float* row = x.row(r);
+          uint16_t* out = x_bf16 + r * depth;
+#pragma omp simd
+          for (int64_t i = 0; i < k; ++i) out[i] = ToBf16(row[i]);
+          std::fill(out + k, out + depth, uint16_t{0});
+        },
+        Schedule::kStatic, m * k >= 1 << 14);
+    x_operand = x_bf16;
+    lda = depth;
+  }
+  // Tiles of about kDequantizedTileBytes, as many for each thread.
+  const int64_t threads = omp_get_max_threads();
+  const int64_t tiles_per_thread =
+      std::max<int64_t>(1, (q.panels() * panel_bytes + threads * kDequantizedTileBytes - 1) /
+                               (threads * kDequantizedTileBytes));
+  const int64_t tile_panels =
+      (q.panels() + threads * tiles_per_thread - 1) / (threads * tiles_per_thread);
+  const int64_t tiles = (q.panels() + tile_panels - 1) / tile_panels;
+  ParallelFor(
+      tiles,
+      [&](int64_t t) {
+        void* tile = ThreadScratch(kTileSlot, tile_panels * panel_bytes);
+        const int64_t first = t * tile_panels;
+        const int64_t last = std::min(q.panels(), first + tile_panels);
+        const int64_t begin = first * width, columns = std::min(n, last * width) - begin;
+        Tensor y_columns = y.Slice(1, begin, columns);
+        const Tensor bias_columns = bias.empty() ? Tensor() : bias.Slice(0, begin, columns);
+        MatmulKey key{0, depth, columns, lda, 0, y.stride(0), !bias.empty(), epilogue};
+        key.bf16 = bf16;
+        if (bf16) {
+          q.DequantizePanelsBf16(first, last, padded_k, static_cast<uint16_t*>(tile));
+          PackedMatmul(key, m, x_operand, tile, bias_columns, y_columns);
+        } else if (packed) {
+          q.DequantizePanels(first, last, padded_k, static_cast<float*>(tile));
+          PackedMatmul(key, m, x_operand, tile, bias_columns, y_columns);
+        } else {
+          key.ldw = (last - first) * width;
+          key.k_major = true;
+          q.DequantizeColumns(first, last, static_cast<float*>(tile), key.ldw);
+          ExecuteMatmul(key, m, x_operand, tile, bias_columns, y_columns.data());
+        }
+      },
+      Schedule::kDynamic);
+}
+
+namespace {
 
 absl::Status LinearWith(const Tensor& x, const LinearWeights& w, Tensor& y,
                         MatmulEpilogue epilogue) {
@@ -259,7 +345,7 @@ absl::Status LinearWith(const Tensor& x, const LinearWeights& w, Tensor& y,
     return absl::OkStatus();
   }
   if (!w.quantized.empty()) {
-    QuantizedMatmul(x, w.quantized, bias, y, epilogue);
+    QuantizedMatmul(x, w.quantized, bias, y, epilogue, BestInt8TileFormat());
     return absl::OkStatus();
   }
   MatmulKey key{
@@ -267,7 +353,7 @@ absl::Status LinearWith(const Tensor& x, const LinearWeights& w, Tensor& y,
   if (packed.empty()) {
     ExecuteMatmul(key, m, x.data(), weight.data(), bias, y.data());
   } else {
-    PackedMatmul(key, x, packed, bias, y);
+    PackedMatmul(key, m, x.data(), packed.data(), bias, y);
   }
   return absl::OkStatus();
 }
@@ -358,5 +444,22 @@ absl::StatusOr<Tensor> LinearRows(const Tensor& x, const Tensor& weight, const T
 }
 
 std::vector<PrimitiveInfo> CreatedMatmulPrimitives() { return MatmulCache::Get().List(); }
+
+Int8TileFormat BestInt8TileFormat() {
+  static const Int8TileFormat format = BestInt8TileFormatUncached();
+  return format;
+}
+
+const char* Int8TileFormatName(Int8TileFormat format) {
+  switch (format) {
+    case Int8TileFormat::kFloatKMajor:
+      return "float32";
+    case Int8TileFormat::kFloatPacked:
+      return "float32 packed";
+    case Int8TileFormat::kBf16Packed:
+      return "bf16 packed";
+  }
+  return "?";
+}
 
 }  // namespace attnserve

@@ -58,12 +58,27 @@ LinearWeights PrepareStackedLinear(const std::vector<const Tensor*>& weights,
                                    const std::vector<const Tensor*>& biases,
                                    const WeightFormat& format = {});
 
-// Int8 weights multiply more than kFewRowsMax rows through float tiles of up to this many bytes
-// (at least one panel of 64 columns), dequantized into a buffer each calling thread keeps. 16 MB
-// holds the largest layer of GPT-2-small and SmolLM whole, so their matmuls run on the whole
-// width, as from float weights (smaller tiles measured slower: more, narrower oneDNN calls and a
-// copy through a dense buffer for each strided output).
-inline constexpr int64_t kDequantizedTileBytes = 16 << 20;
+// Int8 weights multiply more than kFewRowsMax rows through tiles of about this many bytes (at least
+// one panel of 64 columns), each dequantized and multiplied by the thread that took it into a
+// buffer the thread keeps, so that the matmul reads it from the core's cache: whole-layer tiles
+// (16 MB) went through memory three times (written, read back) and ran up to 1.5x slower on a
+// shared machine whose memory was busy.
+inline constexpr int64_t kDequantizedTileBytes = 1 << 20;
+
+// How int8 weights multiply many rows: dequantized into tiles that oneDNN reads as
+//   kFloatKMajor: float32 Wᵀ, K-major (AVX2 CPUs, where oneDNN's plain-layout kernel is fastest);
+//   kFloatPacked: float32 in PackedWeight's layout (AVX-512, brgemm);
+//   kBf16Packed:  bfloat16 in oneDNN's BA16a64b2a, x rounded to bf16 too, products summed in
+//                 float32 (AVX512_BF16: twice float32's speed; accuracy in docs/benchmarks.md).
+enum class Int8TileFormat { kFloatKMajor, kFloatPacked, kBf16Packed };
+// The fastest this CPU has. ATTNSERVE_BF16=0 or ATTNSERVE_MAX_ISA=avx2 in the environment rule
+// bf16 out, ATTNSERVE_PACK_WEIGHTS=0 packing.
+Int8TileFormat BestInt8TileFormat();
+const char* Int8TileFormatName(Int8TileFormat format);
+// y = x · Wᵀ (+ bias) for int8 W through tiles in `format` (Linear takes BestInt8TileFormat() for
+// more than kFewRowsMax rows); x, y as for Linear.
+void QuantizedMatmul(const Tensor& x, const QuantizedWeight& q, const Tensor& bias, Tensor& y,
+                     MatmulEpilogue epilogue, Int8TileFormat format);
 
 // x: [M, K] with unit inner stride (rows may be strided); weight: [N, K] likewise; bias: empty or
 // [N]; y: [M, N] with unit inner stride, allocated by the caller.

@@ -60,15 +60,6 @@ PackedWeight PackedWeight::Pack(const Tensor& weight) {
   return packed;
 }
 
-PackedWeight PackedWeight::Wrap(std::shared_ptr<float> storage, int64_t n, int64_t k) {
-  PackedWeight packed;
-  packed.storage_ = std::move(storage);
-  packed.n_ = n;
-  packed.k_ = k;
-  packed.padded_k_ = PaddedDepth(k);
-  return packed;
-}
-
 Tensor PackedWeight::Unpack() const {
   Tensor weight({n_, k_});
   for (int64_t j = 0; j < panels(); ++j) {

@@ -25,8 +25,6 @@ class PackedWeight {
   PackedWeight() = default;
   // The packed copy of weight [N, K] (rows may be strided).
   static PackedWeight Pack(const Tensor& weight);
-  // A packed weight [n, k] already laid out in `storage` (panels() blocks of [padded_k, 64]).
-  static PackedWeight Wrap(std::shared_ptr<float> storage, int64_t n, int64_t k);
   // K rounded up to kDepthBlock: the rows of every panel.
   static int64_t PaddedDepth(int64_t k) {
     return (k + kDepthBlock - 1) / kDepthBlock * kDepthBlock;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/bf16.h"
 #include "engine/parallel.h"
 #include "engine/weight_memory.h"
 
@@ -98,6 +99,39 @@ void QuantizedWeight::DequantizePanels(int64_t first, int64_t last, int64_t padd
                              block + i * kPanelWidth, kPanelWidth);
         }
         std::fill(block + k_ * kPanelWidth, block + padded_k * kPanelWidth, 0.0f);
+      },
+      Schedule::kStatic, (last - first) * k_ >= 1 << 12);
+}
+
+void QuantizedWeight::DequantizePanelsBf16(int64_t first, int64_t last, int64_t padded_k,
+                                           uint16_t* out) const {
+  ParallelFor(
+      last - first,
+      [&](int64_t p) {
+        const int64_t j = first + p;
+        uint16_t* block = out + p * padded_k * kPanelWidth;
+        for (int64_t i = 0; i + 1 < k_; i += 2) {
+          const int8_t* even = panel(j) + i * kPanelWidth;
+          const int8_t* odd = even + kPanelWidth;
+          const float* even_scales = panel_scales(j) + i / group_size_ * kPanelWidth;
+          const float* odd_scales = panel_scales(j) + (i + 1) / group_size_ * kPanelWidth;
+          uint16_t* pair = block + i * kPanelWidth;
+#pragma omp simd
+          for (int64_t c = 0; c < kPanelWidth; ++c) {
+            pair[2 * c] = ToBf16(static_cast<float>(even[c]) * even_scales[c]);
+            pair[2 * c + 1] = ToBf16(static_cast<float>(odd[c]) * odd_scales[c]);
+          }
+        }
+        const int64_t paired = k_ / 2 * 2;
+        std::fill(block + paired * kPanelWidth, block + padded_k * kPanelWidth, uint16_t{0});
+        if (k_ % 2 != 0) {
+          const int8_t* last_row = panel(j) + paired * kPanelWidth;
+          const float* scales = panel_scales(j) + paired / group_size_ * kPanelWidth;
+          uint16_t* pair = block + paired * kPanelWidth;
+          for (int64_t c = 0; c < kPanelWidth; ++c) {
+            pair[2 * c] = ToBf16(static_cast<float>(last_row[c]) * scales[c]);
+          }
+        }
       },
       Schedule::kStatic, (last - first) * k_ >= 1 << 12);
 }

@@ -55,6 +55,9 @@ class QuantizedWeight {
   // Panels [first, last) dequantized into PackedWeight's layout (rows padded to `padded_k` with
   // zeros), one [padded_k, 64] block per panel.
   void DequantizePanels(int64_t first, int64_t last, int64_t padded_k, float* out) const;
+  // The same in bfloat16, in the layout oneDNN's bf16 matmul reads (BA16a64b2a): each panel a
+  // [padded_k / 2, 64, 2] block, rows 2r and 2r + 1 of a column side by side.
+  void DequantizePanelsBf16(int64_t first, int64_t last, int64_t padded_k, uint16_t* out) const;
 
  private:
   std::shared_ptr<int8_t> values_;

@@ -7,18 +7,30 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 
 namespace attnserve {
 
-// The file's bytes in an anonymous private mapping: pages can be handed back one range at a time.
+// The file's bytes in an anonymous private mapping, read-only but while a tensor is read into
+// it: pages can be handed back one range at a time, and pages never read cost nothing.
 struct SafetensorsFile::Contents {
   uint8_t* data = nullptr;
   size_t size = 0;
   ~Contents() {
     if (data != nullptr) munmap(data, size);
+  }
+};
+
+// The open file, while the SafetensorsFile lasts: tensors are read from it when first asked for.
+struct SafetensorsFile::Source {
+  int fd = -1;
+  struct stat opened {};  // the file as Open found it
+  std::mutex mutex;       // one read at a time: they change page protections
+  ~Source() {
+    if (fd >= 0) ::close(fd);
   }
 };
 
@@ -51,44 +63,68 @@ int64_t DtypeBytes(const std::string& dtype) {
 
 }  // namespace
 
+absl::Status SafetensorsFile::ReadRange(uint64_t begin, uint64_t end) const {
+  if (end <= begin) return absl::OkStatus();
+  std::lock_guard lock(source_->mutex);
+  struct stat now;
+  if (fstat(source_->fd, &now) != 0 || now.st_size != source_->opened.st_size ||
+      now.st_mtim.tv_sec != source_->opened.st_mtim.tv_sec ||
+      now.st_mtim.tv_nsec != source_->opened.st_mtim.tv_nsec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, ": changed on disk while it was being loaded"));
+  }
+  // Writable only while read into: a stray write anywhere else faults instead of changing
+  // weights.
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uint8_t* first = contents_->data + begin;
+  auto* page_begin = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(first) / page * page);
+  const size_t span = static_cast<size_t>(contents_->data + end - page_begin);
+  mprotect(page_begin, span, PROT_READ | PROT_WRITE);
+  absl::Status status;
+  for (uint64_t done = begin; done < end;) {
+    const ssize_t n = pread(source_->fd, contents_->data + done, end - done, done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      status = absl::FailedPreconditionError(
+          absl::StrCat(path_, ": ",
+                       n < 0 ? absl::StrCat("read failed: ", std::strerror(errno))
+                             : absl::StrCat("shrank to ", done, " bytes while being read")));
+      break;
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  mprotect(page_begin, span, PROT_READ);
+  return status;
+}
+
 absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   auto fail = [&path](const std::string& message) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", message));
   };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
-  struct stat info;
-  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
+  auto source = std::make_shared<Source>();
+  source->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (source->fd < 0) return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
+  if (fstat(source->fd, &source->opened) != 0 || !S_ISREG(source->opened.st_mode)) {
     return fail("not a regular file");
   }
   auto contents = std::make_shared<Contents>();
-  contents->size = static_cast<size_t>(info.st_size);
+  contents->size = static_cast<size_t>(source->opened.st_size);
   if (contents->size > 0) {
-    void* data = mmap(nullptr, contents->size, PROT_READ | PROT_WRITE,
+    void* data = mmap(nullptr, contents->size, PROT_READ,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (data == MAP_FAILED) {
-      ::close(fd);
       return fail(
           absl::StrCat("cannot allocate ", contents->size, " bytes: ", std::strerror(errno)));
     }
     contents->data = static_cast<uint8_t*>(data);
   }
-  for (size_t done = 0; done < contents->size;) {
-    const ssize_t n = pread(fd, contents->data + done, contents->size - done, done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      return fail(n < 0 ? absl::StrCat("read failed: ", std::strerror(errno))
-                        : absl::StrCat("shrank to ", done, " bytes while being read"));
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  // Read-only from here on, as the weights are: a stray write faults instead of changing them.
-  if (contents->size > 0) mprotect(contents->data, contents->size, PROT_READ);
+  SafetensorsFile file;
+  file.path_ = path;
+  file.source_ = std::move(source);
+  file.contents_ = contents;
 
   if (contents->size < 8) return fail("truncated: shorter than the 8-byte header length");
+  if (auto status = file.ReadRange(0, 8); !status.ok()) return status;
   uint64_t header_bytes = 0;
   for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | contents->data[i];
   if (header_bytes > kMaxHeaderBytes) {
@@ -99,9 +135,8 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
     return fail(absl::StrCat("truncated: header of ", header_bytes, " bytes but only ",
                              contents->size - 8, " follow"));
   }
+  if (auto status = file.ReadRange(8, 8 + header_bytes); !status.ok()) return status;
 
-  SafetensorsFile file;
-  file.path_ = path;
   file.data_offset_ = 8 + header_bytes;
   const uint64_t data_bytes = contents->size - file.data_offset_;
   nlohmann::json header =
@@ -169,7 +204,6 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
       return fail(absl::StrCat("tensors overlap at data offset ", ranges[i].first));
     }
   }
-  file.contents_ = std::move(contents);
   return file;
 }
 
@@ -187,7 +221,10 @@ absl::StatusOr<const SafetensorsFile::Entry*> SafetensorsFile::Find(const std::s
   return &it->second;
 }
 
-const uint8_t* SafetensorsFile::DataOf(const Entry& entry) const {
+absl::StatusOr<const uint8_t*> SafetensorsFile::Read(const Entry& entry) const {
+  if (auto status = ReadRange(data_offset_ + entry.begin, data_offset_ + entry.end); !status.ok()) {
+    return status;
+  }
   return contents_->data + data_offset_ + entry.begin;
 }
 
@@ -233,8 +270,22 @@ absl::StatusOr<Tensor> SafetensorsFile::Float32(const std::string& name) const {
   auto entry = Find(name);
   if (!entry.ok()) return entry.status();
   const std::string& dtype = (*entry)->dtype;
-  const uint8_t* data = DataOf(**entry);
+  if (dtype != "F32" && dtype != "F16" && dtype != "BF16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": tensor '", name, "' is ", dtype, ", expected F32, F16 or BF16"));
+  }
+  // A tensor some view still holds is in memory already; else it is read (again) from the file.
+  std::shared_ptr<const Lease> lease = leases_[name].lock();
+  if (lease != nullptr) {
+    auto* data = reinterpret_cast<float*>(const_cast<uint8_t*>(lease->begin));
+    return Tensor::Wrap(data, (*entry)->shape, std::move(lease));
+  }
+  auto read = Read(**entry);
+  if (!read.ok()) return ReadError(name, read.status());
+  const uint8_t* data = *read;
   const uint64_t bytes = (*entry)->end - (*entry)->begin;
+  // Held by the view returned, or released as this returns when the bytes were copied.
+  lease = std::make_shared<const Lease>(contents_, data, data + bytes);
   if (dtype == "F16" || dtype == "BF16") {
     // Widened into memory of its own: the engine computes in float32.
     Tensor wide((*entry)->shape);
@@ -245,10 +296,6 @@ absl::StatusOr<Tensor> SafetensorsFile::Float32(const std::string& name) const {
     }
     return wide;
   }
-  if (dtype != "F32") {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path_, ": tensor '", name, "' is ", dtype, ", expected F32, F16 or BF16"));
-  }
   if (reinterpret_cast<uintptr_t>(data) % alignof(float) != 0) {
     Tensor copy((*entry)->shape);
     std::memcpy(copy.data(), data, bytes);
@@ -256,13 +303,15 @@ absl::StatusOr<Tensor> SafetensorsFile::Float32(const std::string& name) const {
   }
   // One lease per tensor, however many times it is read: a second one would release the pages
   // while the first one's views still read them.
-  std::shared_ptr<const Lease> lease = leases_[name].lock();
-  if (lease == nullptr) {
-    lease = std::make_shared<const Lease>(contents_, data, data + bytes);
-    leases_[name] = lease;
-  }
+  leases_[name] = lease;
   return Tensor::Wrap(reinterpret_cast<float*>(const_cast<uint8_t*>(data)), (*entry)->shape,
                       std::move(lease));
+}
+
+absl::Status SafetensorsFile::ReadError(const std::string& name, const absl::Status& status) const {
+  std::string message(status.message());
+  message.insert(path_.size() + 2, absl::StrCat("tensor '", name, "': "));
+  return absl::Status(status.code(), message);
 }
 
 FileBytes SafetensorsFile::bytes() const { return {{contents_->data, contents_->size}, contents_}; }
@@ -270,8 +319,11 @@ FileBytes SafetensorsFile::bytes() const { return {{contents_->data, contents_->
 absl::StatusOr<std::vector<int64_t>> SafetensorsFile::Integers(const std::string& name) const {
   auto entry = Find(name);
   if (!entry.ok()) return entry.status();
-  const uint8_t* data = DataOf(**entry);
+  auto read = Read(**entry);
+  if (!read.ok()) return ReadError(name, read.status());
+  const uint8_t* data = *read;
   const uint64_t bytes = (*entry)->end - (*entry)->begin;
+  const Lease copied(contents_, data, data + bytes);  // released once widened
   std::vector<int64_t> values;
   if ((*entry)->dtype == "I64") {
     values.resize(bytes / 8);

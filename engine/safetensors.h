@@ -1,12 +1,16 @@
 // A safetensors file read into memory the process owns: an 8-byte little-endian header length, a
 // JSON header ({name: {dtype, shape, data_offsets}, "__metadata__": {string: string}}), then the
-// data. Open() validates everything up front, so a malformed file is refused with a message naming
-// the file and the tensor, and accessors never read out of bounds.
+// data. Open() reads and validates the header, so a malformed file is refused with a message
+// naming the file and the tensor, and accessors never read out of bounds.
 //
 // Owned, not mapped: a mapping of the file would let whoever truncates or rewrites it change the
 // weights under the server (SIGBUS on the next read past the new end, other numbers in place).
-// Each tensor view holds a lease on its bytes: once no view of a tensor is left (its weight was
-// packed or fused into another buffer), the whole pages inside it go back to the system.
+// Each tensor is read into its place in an anonymous mapping of the file's size when first asked
+// for (the file stays open while this object lasts), and each view holds a lease on its bytes:
+// once no view of a tensor is left (its weight was packed, quantized or fused into another
+// buffer), the whole pages inside it go back to the system. So loading holds at most the file's
+// tensors still in use, not the whole file: int8 weights load tensor by tensor. A file that
+// changes on disk between Open and a read is refused (FAILED_PRECONDITION).
 #pragma once
 
 #include <cstdint>
@@ -45,7 +49,7 @@ class SafetensorsFile {
   // I64 or I32 tensors, widened.
   absl::StatusOr<std::vector<int64_t>> Integers(const std::string& name) const;
 
-  // The whole file; pages of tensors nobody holds read as zeros.
+  // The whole file; pages of tensors never read, or nobody holds, read as zeros.
   FileBytes bytes() const;
 
  private:
@@ -55,12 +59,19 @@ class SafetensorsFile {
     uint64_t begin = 0, end = 0;  // offsets into the data section
   };
   struct Contents;
+  struct Source;
   struct Lease;
 
   absl::StatusOr<const Entry*> Find(const std::string& name) const;
-  const uint8_t* DataOf(const Entry& entry) const;
+  // Reads bytes [begin, end) of the file into their place in contents_.
+  absl::Status ReadRange(uint64_t begin, uint64_t end) const;
+  // The entry's data, read from the file.
+  absl::StatusOr<const uint8_t*> Read(const Entry& entry) const;
+  // A ReadRange error ("PATH: what") with the tensor's name after the path.
+  absl::Status ReadError(const std::string& name, const absl::Status& status) const;
 
   std::string path_;
+  std::shared_ptr<Source> source_;
   std::shared_ptr<const Contents> contents_;
   uint64_t data_offset_ = 0;
   std::map<std::string, Entry> entries_;

@@ -2,7 +2,9 @@
 gpt2_small (GPT-2-small's shape, random weights; models.py builds it), decode at contexts 128,
 512 and 2048 and prefill of 32, 128 and 512 tokens, by
 
-  attnserve      float32 and int8 (engine_runner --weights int8: groups of 32, the default)
+  attnserve      float32 and int8 (engine_runner --weights int8: groups of 32, the default),
+                 prefill through the CPU's best tiles (bf16 where it has AVX512_BF16) and
+                 through float32 tiles (ATTNSERVE_BF16=0)
   ONNX Runtime   float32 and its dynamic int8 quantization of the same graph
                  (onnxruntime.quantization.quantize_dynamic, QInt8 weights, from .venv)
   PyTorch        float32 and its dynamic int8 quantization of every nn.Linear (fbgemm)
@@ -75,6 +77,8 @@ def main():
     runners = {
         "attnserve float32": engine,
         "attnserve int8": engine + ["--weights", "int8"],
+        # Prefill through float32 tiles, where the CPU would take bf16 ones (Int8TileFormat).
+        "attnserve int8 float tiles": ["env", "ATTNSERVE_BF16=0"] + engine + ["--weights", "int8"],
         "ONNX Runtime float32": ort,
         "ONNX Runtime int8": ort + ["--model", "model_int8.onnx", "--tolerance", "0.25"],
         "PyTorch float32": torch_runner,
@@ -83,7 +87,7 @@ def main():
     peaks_command = [os.path.join(args.build, "bench", "machine_peaks")]
     peaks, _ = run(peaks_command, env)
     results = {name: {} for name in runners}
-    checks, resident = {}, {}
+    checks, resident, tiles = {}, {}, {}
     # Rounds of every runner in turn; each keeps its best median (a neighbour's burst on a shared
     # machine can cover a whole case).
     for _ in range(args.rounds):
@@ -96,6 +100,9 @@ def main():
             found = re.search(r"resident after loading: (\d+) MiB", log)
             if found:
                 resident[name] = int(found.group(1))
+            found = re.search(r"int8 prefill tiles: (.+)", log)
+            if found:
+                tiles[name] = found.group(1)
     ggml_dir = os.environ.get("GGML_DIR")
     if ggml_dir:
         contexts = [int(c.split(":")[1]) for c in CASES if c.startswith("decode")]
@@ -147,11 +154,13 @@ def main():
     for name, found in checks.items():
         lines.append(f"| {name} | " + ", ".join(f"{what} {diff}" for what, diff in found) + " |")
     lines += ["", "Resident memory after loading: " + ", ".join(
-        f"{name} {mib} MiB" for name, mib in resident.items()) + ".", ""]
+        f"{name} {mib} MiB" for name, mib in resident.items()) + ".",
+              "Int8 prefill tiles: " + ", ".join(
+                  f"{name} {form}" for name, form in tiles.items()) + ".", ""]
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "int8.json"), "w") as f:
-        json.dump({"peaks": peaks, "results": results, "checks": checks, "resident": resident},
-                  f, indent=1)
+        json.dump({"peaks": peaks, "results": results, "checks": checks, "resident": resident,
+                   "tiles": tiles}, f, indent=1)
     with open(os.path.join(args.out, "int8.md"), "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <random>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "engine/blocks/feed_forward.h"
@@ -112,6 +114,34 @@ TEST(LinearTest, MatchesReferenceFromPackedWeights) {
         }
       }
     }
+  }
+}
+
+// One cached primitive runs on several threads at once, also from inside a parallel region (the
+// tiles of an int8 matmul, where it runs single-threaded on each): each execution brings its own
+// scratchpad. With oneDNN's own scratchpad the parallel region's results were NaN.
+TEST(LinearTest, OnePrimitiveRunsOnSeveralThreadsAtOnce) {
+  const int64_t m = 128, k = 3072, n = 768;
+  const LinearWeights linear = PrepareLinear(Random({n, k}, 1), Random({n}, 2));
+  const Tensor x = Random({m, k}, 3);
+  Tensor expected({m, n});
+  ASSERT_TRUE(Linear(x, linear, expected).ok());
+  std::vector<Tensor> results;
+  for (int t = 0; t < 4; ++t) results.push_back(Tensor({m, n}));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 10; ++i) ASSERT_TRUE(Linear(x, linear, results[t]).ok());
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+#pragma omp parallel for num_threads(2)
+  for (int t = 2; t < 4; ++t) {
+    for (int i = 0; i < 10; ++i) EXPECT_TRUE(Linear(x, linear, results[t]).ok());
+  }
+  for (int t = 0; t < 4; ++t) {
+    EXPECT_TRUE(AllClose(results[t], expected, 1e-4f, 1e-4f))
+        << (t < 2 ? "thread " : "region ") << t;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "absl/strings/match.h"
+#include "engine/bf16.h"
 #include "engine/kernels/embedding.h"
 #include "engine/kernels/few_rows_linear.h"
 #include "engine/matmul.h"
@@ -26,15 +27,21 @@ Tensor Random(Shape shape, uint32_t seed) {
 }
 
 // y = act(x · (values · scales)ᵀ + b) (+ y0) in double, from the quantized weight's own values
-// and scales: what the kernels must compute, whatever the quantization cost.
+// and scales: what the kernels must compute, whatever the quantization cost. bf16: with x and
+// each weight (values · scales in float) rounded to bfloat16 first, as the bf16 tiles are.
 Tensor Reference(const Tensor& x, const QuantizedWeight& q, const Tensor& b, const Tensor& y0,
-                 Activation activation) {
+                 Activation activation, bool bf16 = false) {
+  const auto operand = [bf16](float value) {
+    return bf16 ? double(FromBf16(ToBf16(value))) : double(value);
+  };
   Tensor y({x.dim(0), q.n()});
   for (int64_t r = 0; r < x.dim(0); ++r) {
     for (int64_t n = 0; n < q.n(); ++n) {
       double sum = b.empty() ? 0.0 : b.data()[n];
       for (int64_t i = 0; i < q.k(); ++i) {
-        sum += double(x.row(r)[i]) * q.value(n, i) * double(q.scale(n, i));
+        const double weight = bf16 ? operand(static_cast<float>(q.value(n, i)) * q.scale(n, i))
+                                   : q.value(n, i) * double(q.scale(n, i));
+        sum += operand(x.row(r)[i]) * weight;
       }
       double value = sum;
       if (activation == Activation::kRelu) value = std::max(value, 0.0);
@@ -45,6 +52,17 @@ Tensor Reference(const Tensor& x, const QuantizedWeight& q, const Tensor& b, con
     }
   }
   return y;
+}
+
+// The int8 tile formats this CPU runs: K-major float everywhere, packed float where oneDNN
+// packs, bf16 where BestInt8TileFormat() chose it.
+std::vector<Int8TileFormat> TileFormatsOfThisCpu() {
+  std::vector<Int8TileFormat> formats = {Int8TileFormat::kFloatKMajor};
+  if (PackedWeight::PackingIsFaster()) formats.push_back(Int8TileFormat::kFloatPacked);
+  if (BestInt8TileFormat() == Int8TileFormat::kBf16Packed) {
+    formats.push_back(Int8TileFormat::kBf16Packed);
+  }
+  return formats;
 }
 
 std::vector<KernelIsa> IsasOfThisCpu() {
@@ -145,25 +163,42 @@ TEST(QuantizedLinearTest, FewRowsKernelMatchesFloat64Reference) {
   }
 }
 
-// More rows go through dequantized tiles and oneDNN: 2,100 columns of K = 1,024 fill several
-// tiles, the last one partial, and the output columns land in their place.
+// More rows go through dequantized tiles and oneDNN, in each tile format: 2,100 columns fill
+// several tiles, the last one partial, and the output columns land in their place. K = 1,023 is
+// odd and not a multiple of 16 (the packed tiles' padding); K = 200 pads to 13 blocks of 16, past
+// which oneDNN's bf16 kernel reads.
 TEST(QuantizedLinearTest, ManyRowsMatchFloat64Reference) {
-  for (int64_t group_size : {0, 32}) {
-    const int64_t n = 2100, k = 1024;
-    const QuantizedWeight q = QuantizedWeight::Quantize(Random({n, k}, 1), group_size);
-    const LinearWeights linear{Tensor(), Random({n}, 2), {}, q};
-    for (int64_t m : {5, 37}) {
-      const Tensor x = Random({m, k}, 3 + m);
-      // The residual sum, or an activation (oneDNN 2.6 runs the two together on ref:any only).
-      const bool accumulate = m == 5;
-      const Activation activation = accumulate ? Activation::kNone : Activation::kSilu;
-      Tensor y = Random({m, n}, 99);
-      const Tensor y0 = accumulate ? y.Clone() : Tensor();
-      ASSERT_TRUE(Linear(x, linear, y, {accumulate, activation}).ok());
-      EXPECT_TRUE(AllClose(y, Reference(x, q, linear.bias, y0, activation), 1e-4f, 1e-4f))
-          << "m=" << m << " group=" << group_size;
+  for (Int8TileFormat format : TileFormatsOfThisCpu()) {
+    const bool bf16 = format == Int8TileFormat::kBf16Packed;
+    for (const auto& [k, group_size] :
+         {std::pair<int64_t, int64_t>{1023, 0}, {1023, 32}, {200, 32}}) {
+      const int64_t n = 2100;
+      const QuantizedWeight q = QuantizedWeight::Quantize(Random({n, k}, 1), group_size);
+      const Tensor bias = Random({n}, 2);
+      for (int64_t m : {5, 37}) {
+        const Tensor x = Random({m, k}, 3 + m);
+        // The residual sum, or an activation (oneDNN 2.6 runs the two together on ref:any only).
+        const bool accumulate = m == 5;
+        const Activation activation = accumulate ? Activation::kNone : Activation::kSilu;
+        Tensor y = Random({m, n}, 99);
+        const Tensor y0 = accumulate ? y.Clone() : Tensor();
+        QuantizedMatmul(x, q, bias, y, {accumulate, activation}, format);
+        EXPECT_TRUE(AllClose(y, Reference(x, q, bias, y0, activation, bf16), 1e-4f, 1e-4f))
+            << Int8TileFormatName(format) << " m=" << m << " group=" << group_size;
+      }
     }
   }
+}
+
+// Linear sends more than kFewRowsMax rows of an int8 weight through the tiles.
+TEST(QuantizedLinearTest, LinearTakesTheBestTileFormat) {
+  const QuantizedWeight q = QuantizedWeight::Quantize(Random({300, 200}, 1), 32);
+  const LinearWeights linear{Tensor(), Random({300}, 2), {}, q};
+  const Tensor x = Random({kFewRowsMax + 1, 200}, 3);
+  Tensor y({x.dim(0), 300}), expected({x.dim(0), 300});
+  ASSERT_TRUE(Linear(x, linear, y).ok());
+  QuantizedMatmul(x, q, linear.bias, expected, {}, BestInt8TileFormat());
+  EXPECT_TRUE(AllClose(y, expected, 0.0f, 0.0f));
 }
 
 TEST(QuantizedLinearTest, PrepareLinearQuantizesAndDropsTheFloatWeight) {
@@ -183,21 +218,22 @@ TEST(QuantizedLinearTest, PrepareLinearQuantizesAndDropsTheFloatWeight) {
 
 // The tiles' matmuls at GPT-2-small and SmolLM shapes, with the epilogues the layers use (an
 // activation on the way up, the residual sum on the way down), resolve to optimized oneDNN
-// kernels, with packed tiles and with K-major ones.
+// kernels, in every tile format.
 TEST(QuantizedLinearTest, TileMatmulsAreNeverReferenceKernels) {
   const Activation activation = Activation::kGeluTanh;
-  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{2304, 768},
-                             {3072, 768},
-                             {768, 3072},
-                             {3072, 576},
-                             {576, 1536}}) {
-    const LinearWeights linear{
-        Tensor(), Random({n}, 1), {}, QuantizedWeight::Quantize(Random({n, k}, 2), 0)};
-    for (int64_t m : {9, 128}) {
-      Tensor y = Tensor::Zeros({m, n});
-      const MatmulEpilogue epilogue =
-          n > k ? MatmulEpilogue{false, activation} : MatmulEpilogue{true};
-      ASSERT_TRUE(Linear(Random({m, k}, 3), linear, y, epilogue).ok());
+  for (Int8TileFormat format : TileFormatsOfThisCpu()) {
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{2304, 768},
+                               {3072, 768},
+                               {768, 3072},
+                               {3072, 576},
+                               {576, 1536}}) {
+      const QuantizedWeight q = QuantizedWeight::Quantize(Random({n, k}, 2), 0);
+      for (int64_t m : {9, 128}) {
+        Tensor y = Tensor::Zeros({m, n});
+        const MatmulEpilogue epilogue =
+            n > k ? MatmulEpilogue{false, activation} : MatmulEpilogue{true};
+        QuantizedMatmul(Random({m, k}, 3), q, Random({n}, 1), y, epilogue, format);
+      }
     }
   }
   for (const PrimitiveInfo& info : CreatedMatmulPrimitives()) {

@@ -153,6 +153,55 @@ TEST_F(SafetensorsTest, ReleasesTheWholePagesOfTensorsNobodyHolds) {
   EXPECT_EQ(resident_pages(data), 0);
 }
 
+// Open reads the header only; each tensor's bytes are read when it is asked for, so a loader that
+// drops each float weight once quantized never holds the whole file. A tensor whose views are all
+// gone is read again, not handed back as the zeros its released pages now hold.
+TEST_F(SafetensorsTest, ReadsEachTensorWhenAskedFor) {
+  const long page = sysconf(_SC_PAGESIZE);
+  const int64_t floats = 16 * page / 4;
+  std::string header =
+      absl::StrCat(R"({"a":{"dtype":"F32","shape":[)", floats, R"(],"data_offsets":[0,)",
+                   floats * 4, R"(]},"b":{"dtype":)", R"("F32","shape":[)", floats,
+                   R"(],"data_offsets":[)", floats * 4, ",", floats * 8, "]}}");
+  header.resize((header.size() + 7) / 8 * 8, ' ');
+  auto file = SafetensorsFile::Open(Write(header, floats * 8, "lazy"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  const uint8_t* data = file->bytes().bytes.data() + 8 + header.size();
+  auto resident_pages = [&](const uint8_t* begin) {
+    const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+    std::vector<unsigned char> pages(14);
+    EXPECT_EQ(mincore(reinterpret_cast<void*>(first), 14 * page, pages.data()), 0);
+    return std::count_if(pages.begin(), pages.end(), [](unsigned char p) { return p & 1; });
+  };
+  EXPECT_EQ(resident_pages(data), 0);
+  EXPECT_EQ(resident_pages(data + floats * 4), 0);
+  Tensor a = *file->Float32("a");
+  EXPECT_EQ(resident_pages(data), 14);
+  EXPECT_EQ(resident_pages(data + floats * 4), 0);
+  EXPECT_EQ(a.data()[floats - 1], static_cast<float>(floats - 1));
+  a = Tensor();
+  EXPECT_EQ(resident_pages(data), 0);
+  a = *file->Float32("a");
+  EXPECT_EQ(a.data()[floats - 1], static_cast<float>(floats - 1));
+  const Tensor b = *file->Float32("b");
+  EXPECT_EQ(b.data()[0], static_cast<float>(floats));
+}
+
+// A file rewritten between Open and the read of a tensor is refused naming the file and the
+// tensor: a model is never assembled from two versions of its weights.
+TEST_F(SafetensorsTest, RefusesAFileThatChangesWhileItLoads) {
+  const std::string path =
+      Write(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 16, "rewritten");
+  auto file = SafetensorsFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::ofstream(path, std::ios::app | std::ios::binary) << "more";
+  auto a = file->Float32("a");
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(a.status().message(),
+            absl::StrCat(path, ": tensor 'a': changed on disk while it was being loaded"));
+}
+
 TEST_F(SafetensorsTest, RefusesMalformedFiles) {
   ExpectRefused(Write("", 0, "empty"), "not a JSON object");
   {
