@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "engine/matmul.h"
 
 namespace attnserve::server {
 
@@ -46,6 +47,11 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
     if (!model.ok()) {
       fail(name, model.status());
       continue;
+    }
+    if (model_options->weights.int8) {
+      std::cerr << "attnserve: model " << name << ": int8 weights, a scale per "
+                << model_options->weights.group_size << " input columns (0: per output), prefill"
+                << " through " << Int8TileFormatName(BestInt8TileFormat()) << " tiles\n";
     }
     loaded.push_back({name, *std::move(model), *model_options});
   }
