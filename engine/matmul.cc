@@ -220,19 +220,8 @@ void PackedMatmul(MatmulKey key, int64_t m, const void* x, const void* weights, 
 bool Bf16MatmulIsFaster() {
   const char* setting = std::getenv("ATTNSERVE_BF16");
   if (setting != nullptr && std::string(setting) == "0") return false;
-  if (BestKernelIsa() != KernelIsa::kAvx512 || !PackedWeight::PackingIsFaster()) return false;
-  const memory::dim m = 64, k = 256, n = 256;
-  const memory::desc src({m, k}, memory::data_type::bf16, memory::format_tag::ab);
-  const memory::desc any({k, n}, memory::data_type::bf16, memory::format_tag::any);
-  const memory::desc dst({m, n}, memory::data_type::f32, memory::format_tag::ab);
-  try {
-    const dnnl::matmul::primitive_desc desc(dnnl::matmul::desc(src, any, dst), DnnlEngine());
-    const memory::desc packed({k, n}, memory::data_type::bf16, memory::format_tag::BA16a64b2a);
-    return desc.weights_desc() == packed &&
-           std::string(desc.impl_info_str()).find("brg") != std::string::npos;
-  } catch (const dnnl::error&) {
-    return false;  // no bf16 matmul on this CPU
-  }
+  return BestKernelIsa() == KernelIsa::kAvx512 && PackedWeight::PackingIsFaster() &&
+         MatmulPicksPackedBrgemm(memory::data_type::bf16, memory::format_tag::BA16a64b2a);
 }
 
 Int8TileFormat BestInt8TileFormatUncached() {

@@ -13,24 +13,11 @@
 namespace attnserve {
 namespace {
 
-// Asks oneDNN which weight layout it wants for a fixed-shape matmul and which kernel it picks:
 // BA16a64b with brgemm means packing pays (AVX-512); plain weights mean it does not (AVX2).
-bool OneDnnWantsPackedWeights() {
-  using dnnl::memory;
-  const memory::dim m = 64, k = 256, n = 256;
-  const memory::desc src({m, k}, memory::data_type::f32, memory::format_tag::ab);
-  const memory::desc any({k, n}, memory::data_type::f32, memory::format_tag::any);
-  const memory::desc dst({m, n}, memory::data_type::f32, memory::format_tag::ab);
-  const dnnl::matmul::primitive_desc desc(dnnl::matmul::desc(src, any, dst), DnnlEngine());
-  const memory::desc packed({k, n}, memory::data_type::f32, memory::format_tag::BA16a64b);
-  return desc.weights_desc() == packed &&
-         std::string(desc.impl_info_str()).find("brg") != std::string::npos;
-}
-
 bool PackingIsFasterUncached() {
   const char* setting = std::getenv("ATTNSERVE_PACK_WEIGHTS");
   if (setting != nullptr && std::string(setting) == "0") return false;
-  return OneDnnWantsPackedWeights();
+  return MatmulPicksPackedBrgemm(dnnl::memory::data_type::f32, dnnl::memory::format_tag::BA16a64b);
 }
 
 }  // namespace

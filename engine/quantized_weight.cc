@@ -73,67 +73,56 @@ inline void DequantizePanelRow(const int8_t* values, const float* scales, float*
 
 void QuantizedWeight::DequantizeColumns(int64_t first, int64_t last, float* out,
                                         int64_t row_stride) const {
-  ParallelFor(
-      k_,
-      [&](int64_t i) {
-        for (int64_t j = first; j < last; ++j) {
-          DequantizePanelRow(panel(j) + i * kPanelWidth,
-                             panel_scales(j) + i / group_size_ * kPanelWidth,
-                             out + i * row_stride + (j - first) * kPanelWidth,
-                             std::min(kPanelWidth, n_ - j * kPanelWidth));
-        }
-      },
-      Schedule::kStatic, (last - first) * k_ >= 1 << 12);
+  for (int64_t i = 0; i < k_; ++i) {
+    for (int64_t j = first; j < last; ++j) {
+      DequantizePanelRow(panel(j) + i * kPanelWidth,
+                         panel_scales(j) + i / group_size_ * kPanelWidth,
+                         out + i * row_stride + (j - first) * kPanelWidth,
+                         std::min(kPanelWidth, n_ - j * kPanelWidth));
+    }
+  }
 }
 
 void QuantizedWeight::DequantizePanels(int64_t first, int64_t last, int64_t padded_k,
                                        float* out) const {
-  ParallelFor(
-      last - first,
-      [&](int64_t p) {
-        const int64_t j = first + p;
-        float* block = out + p * padded_k * kPanelWidth;
-        for (int64_t i = 0; i < k_; ++i) {
-          DequantizePanelRow(panel(j) + i * kPanelWidth,
-                             panel_scales(j) + i / group_size_ * kPanelWidth,
-                             block + i * kPanelWidth, kPanelWidth);
-        }
-        std::fill(block + k_ * kPanelWidth, block + padded_k * kPanelWidth, 0.0f);
-      },
-      Schedule::kStatic, (last - first) * k_ >= 1 << 12);
+  for (int64_t j = first; j < last; ++j) {
+    float* block = out + (j - first) * padded_k * kPanelWidth;
+    for (int64_t i = 0; i < k_; ++i) {
+      DequantizePanelRow(panel(j) + i * kPanelWidth,
+                         panel_scales(j) + i / group_size_ * kPanelWidth, block + i * kPanelWidth,
+                         kPanelWidth);
+    }
+    std::fill(block + k_ * kPanelWidth, block + padded_k * kPanelWidth, 0.0f);
+  }
 }
 
 void QuantizedWeight::DequantizePanelsBf16(int64_t first, int64_t last, int64_t padded_k,
                                            uint16_t* out) const {
-  ParallelFor(
-      last - first,
-      [&](int64_t p) {
-        const int64_t j = first + p;
-        uint16_t* block = out + p * padded_k * kPanelWidth;
-        for (int64_t i = 0; i + 1 < k_; i += 2) {
-          const int8_t* even = panel(j) + i * kPanelWidth;
-          const int8_t* odd = even + kPanelWidth;
-          const float* even_scales = panel_scales(j) + i / group_size_ * kPanelWidth;
-          const float* odd_scales = panel_scales(j) + (i + 1) / group_size_ * kPanelWidth;
-          uint16_t* pair = block + i * kPanelWidth;
+  for (int64_t j = first; j < last; ++j) {
+    uint16_t* block = out + (j - first) * padded_k * kPanelWidth;
+    for (int64_t i = 0; i + 1 < k_; i += 2) {
+      const int8_t* even = panel(j) + i * kPanelWidth;
+      const int8_t* odd = even + kPanelWidth;
+      const float* even_scales = panel_scales(j) + i / group_size_ * kPanelWidth;
+      const float* odd_scales = panel_scales(j) + (i + 1) / group_size_ * kPanelWidth;
+      uint16_t* pair = block + i * kPanelWidth;
 #pragma omp simd
-          for (int64_t c = 0; c < kPanelWidth; ++c) {
-            pair[2 * c] = ToBf16(static_cast<float>(even[c]) * even_scales[c]);
-            pair[2 * c + 1] = ToBf16(static_cast<float>(odd[c]) * odd_scales[c]);
-          }
-        }
-        const int64_t paired = k_ / 2 * 2;
-        std::fill(block + paired * kPanelWidth, block + padded_k * kPanelWidth, uint16_t{0});
-        if (k_ % 2 != 0) {
-          const int8_t* last_row = panel(j) + paired * kPanelWidth;
-          const float* scales = panel_scales(j) + paired / group_size_ * kPanelWidth;
-          uint16_t* pair = block + paired * kPanelWidth;
-          for (int64_t c = 0; c < kPanelWidth; ++c) {
-            pair[2 * c] = ToBf16(static_cast<float>(last_row[c]) * scales[c]);
-          }
-        }
-      },
-      Schedule::kStatic, (last - first) * k_ >= 1 << 12);
+      for (int64_t c = 0; c < kPanelWidth; ++c) {
+        pair[2 * c] = ToBf16(static_cast<float>(even[c]) * even_scales[c]);
+        pair[2 * c + 1] = ToBf16(static_cast<float>(odd[c]) * odd_scales[c]);
+      }
+    }
+    const int64_t paired = k_ / 2 * 2;
+    std::fill(block + paired * kPanelWidth, block + padded_k * kPanelWidth, uint16_t{0});
+    if (k_ % 2 != 0) {
+      const int8_t* last_row = panel(j) + paired * kPanelWidth;
+      const float* scales = panel_scales(j) + paired / group_size_ * kPanelWidth;
+      uint16_t* pair = block + paired * kPanelWidth;
+      for (int64_t c = 0; c < kPanelWidth; ++c) {
+        pair[2 * c] = ToBf16(static_cast<float>(last_row[c]) * scales[c]);
+      }
+    }
+  }
 }
 
 }  // namespace attnserve

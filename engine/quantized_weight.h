@@ -49,6 +49,7 @@ class QuantizedWeight {
   void DequantizeRow(int64_t n, float* out) const;
   // The dequantized weight [N, K], as a new tensor.
   Tensor Dequantize() const;
+  // Tiles for a matmul, on the calling thread (QuantizedMatmul hands each thread its own tiles).
   // Panels [first, last) dequantized as Wᵀ[K, columns] rows of `row_stride` floats, columns
   // [64·first, min(N, 64·last)) (the layout a matmul reads as a K-major weight).
   void DequantizeColumns(int64_t first, int64_t last, float* out, int64_t row_stride) const;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "engine/bf16.h"
 
 namespace attnserve {
 
@@ -63,7 +64,8 @@ int64_t DtypeBytes(const std::string& dtype) {
 
 }  // namespace
 
-absl::Status SafetensorsFile::ReadRange(uint64_t begin, uint64_t end) const {
+absl::Status SafetensorsFile::ReadRange(uint64_t begin, uint64_t end,
+                                        const std::string& what) const {
   if (end <= begin) return absl::OkStatus();
   std::lock_guard lock(source_->mutex);
   struct stat now;
@@ -71,7 +73,7 @@ absl::Status SafetensorsFile::ReadRange(uint64_t begin, uint64_t end) const {
       now.st_mtim.tv_sec != source_->opened.st_mtim.tv_sec ||
       now.st_mtim.tv_nsec != source_->opened.st_mtim.tv_nsec) {
     return absl::FailedPreconditionError(
-        absl::StrCat(path_, ": changed on disk while it was being loaded"));
+        absl::StrCat(path_, ": ", what, "changed on disk while it was being loaded"));
   }
   // Writable only while read into: a stray write anywhere else faults instead of changing
   // weights.
@@ -86,7 +88,7 @@ absl::Status SafetensorsFile::ReadRange(uint64_t begin, uint64_t end) const {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       status = absl::FailedPreconditionError(
-          absl::StrCat(path_, ": ",
+          absl::StrCat(path_, ": ", what,
                        n < 0 ? absl::StrCat("read failed: ", std::strerror(errno))
                              : absl::StrCat("shrank to ", done, " bytes while being read")));
       break;
@@ -221,8 +223,11 @@ absl::StatusOr<const SafetensorsFile::Entry*> SafetensorsFile::Find(const std::s
   return &it->second;
 }
 
-absl::StatusOr<const uint8_t*> SafetensorsFile::Read(const Entry& entry) const {
-  if (auto status = ReadRange(data_offset_ + entry.begin, data_offset_ + entry.end); !status.ok()) {
+absl::StatusOr<const uint8_t*> SafetensorsFile::Read(const std::string& name,
+                                                     const Entry& entry) const {
+  if (auto status = ReadRange(data_offset_ + entry.begin, data_offset_ + entry.end,
+                              absl::StrCat("tensor '", name, "': "));
+      !status.ok()) {
     return status;
   }
   return contents_->data + data_offset_ + entry.begin;
@@ -256,14 +261,6 @@ float HalfToFloat(uint16_t half) {
   return value;
 }
 
-// bfloat16 is a float's upper half.
-float Bf16ToFloat(uint16_t bf16) {
-  const uint32_t bits = static_cast<uint32_t>(bf16) << 16;
-  float value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
-}
-
 }  // namespace
 
 absl::StatusOr<Tensor> SafetensorsFile::Float32(const std::string& name) const {
@@ -280,8 +277,8 @@ absl::StatusOr<Tensor> SafetensorsFile::Float32(const std::string& name) const {
     auto* data = reinterpret_cast<float*>(const_cast<uint8_t*>(lease->begin));
     return Tensor::Wrap(data, (*entry)->shape, std::move(lease));
   }
-  auto read = Read(**entry);
-  if (!read.ok()) return ReadError(name, read.status());
+  auto read = Read(name, **entry);
+  if (!read.ok()) return read.status();
   const uint8_t* data = *read;
   const uint64_t bytes = (*entry)->end - (*entry)->begin;
   // Held by the view returned, or released as this returns when the bytes were copied.
@@ -292,7 +289,7 @@ absl::StatusOr<Tensor> SafetensorsFile::Float32(const std::string& name) const {
     for (uint64_t i = 0; i < bytes / 2; ++i) {
       uint16_t value;
       std::memcpy(&value, data + 2 * i, sizeof(value));
-      wide.data()[i] = dtype == "F16" ? HalfToFloat(value) : Bf16ToFloat(value);
+      wide.data()[i] = dtype == "F16" ? HalfToFloat(value) : FromBf16(value);
     }
     return wide;
   }
@@ -308,19 +305,13 @@ absl::StatusOr<Tensor> SafetensorsFile::Float32(const std::string& name) const {
                       std::move(lease));
 }
 
-absl::Status SafetensorsFile::ReadError(const std::string& name, const absl::Status& status) const {
-  std::string message(status.message());
-  message.insert(path_.size() + 2, absl::StrCat("tensor '", name, "': "));
-  return absl::Status(status.code(), message);
-}
-
 FileBytes SafetensorsFile::bytes() const { return {{contents_->data, contents_->size}, contents_}; }
 
 absl::StatusOr<std::vector<int64_t>> SafetensorsFile::Integers(const std::string& name) const {
   auto entry = Find(name);
   if (!entry.ok()) return entry.status();
-  auto read = Read(**entry);
-  if (!read.ok()) return ReadError(name, read.status());
+  auto read = Read(name, **entry);
+  if (!read.ok()) return read.status();
   const uint8_t* data = *read;
   const uint64_t bytes = (*entry)->end - (*entry)->begin;
   const Lease copied(contents_, data, data + bytes);  // released once widened

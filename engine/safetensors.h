@@ -63,12 +63,11 @@ class SafetensorsFile {
   struct Lease;
 
   absl::StatusOr<const Entry*> Find(const std::string& name) const;
-  // Reads bytes [begin, end) of the file into their place in contents_.
-  absl::Status ReadRange(uint64_t begin, uint64_t end) const;
-  // The entry's data, read from the file.
-  absl::StatusOr<const uint8_t*> Read(const Entry& entry) const;
-  // A ReadRange error ("PATH: what") with the tensor's name after the path.
-  absl::Status ReadError(const std::string& name, const absl::Status& status) const;
+  // Reads bytes [begin, end) of the file into their place in contents_; an error says
+  // "PATH: " `what` "changed on disk ..." (or the read's failure).
+  absl::Status ReadRange(uint64_t begin, uint64_t end, const std::string& what = "") const;
+  // Tensor `name`'s data (its entry), read from the file.
+  absl::StatusOr<const uint8_t*> Read(const std::string& name, const Entry& entry) const;
 
   std::string path_;
   std::shared_ptr<Source> source_;
