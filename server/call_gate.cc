@@ -20,4 +20,9 @@ int64_t CallGate::CloseAndWait(absl::Time deadline) {
   return inside_;
 }
 
+bool CallGate::open() const {
+  std::lock_guard lock(mutex_);
+  return !closed_;
+}
+
 }  // namespace attnserve::server

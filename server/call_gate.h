@@ -21,9 +21,11 @@ class CallGate {
   // Stops admitting, then waits until every admitted call has left or `deadline` passes;
   // returns the calls still in flight.
   int64_t CloseAndWait(absl::Time deadline);
+  // Still admitting: not yet closed by shutdown.
+  bool open() const;
 
  private:
-  std::mutex mutex_;  // guards what follows
+  mutable std::mutex mutex_;  // guards what follows
   std::condition_variable left_;
   bool closed_ = false;
   int64_t inside_ = 0;

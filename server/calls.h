@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -39,17 +40,18 @@ class CallTask {
   CallGate* gate_ = nullptr;
 };
 
-// A unary call. Completing it serializes the task's result into the response and answers; gRPC
-// deletes the reactor once the answer is sent.
-template <typename Response>
+// A unary call. Completing it serializes the task's result into the response with `encode`
+// (which protocol's message it makes is the caller's) and answers; gRPC deletes the reactor once
+// the answer is sent.
 class UnaryCall final : public grpc::ServerUnaryReactor, public TaskSink, public CallTask {
  public:
-  UnaryCall(RpcScope scope, grpc::ByteBuffer* response, Response Task::*result)
-      : scope_(std::move(scope)), response_(response), result_(result) {}
+  using Encoder = std::function<grpc::ByteBuffer(const Task&)>;
+  UnaryCall(RpcScope scope, grpc::ByteBuffer* response, Encoder encode)
+      : scope_(std::move(scope)), response_(response), encode_(std::move(encode)) {}
 
   void Send(v1::GenerateResponse) override {}  // unary tasks stream nothing
   void Complete(absl::Status status) override {
-    if (status.ok()) *response_ = EncodeMessage((*task_).*result_);
+    if (status.ok()) *response_ = encode_(*task_);
     Finish(scope_.Finish(status));  // may delete this at once
   }
   void OnCancel() override { Cancel(); }
@@ -61,7 +63,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public TaskSink, public
  private:
   RpcScope scope_;
   grpc::ByteBuffer* const response_;
-  Response Task::*const result_;
+  const Encoder encode_;
 };
 
 // A Generate stream. gRPC allows one write in flight, so events queue here until the previous

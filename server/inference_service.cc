@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "server/request_validation.h"
 #include "server/rpc_scope.h"
 #include "server/tokenization.h"
 #include "server/wire_format.h"
@@ -60,27 +61,6 @@ void Describe(const ModelWorker& worker, v1::ModelInfo& info) {
 
 }  // namespace
 
-std::string InferenceService::ModelLabel(const std::string& model) const {
-  return repository_.Find(model) != nullptr ? model : "_unknown";
-}
-
-absl::StatusOr<ModelWorker*> InferenceService::Route(const std::string& model,
-                                                     const std::string& method) const {
-  if (model.empty()) return absl::InvalidArgumentError("model is empty");
-  ModelWorker* worker = repository_.Find(model);
-  if (worker == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no model named \"", model.substr(0, 128),
-                                            "\"; ListModels shows what is served"));
-  }
-  const std::vector<std::string> methods = SupportedMethods(worker->model());
-  if (std::find(methods.begin(), methods.end(), method) == methods.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model ", model, " (", worker->model().config.architecture, ") does not answer ", method,
-        "; it answers ", methods.empty() ? "nothing yet" : absl::StrJoin(methods, ", ")));
-  }
-  return worker;
-}
-
 grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* bytes,
                                                        grpc::ByteBuffer* response_bytes) {
@@ -91,8 +71,9 @@ grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerConte
     return reactor;
   }
   v1::ListModelsResponse response;
-  for (const ModelWorker* worker : repository_.workers()) Describe(*worker, *response.add_models());
-  for (const auto& [name, error] : repository_.failures()) {
+  for (const ModelWorker* worker : dispatcher_.repository().workers())
+    Describe(*worker, *response.add_models());
+  for (const auto& [name, error] : dispatcher_.repository().failures()) {
     v1::ModelLoadError* failure = response.add_failed();
     failure->set_name(name);
     failure->set_error(error);
@@ -111,7 +92,7 @@ grpc::ServerUnaryReactor* InferenceService::GetModel(grpc::CallbackServerContext
     reactor->Finish(ToGrpc(status));
     return reactor;
   }
-  ModelWorker* worker = repository_.Find(request.model());
+  ModelWorker* worker = dispatcher_.repository().Find(request.model());
   if (worker == nullptr) {
     reactor->Finish(
         grpc::Status(grpc::StatusCode::NOT_FOUND,
@@ -125,39 +106,19 @@ grpc::ServerUnaryReactor* InferenceService::GetModel(grpc::CallbackServerContext
   return reactor;
 }
 
-template <typename Request, typename Call>
-void InferenceService::Start(grpc::CallbackServerContext* context, const char* method,
-                             TaskKind kind, const Request& request, const absl::Status& decoded,
-                             Validator<Request> validate, Call* call) const {
-  const bool admitted = gate_.Enter();
-  call->Admitted(&gate_);
-  if (!admitted) return call->Complete(absl::UnavailableError("the server is shutting down"));
-  if (!decoded.ok()) return call->Complete(decoded);
-  auto worker = Route(request.model(), method);
-  if (!worker.ok()) return call->Complete(worker.status());
-  auto task = std::make_shared<Task>(kind, call);
-  if (auto status = validate(request, **worker, *task); !status.ok()) {
-    return call->Complete(status);
-  }
-  task->deadline = absl::FromChrono(context->deadline());
-  task->wake = [worker = *worker] { worker->Poke(); };
-  call->Attach(task);
-  // Once queued, the task is the scheduler's: it completes the call, this thread never again.
-  if (auto status = (*worker)->Submit(task); !status.ok()) call->Complete(status);
-}
-
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* InferenceService::Unary(grpc::CallbackServerContext* context,
                                                   const char* method, TaskKind kind,
                                                   const grpc::ByteBuffer& bytes,
                                                   grpc::ByteBuffer* response,
-                                                  Validator<Request> validate,
+                                                  Dispatcher::Validator<Request> validate,
                                                   Response Task::*result) const {
   Request request;
   const absl::Status decoded = DecodeRequest(bytes, request);
-  auto* call = new UnaryCall<Response>(RpcScope(metrics_, ModelLabel(request.model()), method),
-                                       response, result);
-  Start(context, method, kind, request, decoded, validate, call);
+  auto* call = new UnaryCall(
+      RpcScope(dispatcher_.metrics(), dispatcher_.ModelLabel(request.model()), method), response,
+      [result](const Task& task) { return EncodeMessage(task.*result); });
+  dispatcher_.Start(context, method, kind, request, decoded, validate, call);
   return call;
 }
 
@@ -190,10 +151,10 @@ grpc::ServerUnaryReactor* InferenceService::Direct(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Request request;
   const absl::Status decoded = DecodeRequest(bytes, request);
-  RpcScope scope(metrics_, ModelLabel(request.model()), method);
+  RpcScope scope(dispatcher_.metrics(), dispatcher_.ModelLabel(request.model()), method);
   const absl::Status status = [&]() -> absl::Status {
     if (!decoded.ok()) return decoded;
-    auto worker = Route(request.model(), method);
+    auto worker = dispatcher_.Route(request.model(), method);
     if (!worker.ok()) return worker.status();
     absl::StatusOr<Response> answered = answer(request, **worker);
     if (!answered.ok()) return answered.status();
@@ -222,8 +183,10 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
   v1::GenerateRequest request;
   const absl::Status decoded = DecodeRequest(*bytes, request);
-  auto* call = new GenerateCall(RpcScope(metrics_, ModelLabel(request.model()), "Generate"));
-  Start(context, "Generate", TaskKind::kGenerate, request, decoded, ValidateGenerate, call);
+  auto* call = new GenerateCall(
+      RpcScope(dispatcher_.metrics(), dispatcher_.ModelLabel(request.model()), "Generate"));
+  dispatcher_.Start(context, "Generate", TaskKind::kGenerate, request, decoded, ValidateGenerate,
+                    call);
   return call;
 }
 

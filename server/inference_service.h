@@ -6,10 +6,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "proto/attnserve/v1/inference.grpc.pb.h"
-#include "server/call_gate.h"
 #include "server/calls.h"
-#include "server/model_repository.h"
-#include "server/request_validation.h"
+#include "server/dispatcher.h"
 
 namespace attnserve::server {
 
@@ -23,9 +21,7 @@ using RawInferenceService = v1::Inference::WithRawCallbackMethod_ListModels<
 
 class InferenceService final : public RawInferenceService {
  public:
-  // Inference calls are admitted through `gate`, which shutdown closes.
-  InferenceService(const ModelRepository& repository, ServerMetrics& metrics, CallGate& gate)
-      : repository_(repository), metrics_(metrics), gate_(gate) {}
+  explicit InferenceService(const Dispatcher& dispatcher) : dispatcher_(dispatcher) {}
 
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
@@ -60,27 +56,14 @@ class InferenceService final : public RawInferenceService {
                                    const grpc::ByteBuffer& bytes, grpc::ByteBuffer* response,
                                    absl::StatusOr<Response> (*answer)(const Request&,
                                                                       const ModelWorker&));
-  template <typename Request>
-  using Validator = absl::Status (*)(const Request&, const ModelWorker&, Task&);
-  // Every inference RPC: decode, route, validate, queue; the scheduler answers `call` from then
-  // on. A request refused on the way is answered here.
-  template <typename Request, typename Call>
-  void Start(grpc::CallbackServerContext* context, const char* method, TaskKind kind,
-             const Request& request, const absl::Status& decoded, Validator<Request> validate,
-             Call* call) const;
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const char* method,
                                   TaskKind kind, const grpc::ByteBuffer& bytes,
-                                  grpc::ByteBuffer* response, Validator<Request> validate,
+                                  grpc::ByteBuffer* response,
+                                  Dispatcher::Validator<Request> validate,
                                   Response Task::*result) const;
 
-  std::string ModelLabel(const std::string& model) const;
-  // The worker for `model` if it exists and answers `method`.
-  absl::StatusOr<ModelWorker*> Route(const std::string& model, const std::string& method) const;
-
-  const ModelRepository& repository_;
-  ServerMetrics& metrics_;
-  CallGate& gate_;
+  const Dispatcher& dispatcher_;
 };
 
 }  // namespace attnserve::server

@@ -24,6 +24,7 @@
 #include "server/inference_service.h"
 #include "server/memory_trimmer.h"
 #include "server/metrics_endpoint.h"
+#include "server/open_inference_service.h"
 #include "server/protobuf_log.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on");
@@ -74,7 +75,9 @@ ABSL_FLAG(std::string, tls_client_ca, "",
 namespace attnserve::server {
 namespace {
 
-constexpr char kServiceName[] = "attnserve.v1.Inference";
+// The services health reports on: attnserve.v1 and the Open Inference Protocol.
+constexpr const char* kServiceNames[] = {"attnserve.v1.Inference",
+                                         "inference.GRPCInferenceService"};
 
 absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string& path) {
   std::ifstream in(path);
@@ -181,7 +184,9 @@ int Serve() {
     return 1;
   }
   CallGate gate;
-  InferenceService service(*repository, metrics, gate);
+  Dispatcher dispatcher(*repository, metrics, gate);
+  InferenceService service(dispatcher);
+  OpenInferenceService open_inference(dispatcher);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -190,6 +195,7 @@ int Serve() {
   int bound_port = 0;
   builder.AddListeningPort(address, *credentials, &bound_port);
   builder.RegisterService(&service);
+  builder.RegisterService(&open_inference);
   // Compressed requests are refused (UNIMPLEMENTED, naming the algorithm) before a byte is
   // inflated: gRPC inflates a whole message before it checks the size limit, so a 1 MB gzip
   // bomb of 1 GiB cost a gigabyte, and three at once killed the server.
@@ -222,7 +228,7 @@ int Serve() {
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(true);
-  health->SetServingStatus(kServiceName, true);
+  for (const char* name : kServiceNames) health->SetServingStatus(name, true);
   std::cerr << "attnserve: serving " << repository->workers().size() << " model(s) on " << address
             << " with " << threads << " compute thread(s)"
             << (exposer ? absl::StrCat("; metrics on :", absl::GetFlag(FLAGS_metrics_port))
@@ -233,7 +239,7 @@ int Serve() {
   sigwait(&signals, &signal_number);
   std::cerr << "attnserve: " << (signal_number == SIGTERM ? "SIGTERM" : "SIGINT") << ": draining\n";
   health->SetServingStatus(false);
-  health->SetServingStatus(kServiceName, false);
+  for (const char* name : kServiceNames) health->SetServingStatus(name, false);
   // Refuses new calls (UNAVAILABLE) and lets those in flight finish, the schedulers running on;
   // then shuts gRPC down at once, cancelling what is left and closing idle connections, which
   // a grace period would wait for too.

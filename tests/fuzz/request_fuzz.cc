@@ -34,6 +34,7 @@ struct InProcessServer {
   ServerMetrics server_metrics{registry};
   std::unique_ptr<ModelRepository> repository;
   CallGate gate;
+  std::unique_ptr<Dispatcher> dispatcher;
   std::unique_ptr<InferenceService> service;
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<v1::Inference::Stub> stub;
@@ -162,8 +163,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   Require(
       the_server->repository->workers().size() == 3 && the_server->repository->failures().empty(),
       std::string("the repository at ") + models + " must hold three models that load");
-  the_server->service = std::make_unique<InferenceService>(
+  the_server->dispatcher = std::make_unique<Dispatcher>(
       *the_server->repository, the_server->server_metrics, the_server->gate);
+  the_server->service = std::make_unique<InferenceService>(*the_server->dispatcher);
   grpc::ServerBuilder builder;
   builder.RegisterService(the_server->service.get());
   the_server->server = builder.BuildAndStart();

@@ -1,0 +1,72 @@
+// Admission shared by every protocol the server speaks (attnserve.v1 and the Open Inference
+// Protocol): the call gate, routing to a model that answers the method, validation, and the
+// model's one queue. A request takes the same path whichever protocol carried it.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "server/call_gate.h"
+#include "server/model_repository.h"
+#include "server/server_metrics.h"
+#include "server/task.h"
+
+namespace attnserve::server {
+
+class Dispatcher {
+ public:
+  // Inference calls are admitted through `gate`, which shutdown closes.
+  Dispatcher(const ModelRepository& repository, ServerMetrics& metrics, CallGate& gate)
+      : repository_(repository), metrics_(metrics), gate_(gate) {}
+
+  const ModelRepository& repository() const { return repository_; }
+  ServerMetrics& metrics() const { return metrics_; }
+  // Admitting calls: shutdown has not begun.
+  bool accepting() const { return gate_.open(); }
+
+  // The metrics label for a request naming `model`: the model, or "_unknown" for a name the
+  // server does not serve (a caller's arbitrary string would create unbounded series).
+  std::string ModelLabel(const std::string& model) const;
+  // The worker for `model` if it exists and answers `method` (e.g. "NextToken").
+  absl::StatusOr<ModelWorker*> Route(const std::string& model, const std::string& method) const;
+
+  template <typename Request>
+  using Validator = absl::Status (*)(const Request&, const ModelWorker&, Task&);
+
+  // Every inference call: admit, route, validate, queue; the scheduler answers `call` from then
+  // on. A request refused on the way (`prepared` not OK: it did not decode or translate) is
+  // answered here.
+  // `validate(request, worker, task)` checks the request and fills in the task's inputs.
+  template <typename Request, typename Validate, typename Call>
+  void Start(grpc::CallbackServerContext* context, const std::string& method, TaskKind kind,
+             const Request& request, const absl::Status& prepared, Validate validate,
+             Call* call) const {
+    const bool admitted = gate_.Enter();
+    call->Admitted(&gate_);
+    if (!admitted) return call->Complete(absl::UnavailableError("the server is shutting down"));
+    if (!prepared.ok()) return call->Complete(prepared);
+    auto worker = Route(request.model(), method);
+    if (!worker.ok()) return call->Complete(worker.status());
+    auto task = std::make_shared<Task>(kind, call);
+    if (auto status = validate(request, **worker, *task); !status.ok()) {
+      return call->Complete(status);
+    }
+    task->deadline = absl::FromChrono(context->deadline());
+    task->wake = [worker = *worker] { worker->Poke(); };
+    call->Attach(task);
+    // Once queued, the task is the scheduler's: it completes the call, this thread never again.
+    if (auto status = (*worker)->Submit(task); !status.ok()) call->Complete(status);
+  }
+
+ private:
+  const ModelRepository& repository_;
+  ServerMetrics& metrics_;
+  CallGate& gate_;
+};
+
+}  // namespace attnserve::server

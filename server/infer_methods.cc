@@ -1,0 +1,549 @@
+#include "server/infer_methods.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/tokenizer/byte_tokenizer.h"
+
+namespace attnserve::server {
+namespace {
+
+constexpr std::pair<InferMethod, const char*> kSuffixes[] = {
+    {InferMethod::kNextToken, "next_token"},
+    {InferMethod::kEmbed, "embed"},
+    {InferMethod::kScore, "score"}};
+
+bool Answers(const ModelWorker& worker, InferMethod method) {
+  const std::vector<std::string> methods = SupportedMethods(worker.model());
+  return std::find(methods.begin(), methods.end(), MethodName(method)) != methods.end();
+}
+
+struct TensorSpec {
+  std::string name;
+  const char* datatype;
+  std::vector<int64_t> shape;
+};
+
+struct Signature {
+  std::vector<TensorSpec> inputs, outputs;
+};
+
+std::vector<std::string> Names(const std::vector<TensorSpec>& specs) {
+  std::vector<std::string> names;
+  for (const TensorSpec& spec : specs) names.push_back(spec.name);
+  return names;
+}
+
+// Embed's vectors per input (0: one per token) and their width.
+std::pair<int64_t, int64_t> EmbeddingShape(const ModelConfig& config) {
+  if (config.architecture == "perceiver_io") return {config.num_outputs, config.output_dim};
+  if (config.architecture == "set_transformer") return {config.num_seeds, config.output_dim};
+  return {1, config.model_dim};
+}
+
+Signature SignatureOf(const InferModel& model) {
+  const Model& m = model.worker->model();
+  const ModelConfig& config = m.config;
+  // Score takes one sequence; the other methods a batch.
+  const int64_t batch = model.method == InferMethod::kScore ? 1 : -1;
+  Signature s;
+  if (config.token_inputs()) {
+    const bool sources = model.method != InferMethod::kEmbed && m.servable->takes_sources();
+    for (const char* prefix : sources ? std::vector{"", "source_"} : std::vector{""}) {
+      if (m.tokenizer) s.inputs.push_back({absl::StrCat(prefix, "text"), "BYTES", {batch}});
+      s.inputs.push_back({absl::StrCat(prefix, "input_ids"), "INT64", {batch, -1}});
+      s.inputs.push_back({absl::StrCat(prefix, "attention_mask"), "INT64", {batch, -1}});
+    }
+  } else {
+    s.inputs.push_back({"features", "FP32", {batch, -1, config.input_dim}});
+  }
+  const int64_t vocab = config.vocab_size;
+  switch (model.method) {
+    case InferMethod::kNextToken:
+      s.outputs = {
+          {"top_k_ids", "INT64", {-1, -1}},          {"top_k_tokens", "BYTES", {-1, -1}},
+          {"top_k_probabilities", "FP32", {-1, -1}}, {"top_k_log_probabilities", "FP32", {-1, -1}},
+          {"input_tokens", "INT64", {-1}},           {"probabilities", "FP32", {-1, vocab}}};
+      break;
+    case InferMethod::kEmbed: {
+      const auto [rows, width] = EmbeddingShape(config);
+      s.outputs.push_back(
+          {"embedding", "FP32",
+           rows == 1 ? std::vector<int64_t>{-1, width} : std::vector<int64_t>{-1, rows, width}});
+      if (m.servable->gives_token_states()) {
+        s.outputs.push_back({"token_embeddings", "FP32", {-1, -1, width}});
+        s.outputs.push_back({"token_counts", "INT64", {-1}});
+      }
+      break;
+    }
+    case InferMethod::kScore:
+      s.outputs = {{"token_ids", "INT64", {1, -1}},
+                   {"tokens", "BYTES", {1, -1}},
+                   {"token_log_probabilities", "FP32", {1, -1}},
+                   {"total_log_probability", "FP64", {1}}};
+      break;
+  }
+  return s;
+}
+
+absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+// The request's parameters, each checked against the method's.
+class Parameters {
+ public:
+  Parameters(const inference::ModelInferRequest& request) : request_(request) {}
+
+  absl::Status OnlyThese(std::vector<std::string> known) const {
+    for (const auto& [name, value] : request_.parameters()) {
+      if (std::find(known.begin(), known.end(), name) == known.end()) {
+        return Invalid(absl::StrCat(
+            "parameter '", name.substr(0, 64), "' is not one this method takes",
+            known.empty() ? "; it takes none" : "; it takes " + absl::StrJoin(known, ", ")));
+      }
+    }
+    return absl::OkStatus();
+  }
+  const inference::InferParameter* Find(const std::string& name) const {
+    auto it = request_.parameters().find(name);
+    return it == request_.parameters().end() ? nullptr : &it->second;
+  }
+  absl::StatusOr<int64_t> Integer(const std::string& name, int64_t absent) const {
+    const inference::InferParameter* p = Find(name);
+    if (p == nullptr) return absent;
+    if (p->has_int64_param()) return p->int64_param();
+    if (p->has_uint64_param() &&
+        p->uint64_param() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return static_cast<int64_t>(p->uint64_param());
+    }
+    return Invalid(absl::StrCat("parameter '", name, "' must be an integer (int64_param)"));
+  }
+  absl::StatusOr<double> Number(const std::string& name, double absent) const {
+    const inference::InferParameter* p = Find(name);
+    if (p == nullptr) return absent;
+    if (p->has_double_param()) return p->double_param();
+    if (p->has_int64_param()) return static_cast<double>(p->int64_param());
+    if (p->has_uint64_param()) return static_cast<double>(p->uint64_param());
+    return Invalid(absl::StrCat("parameter '", name, "' must be a number (double_param)"));
+  }
+  absl::StatusOr<bool> Boolean(const std::string& name) const {
+    const inference::InferParameter* p = Find(name);
+    if (p == nullptr) return false;
+    if (p->has_bool_param()) return p->bool_param();
+    return Invalid(absl::StrCat("parameter '", name, "' must be a boolean (bool_param)"));
+  }
+  absl::StatusOr<std::string> String(const std::string& name) const {
+    const inference::InferParameter* p = Find(name);
+    if (p == nullptr) return std::string();
+    if (p->has_string_param()) return p->string_param();
+    return Invalid(absl::StrCat("parameter '", name, "' must be a string (string_param)"));
+  }
+
+ private:
+  const inference::ModelInferRequest& request_;
+};
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// The sequences of `prefix`text or `prefix`input_ids (with `prefix`attention_mask), one per row;
+// `used` is set to the input they came from.
+absl::StatusOr<std::vector<v1::Sequence>> ReadSequences(const InferInputs& inputs,
+                                                        const std::string& prefix,
+                                                        const ModelWorker& worker,
+                                                        std::string& used) {
+  const std::string text = prefix + "text", ids = prefix + "input_ids",
+                    mask = prefix + "attention_mask";
+  const bool has_text = inputs.Has(text), has_ids = inputs.Has(ids);
+  if (has_text == has_ids) {
+    return Invalid(absl::StrCat(has_text ? "give either" : "give", " input '",
+                                worker.model().tokenizer ? text + "' or '" : "", ids, "'",
+                                has_text ? ", not both" : ""));
+  }
+  std::vector<v1::Sequence> sequences;
+  if (has_text) {
+    used = text;
+    if (inputs.Has(mask)) return Invalid(absl::StrCat("input '", mask, "' goes with '", ids, "'"));
+    const std::vector<int64_t> shape = inputs.Shape(text);
+    if (shape.empty() || shape.size() > 2 || (shape.size() == 2 && shape[1] != 1)) {
+      return Invalid(absl::StrCat("input '", text, "' has shape ", ShapeText(shape),
+                                  "; it takes [batch] or [batch, 1]: one text per row"));
+    }
+    auto texts = inputs.Strings(text);
+    if (!texts.ok()) return texts.status();
+    for (size_t i = 0; i < texts->size(); ++i) {
+      if (SanitizeUtf8((*texts)[i]) != (*texts)[i]) {
+        return Invalid(absl::StrCat("input '", text, "' row ", i, " is not UTF-8"));
+      }
+      sequences.emplace_back().set_text(std::move((*texts)[i]));
+    }
+    return sequences;
+  }
+  used = ids;
+  const std::vector<int64_t> shape = inputs.Shape(ids);
+  if (shape.size() != 2) {
+    return Invalid(absl::StrCat("input '", ids, "' has shape ", ShapeText(shape),
+                                "; it takes [batch, tokens]"));
+  }
+  auto values = inputs.Integers(ids);
+  if (!values.ok()) return values.status();
+  std::vector<int64_t> keep(values->size(), 1);
+  if (inputs.Has(mask)) {
+    if (inputs.Shape(mask) != shape) {
+      return Invalid(absl::StrCat("input '", mask, "' has shape ", ShapeText(inputs.Shape(mask)),
+                                  "; '", ids, "' has ", ShapeText(shape)));
+    }
+    auto masked = inputs.Integers(mask);
+    if (!masked.ok()) return masked.status();
+    keep = *std::move(masked);
+  }
+  const int64_t vocab = worker.model().config.vocab_size;
+  for (int64_t row = 0; row < shape[0]; ++row) {
+    v1::TokenIds& tokens = *sequences.emplace_back().mutable_tokens();
+    for (int64_t column = 0; column < shape[1]; ++column) {
+      const size_t at = row * shape[1] + column;
+      if (keep[at] != 0 && keep[at] != 1) {
+        return Invalid(absl::StrCat("input '", mask, "' [", row, ", ", column, "] = ", keep[at],
+                                    "; a mask holds 0 (padding) or 1 (token)"));
+      }
+      if (keep[at] == 0) continue;
+      if ((*values)[at] < 0 || (*values)[at] >= vocab) {
+        return Invalid(absl::StrCat("input '", ids, "' [", row, ", ", column, "] = ", (*values)[at],
+                                    " is outside the vocabulary [0, ", vocab, ")"));
+      }
+      tokens.add_ids((*values)[at]);
+    }
+  }
+  return sequences;
+}
+
+absl::StatusOr<std::vector<v1::FeatureSet>> ReadFeatureSets(const InferInputs& inputs) {
+  if (!inputs.Has("features")) return Invalid("give input 'features'");
+  const std::vector<int64_t> shape = inputs.Shape("features");
+  if (shape.size() != 3) {
+    return Invalid(absl::StrCat("input 'features' has shape ", ShapeText(shape),
+                                "; it takes [batch, rows, width]"));
+  }
+  auto values = inputs.Floats("features");
+  if (!values.ok()) return values.status();
+  std::vector<v1::FeatureSet> sets;
+  const int64_t set_size = shape[1] * shape[2];
+  for (int64_t b = 0; b < shape[0]; ++b) {
+    v1::FeatureSet& set = sets.emplace_back();
+    set.set_width(shape[2]);
+    set.mutable_values()->Add(values->begin() + b * set_size, values->begin() + (b + 1) * set_size);
+  }
+  return sets;
+}
+
+absl::StatusOr<v1::Pooling> ParsePooling(const std::string& name) {
+  static constexpr std::pair<const char*, v1::Pooling> kPoolings[] = {
+      {"", v1::POOLING_DEFAULT},  {"mean", v1::POOLING_MEAN}, {"first", v1::POOLING_FIRST},
+      {"last", v1::POOLING_LAST}, {"pma", v1::POOLING_PMA},   {"none", v1::POOLING_NONE}};
+  for (const auto& [text, pooling] : kPoolings) {
+    if (name == text) return pooling;
+  }
+  return Invalid(absl::StrCat("parameter 'pooling' = \"", name.substr(0, 32),
+                              "\"; it is mean, first, last, pma or none"));
+}
+
+}  // namespace
+
+const char* MethodName(InferMethod method) {
+  switch (method) {
+    case InferMethod::kNextToken:
+      return "NextToken";
+    case InferMethod::kEmbed:
+      return "Embed";
+    case InferMethod::kScore:
+      return "Score";
+  }
+  return "";
+}
+
+absl::StatusOr<InferModel> FindInferModel(const ModelRepository& repository,
+                                          const std::string& name) {
+  const size_t slash = name.rfind('/');
+  const std::string model = name.substr(0, slash);
+  ModelWorker* worker = repository.Find(model);
+  if (worker == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no model named \"", model.substr(0, 128),
+                                            "\"; ListModels shows what is served"));
+  }
+  const std::vector<std::string> names = InferModelNames(*worker);
+  if (slash == std::string::npos) {
+    for (InferMethod method : {InferMethod::kNextToken, InferMethod::kEmbed}) {
+      if (Answers(*worker, method)) return InferModel{worker, method};
+    }
+  } else {
+    const std::string suffix = name.substr(slash + 1);
+    for (const auto& [method, text] : kSuffixes) {
+      if (suffix == text && Answers(*worker, method)) return InferModel{worker, method};
+    }
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "model ", model, " has no Open Inference Protocol model named \"", name.substr(0, 128),
+      "\"; it has ", names.empty() ? "none" : absl::StrJoin(names, ", ")));
+}
+
+std::vector<std::string> InferModelNames(const ModelWorker& worker) {
+  std::vector<std::string> names;
+  for (const auto& [method, suffix] : kSuffixes) {
+    if (!Answers(worker, method)) continue;
+    if (names.empty()) names.push_back(worker.name());
+    names.push_back(absl::StrCat(worker.name(), "/", suffix));
+  }
+  return names;
+}
+
+void DescribeInferModel(const InferModel& model, inference::ModelMetadataResponse& metadata) {
+  metadata.add_versions(kModelVersion);
+  metadata.set_platform("attnserve_safetensors");
+  const Signature signature = SignatureOf(model);
+  for (const auto& [specs, tensors] : {std::pair{&signature.inputs, metadata.mutable_inputs()},
+                                       std::pair{&signature.outputs, metadata.mutable_outputs()}}) {
+    for (const TensorSpec& spec : *specs) {
+      auto* tensor = tensors->Add();
+      tensor->set_name(spec.name);
+      tensor->set_datatype(spec.datatype);
+      for (int64_t dim : spec.shape) tensor->add_shape(dim);
+    }
+  }
+}
+
+absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
+                                                const inference::ModelInferRequest& request) {
+  const ModelWorker& worker = *model.worker;
+  const Signature signature = SignatureOf(model);
+  auto inputs = InferInputs::Read(request, Names(signature.inputs));
+  if (!inputs.ok()) return inputs.status();
+  InferCall call;
+  InferAnswer& answer = call.answer;
+  answer.model = model;
+  answer.id = request.id();
+  answer.model_name = request.model_name();
+  const Parameters parameters(request);
+  std::vector<std::string> outputs = Names(signature.outputs);
+
+  switch (model.method) {
+    case InferMethod::kNextToken: {
+      if (auto status = parameters.OnlyThese({"top_k", "temperature"}); !status.ok()) {
+        return status;
+      }
+      v1::NextTokenRequest& next = call.next_token;
+      auto top_k = parameters.Integer("top_k", 0);
+      if (!top_k.ok()) return top_k.status();
+      if (*top_k < 0 || *top_k > worker.model().config.vocab_size) {
+        return Invalid(absl::StrCat("parameter 'top_k' = ", *top_k, " must be in [0, ",
+                                    worker.model().config.vocab_size, "] (0: 10)"));
+      }
+      next.set_top_k(static_cast<int32_t>(*top_k));
+      auto temperature = parameters.Number("temperature", 0.0);
+      if (!temperature.ok()) return temperature.status();
+      next.set_temperature(static_cast<float>(*temperature));
+      auto sequences = ReadSequences(*inputs, "", worker, answer.sequence_input);
+      if (!sequences.ok()) return sequences.status();
+      next.mutable_sequences()->Add(sequences->begin(), sequences->end());
+      if (worker.model().servable->takes_sources()) {
+        auto sources = ReadSequences(*inputs, "source_", worker, answer.source_input);
+        if (!sources.ok()) return sources.status();
+        next.mutable_sources()->Add(sources->begin(), sources->end());
+      }
+      next.set_model(worker.name());
+      break;
+    }
+    case InferMethod::kEmbed: {
+      if (auto status = parameters.OnlyThese({"pooling", "normalize"}); !status.ok()) {
+        return status;
+      }
+      v1::EmbedRequest& embed = call.embed;
+      auto pooling_name = parameters.String("pooling");
+      if (!pooling_name.ok()) return pooling_name.status();
+      auto pooling = ParsePooling(*pooling_name);
+      if (!pooling.ok()) return pooling.status();
+      embed.set_pooling(*pooling);
+      auto normalize = parameters.Boolean("normalize");
+      if (!normalize.ok()) return normalize.status();
+      embed.set_normalize(*normalize);
+      if (worker.model().config.token_inputs()) {
+        auto sequences = ReadSequences(*inputs, "", worker, answer.sequence_input);
+        if (!sequences.ok()) return sequences.status();
+        embed.mutable_sequences()->Add(sequences->begin(), sequences->end());
+      } else {
+        answer.sequence_input = "features";
+        auto sets = ReadFeatureSets(*inputs);
+        if (!sets.ok()) return sets.status();
+        embed.mutable_feature_sets()->Add(sets->begin(), sets->end());
+      }
+      embed.set_model(worker.name());
+      // Per-token states (pooling none, asked for or the model's own) come in their own tensors.
+      answer.token_states =
+          worker.model().servable->gives_token_states() &&
+          (*pooling == v1::POOLING_NONE ||
+           (*pooling == v1::POOLING_DEFAULT && worker.model().config.pooling == Pooling::kNone));
+      if (answer.token_states) {
+        outputs = {"token_embeddings", "token_counts"};
+      } else {
+        outputs = {"embedding"};
+      }
+      break;
+    }
+    case InferMethod::kScore: {
+      if (auto status = parameters.OnlyThese({}); !status.ok()) return status;
+      v1::ScoreRequest& score = call.score;
+      auto sequences = ReadSequences(*inputs, "", worker, answer.sequence_input);
+      if (!sequences.ok()) return sequences.status();
+      if (sequences->size() != 1) {
+        return Invalid(absl::StrCat("input '", answer.sequence_input, "' has ", sequences->size(),
+                                    " rows; Score takes one sequence per request"));
+      }
+      *score.mutable_sequence() = std::move(sequences->front());
+      if (worker.model().servable->takes_sources()) {
+        auto sources = ReadSequences(*inputs, "source_", worker, answer.source_input);
+        if (!sources.ok()) return sources.status();
+        if (sources->size() != 1) {
+          return Invalid(absl::StrCat("input '", answer.source_input, "' has ", sources->size(),
+                                      " rows; Score takes one source per request"));
+        }
+        *score.mutable_source() = std::move(sources->front());
+      }
+      score.set_model(worker.name());
+      break;
+    }
+  }
+  auto selected = InferOutputs::Select(request, outputs, inputs->raw());
+  if (!selected.ok()) {
+    // An output the model has, but not with this pooling.
+    const std::vector<std::string> all = Names(signature.outputs);
+    for (const auto& output : request.outputs()) {
+      if (std::find(outputs.begin(), outputs.end(), output.name()) == outputs.end() &&
+          std::find(all.begin(), all.end(), output.name()) != all.end()) {
+        return Invalid(absl::StrCat("output '", output.name(), "' is not given with pooling ",
+                                    answer.token_states ? "none" : "other than none", "; ",
+                                    absl::StrJoin(outputs, " and "), " are"));
+      }
+    }
+    return selected.status();
+  }
+  answer.outputs = *std::move(selected);
+  call.next_token.set_full_distribution(answer.outputs.Wants("probabilities"));
+  return call;
+}
+
+absl::Status InTensorTerms(const absl::Status& status, const InferAnswer& answer) {
+  if (status.ok()) return status;
+  const std::string full(status.message());
+  const std::string_view message = full;
+  for (const auto& [field, input] :
+       {std::pair<std::string_view, const std::string&>{"sequences", answer.sequence_input},
+        {"sequence", answer.sequence_input},
+        {"feature_sets", answer.sequence_input},
+        {"sources", answer.source_input},
+        {"source", answer.source_input}}) {
+    if (input.empty() || !message.starts_with(field)) continue;
+    std::string_view rest = message.substr(field.size());
+    std::string row = field == "sequence" || field == "source" ? " row 0" : "";
+    if (rest.starts_with("[")) {
+      const size_t close = rest.find(']');
+      if (close == std::string_view::npos) continue;
+      row = absl::StrCat(" row ", std::string(rest.substr(1, close - 1)));
+      rest.remove_prefix(close + 1);
+    } else if (!rest.starts_with(" ")) {
+      continue;
+    }
+    for (std::string_view part : {".text", ".tokens", ".values", ".width"}) {
+      if (rest.starts_with(part)) rest.remove_prefix(part.size());
+    }
+    return absl::Status(status.code(), absl::StrCat("input '", input, "'", row, std::string(rest)));
+  }
+  return status;
+}
+
+inference::ModelInferResponse InferResponse(const InferAnswer& answer, const Task& task) {
+  inference::ModelInferResponse response;
+  response.set_model_name(answer.model_name);
+  response.set_model_version(kModelVersion);
+  response.set_id(answer.id);
+  const InferOutputs& out = answer.outputs;
+  switch (answer.model.method) {
+    case InferMethod::kNextToken: {
+      const auto& results = task.next_token.results();
+      const int64_t batch = results.size();
+      const int64_t k = batch > 0 ? results[0].top_size() : 0;
+      std::vector<int64_t> ids, counts;
+      std::vector<std::string> texts;
+      std::vector<float> probabilities, log_probabilities, distribution;
+      for (const v1::NextTokenResult& result : results) {
+        for (const v1::TokenProbability& top : result.top()) {
+          ids.push_back(top.id());
+          texts.push_back(top.text());
+          probabilities.push_back(top.probability());
+          log_probabilities.push_back(top.log_probability());
+        }
+        counts.push_back(result.input_tokens());
+        const size_t at = distribution.size();
+        distribution.resize(at + result.distribution().size() / sizeof(float));
+        std::memcpy(distribution.data() + at, result.distribution().data(),
+                    result.distribution().size() / sizeof(float) * sizeof(float));
+      }
+      out.AddIntegers("top_k_ids", {batch, k}, ids, response);
+      out.AddStrings("top_k_tokens", {batch, k}, texts, response);
+      out.AddFloats("top_k_probabilities", {batch, k}, probabilities, response);
+      out.AddFloats("top_k_log_probabilities", {batch, k}, log_probabilities, response);
+      out.AddIntegers("input_tokens", {batch}, counts, response);
+      const int64_t vocab = batch > 0 ? static_cast<int64_t>(distribution.size()) / batch : 0;
+      out.AddFloats("probabilities", {batch, vocab}, distribution, response);
+      break;
+    }
+    case InferMethod::kEmbed: {
+      const auto& embeddings = task.embed.embeddings();
+      const int64_t batch = embeddings.size();
+      const int64_t width = batch > 0 ? embeddings[0].width() : 0;
+      int64_t rows = 0;
+      for (const v1::Embedding& e : embeddings) rows = std::max(rows, e.rows());
+      // Per-token states are zero-padded to the longest input; token_counts says how many rows
+      // of each are real.
+      std::vector<float> values(batch * rows * width, 0.0f);
+      std::vector<int64_t> counts;
+      for (int64_t b = 0; b < batch; ++b) {
+        std::copy(embeddings[b].values().begin(), embeddings[b].values().end(),
+                  values.begin() + b * rows * width);
+        counts.push_back(embeddings[b].rows());
+      }
+      if (answer.token_states) {
+        out.AddFloats("token_embeddings", {batch, rows, width}, values, response);
+        out.AddIntegers("token_counts", {batch}, counts, response);
+      } else {
+        out.AddFloats("embedding",
+                      rows == 1 ? std::vector<int64_t>{batch, width}
+                                : std::vector<int64_t>{batch, rows, width},
+                      values, response);
+      }
+      break;
+    }
+    case InferMethod::kScore: {
+      const int64_t n = task.score.tokens_size();
+      std::vector<int64_t> ids;
+      std::vector<std::string> texts;
+      std::vector<float> log_probabilities;
+      for (const v1::TokenScore& token : task.score.tokens()) {
+        ids.push_back(token.id());
+        texts.push_back(token.text());
+        log_probabilities.push_back(token.log_probability());
+      }
+      out.AddIntegers("token_ids", {1, n}, ids, response);
+      out.AddStrings("tokens", {1, n}, texts, response);
+      out.AddFloats("token_log_probabilities", {1, n}, log_probabilities, response);
+      const double total = task.score.total_log_probability();
+      out.AddDoubles("total_log_probability", {1}, std::span(&total, 1), response);
+      break;
+    }
+  }
+  return response;
+}
+
+}  // namespace attnserve::server

@@ -1,0 +1,164 @@
+#include "server/open_inference_service.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "server/calls.h"
+#include "server/infer_methods.h"
+#include "server/request_validation.h"
+#include "server/rpc_scope.h"
+#include "server/wire_format.h"
+
+namespace attnserve::server {
+namespace {
+
+// Answers a metadata RPC on the calling thread: `answer(request)` or its error.
+template <typename Request, typename Answer>
+grpc::ServerUnaryReactor* AnswerNow(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer& bytes, grpc::ByteBuffer* response,
+                                    Answer answer) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Request request;
+  absl::Status status = DecodeRequest(bytes, request);
+  if (status.ok()) {
+    auto answered = answer(request);
+    if (answered.ok()) {
+      *response = EncodeMessage(*answered);
+    } else {
+      status = answered.status();
+    }
+  }
+  reactor->Finish(ToGrpc(status));
+  return reactor;
+}
+
+absl::Status CheckVersion(const std::string& name, const std::string& version) {
+  if (version.empty() || version == kModelVersion) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat("model ", name.substr(0, 128), " has version ",
+                                          kModelVersion, " only, not \"", version.substr(0, 32),
+                                          "\""));
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* OpenInferenceService::ServerLive(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return AnswerNow<inference::ServerLiveRequest>(
+      context, *request, response,
+      [](const auto&) -> absl::StatusOr<inference::ServerLiveResponse> {
+        inference::ServerLiveResponse live;
+        live.set_live(true);
+        return live;
+      });
+}
+
+grpc::ServerUnaryReactor* OpenInferenceService::ServerReady(grpc::CallbackServerContext* context,
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
+  return AnswerNow<inference::ServerReadyRequest>(
+      context, *request, response,
+      [this](const auto&) -> absl::StatusOr<inference::ServerReadyResponse> {
+        inference::ServerReadyResponse ready;
+        ready.set_ready(dispatcher_.accepting());
+        return ready;
+      });
+}
+
+grpc::ServerUnaryReactor* OpenInferenceService::ModelReady(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return AnswerNow<inference::ModelReadyRequest>(
+      context, *request, response,
+      [this](const inference::ModelReadyRequest& asked)
+          -> absl::StatusOr<inference::ModelReadyResponse> {
+        inference::ModelReadyResponse ready;
+        ready.set_ready(dispatcher_.accepting() &&
+                        FindInferModel(dispatcher_.repository(), asked.name()).ok() &&
+                        CheckVersion(asked.name(), asked.version()).ok());
+        return ready;
+      });
+}
+
+grpc::ServerUnaryReactor* OpenInferenceService::ServerMetadata(grpc::CallbackServerContext* context,
+                                                               const grpc::ByteBuffer* request,
+                                                               grpc::ByteBuffer* response) {
+  return AnswerNow<inference::ServerMetadataRequest>(
+      context, *request, response,
+      [](const auto&) -> absl::StatusOr<inference::ServerMetadataResponse> {
+        inference::ServerMetadataResponse metadata;
+        metadata.set_name("attnserve");
+        metadata.set_version(ATTNSERVE_VERSION);
+        return metadata;
+      });
+}
+
+grpc::ServerUnaryReactor* OpenInferenceService::ModelMetadata(grpc::CallbackServerContext* context,
+                                                              const grpc::ByteBuffer* request,
+                                                              grpc::ByteBuffer* response) {
+  return AnswerNow<inference::ModelMetadataRequest>(
+      context, *request, response,
+      [this](const inference::ModelMetadataRequest& asked)
+          -> absl::StatusOr<inference::ModelMetadataResponse> {
+        auto model = FindInferModel(dispatcher_.repository(), asked.name());
+        if (!model.ok()) return model.status();
+        if (auto status = CheckVersion(asked.name(), asked.version()); !status.ok()) return status;
+        inference::ModelMetadataResponse metadata;
+        metadata.set_name(asked.name());
+        DescribeInferModel(*model, metadata);
+        return metadata;
+      });
+}
+
+grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* bytes,
+                                                           grpc::ByteBuffer* response) {
+  inference::ModelInferRequest request;
+  absl::Status prepared = DecodeRequest(*bytes, request);
+  absl::StatusOr<InferCall> call = absl::UnknownError("not translated");
+  std::string label = "_unknown";
+  if (prepared.ok()) {
+    auto model = FindInferModel(dispatcher_.repository(), request.model_name());
+    if (model.ok()) label = model->worker->name();
+    prepared =
+        model.ok() ? CheckVersion(request.model_name(), request.model_version()) : model.status();
+    if (prepared.ok()) {
+      call = TranslateInferRequest(*model, request);
+      prepared = call.status();
+    }
+  }
+  // What answering needs, kept by the call; the request itself goes once validated.
+  auto answer =
+      std::make_shared<InferAnswer>(prepared.ok() ? std::move(call->answer) : InferAnswer());
+  auto* unary = new UnaryCall(
+      RpcScope(dispatcher_.metrics(), label, "ModelInfer"), response,
+      [answer](const Task& task) { return EncodeMessage(InferResponse(*answer, task)); });
+  // Validation speaks of the attnserve.v1 request's fields; the error names the tensors.
+  auto in_tensor_terms = [answer](auto validate) {
+    return [answer, validate](const auto& translated, const ModelWorker& worker, Task& task) {
+      return InTensorTerms(validate(translated, worker, task), *answer);
+    };
+  };
+  if (!prepared.ok()) {
+    dispatcher_.Start(context, "", TaskKind::kNextToken, v1::NextTokenRequest(), prepared,
+                      ValidateNextToken, unary);
+    return unary;
+  }
+  switch (answer->model.method) {
+    case InferMethod::kNextToken:
+      dispatcher_.Start(context, "NextToken", TaskKind::kNextToken, call->next_token, prepared,
+                        in_tensor_terms(ValidateNextToken), unary);
+      break;
+    case InferMethod::kEmbed:
+      dispatcher_.Start(context, "Embed", TaskKind::kEmbed, call->embed, prepared,
+                        in_tensor_terms(ValidateEmbed), unary);
+      break;
+    case InferMethod::kScore:
+      dispatcher_.Start(context, "Score", TaskKind::kScore, call->score, prepared,
+                        in_tensor_terms(ValidateScore), unary);
+      break;
+  }
+  return unary;
+}
+
+}  // namespace attnserve::server
