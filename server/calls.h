@@ -45,7 +45,8 @@ class CallTask {
 // the answer is sent.
 class UnaryCall final : public grpc::ServerUnaryReactor, public TaskSink, public CallTask {
  public:
-  using Encoder = std::function<grpc::ByteBuffer(const Task&)>;
+  // May take the task's result apart: the call is its last reader.
+  using Encoder = std::function<grpc::ByteBuffer(Task&)>;
   UnaryCall(RpcScope scope, grpc::ByteBuffer* response, Encoder encode)
       : scope_(std::move(scope)), response_(response), encode_(std::move(encode)) {}
 

@@ -455,10 +455,14 @@ absl::Status InTensorTerms(const absl::Status& status, const InferAnswer& answer
     } else if (!rest.starts_with(" ")) {
       continue;
     }
+    std::string subfield;  // a feature set's width is the tensor's last dimension
     for (std::string_view part : {".text", ".tokens", ".values", ".width"}) {
-      if (rest.starts_with(part)) rest.remove_prefix(part.size());
+      if (!rest.starts_with(part)) continue;
+      rest.remove_prefix(part.size());
+      if (part == ".width") subfield = " width";
     }
-    return absl::Status(status.code(), absl::StrCat("input '", input, "'", row, std::string(rest)));
+    return absl::Status(status.code(),
+                        absl::StrCat("input '", input, "'", row, subfield, std::string(rest)));
   }
   return status;
 }

@@ -109,15 +109,20 @@ absl::StatusOr<InferInputs> InferInputs::Read(const inference::ModelInferRequest
     // Bounded well below overflow: the contents must match, and no message holds more.
     constexpr int64_t kMaxElements = int64_t{1} << 40;
     int64_t elements = 1;
+    bool empty = false;
     for (const int64_t dim : tensor.shape()) {
       if (dim < 0) {
         return absl::InvalidArgumentError(absl::StrCat("input '", name, "' has shape [",
                                                        absl::StrJoin(tensor.shape(), ", "),
                                                        "]; dimensions must not be negative"));
       }
-      elements = dim == 0 ? 0 : std::min(elements, kMaxElements) * std::min(dim, kMaxElements);
-      if (elements > kMaxElements) elements = kMaxElements + 1;
+      if (dim == 0) {
+        empty = true;
+      } else {
+        elements = elements > kMaxElements / dim ? kMaxElements + 1 : elements * dim;  // saturates
+      }
     }
+    if (empty) elements = 0;
     Input input{&tensor, {}, elements};
     int64_t found = 0;
     if (inputs.raw_) {

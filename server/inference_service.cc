@@ -117,7 +117,7 @@ grpc::ServerUnaryReactor* InferenceService::Unary(grpc::CallbackServerContext* c
   const absl::Status decoded = DecodeRequest(bytes, request);
   auto* call = new UnaryCall(
       RpcScope(dispatcher_.metrics(), dispatcher_.ModelLabel(request.model()), method), response,
-      [result](const Task& task) { return EncodeMessage(task.*result); });
+      [result](Task& task) { return EncodeMessage(task.*result); });
   dispatcher_.Start(context, method, kind, request, decoded, validate, call);
   return call;
 }

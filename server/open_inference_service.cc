@@ -131,11 +131,19 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
   auto answer =
       std::make_shared<InferAnswer>(prepared.ok() ? std::move(call->answer) : InferAnswer());
   auto* unary = new UnaryCall(
-      RpcScope(dispatcher_.metrics(), label, "ModelInfer"), response,
-      [answer](const Task& task) { return EncodeMessage(InferResponse(*answer, task)); });
+      RpcScope(dispatcher_.metrics(), label, "ModelInfer"), response, [answer](Task& task) {
+        const inference::ModelInferResponse response = InferResponse(*answer, task);
+        // The attnserve.v1 answer goes before serializing, so that no more than two copies of
+        // the answer exist at once, as on attnserve.v1's own path.
+        task.next_token = {};
+        task.embed = {};
+        task.score = {};
+        return EncodeMessage(response);
+      });
   // Validation speaks of the attnserve.v1 request's fields; the error names the tensors.
   auto in_tensor_terms = [answer](auto validate) {
     return [answer, validate](const auto& translated, const ModelWorker& worker, Task& task) {
+      task.pad_token_states = answer->token_states;
       return InTensorTerms(validate(translated, worker, task), *answer);
     };
   };

@@ -39,9 +39,15 @@ int64_t ResponseBytesBound(const Task& task, const Model& model) {
       const int64_t batch =
           tokens ? static_cast<int64_t>(inputs.tokens.size()) : inputs.features.batch();
       int64_t floats = 0;
+      int64_t longest = 0;
       for (int64_t b = 0; b < batch; ++b) {
-        const int64_t length =
-            tokens ? static_cast<int64_t>(inputs.tokens[b].size()) : inputs.features.lengths[b];
+        longest = std::max(longest, tokens ? static_cast<int64_t>(inputs.tokens[b].size())
+                                           : inputs.features.lengths[b]);
+      }
+      for (int64_t b = 0; b < batch; ++b) {
+        const int64_t length = task.pad_token_states ? longest
+                               : tokens              ? static_cast<int64_t>(inputs.tokens[b].size())
+                                                     : inputs.features.lengths[b];
         // States are model_dim wide (output_dim for Perceiver IO and Set Transformer outputs).
         const int64_t width = std::max(c.model_dim, c.output_dim);
         const int64_t rows = c.num_outputs > 0                                    ? c.num_outputs

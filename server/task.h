@@ -60,10 +60,13 @@ struct Task {
   std::optional<Pooling> pooling;    // Embed; nullopt: the model's
   bool normalize = false;            // Embed
   std::vector<int64_t> head_layers;  // Embed: layers whose per-head contributions to return
-  int64_t top_k = 10;                // NextToken
-  float temperature = 1.0f;          // NextToken
-  bool full_distribution = false;    // NextToken
-  GenerateOptions generate;          // Generate
+  // Embed: per-token states go out padded to the longest input (an Open Inference Protocol
+  // tensor), so the answer's size follows the longest, not each input's length.
+  bool pad_token_states = false;
+  int64_t top_k = 10;              // NextToken
+  float temperature = 1.0f;        // NextToken
+  bool full_distribution = false;  // NextToken
+  GenerateOptions generate;        // Generate
 
   // Results of unary calls, filled in by the scheduler before Finish.
   v1::NextTokenResponse next_token;

