@@ -59,7 +59,7 @@ class ServerTest(unittest.TestCase):
                          {"NextToken", "Generate", "Score", "Tokenize", "Detokenize"})
 
     def test_health_overall_and_per_service(self):
-        for service in ("", "attnserve.v1.Inference"):
+        for service in ("", "attnserve.v1.Inference", "inference.GRPCInferenceService"):
             response = self.server.health.Check(health_pb2.HealthCheckRequest(service=service))
             self.assertEqual(response.status, health_pb2.HealthCheckResponse.SERVING)
 
@@ -69,6 +69,7 @@ class ServerTest(unittest.TestCase):
             iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
         services = {s.name for s in next(responses).list_services_response.service}
         self.assertIn("attnserve.v1.Inference", services)
+        self.assertIn("inference.GRPCInferenceService", services)
         self.assertIn("grpc.health.v1.Health", services)
 
     def test_a_real_prometheus_scrapes_the_server(self):
