@@ -4,7 +4,6 @@
 #include <cstring>
 #include <limits>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/tokenizer/byte_tokenizer.h"
@@ -38,7 +37,7 @@ std::vector<std::string> Names(const std::vector<TensorSpec>& specs) {
   return names;
 }
 
-// Embed's vectors per input (0: one per token) and their width.
+// Embed's pooled vectors per input, and their width (per-token states have one per token).
 std::pair<int64_t, int64_t> EmbeddingShape(const ModelConfig& config) {
   if (config.architecture == "perceiver_io") return {config.num_outputs, config.output_dim};
   if (config.architecture == "set_transformer") return {config.num_seeds, config.output_dim};
@@ -95,7 +94,7 @@ absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentE
 // The request's parameters, each checked against the method's.
 class Parameters {
  public:
-  Parameters(const inference::ModelInferRequest& request) : request_(request) {}
+  explicit Parameters(const inference::ModelInferRequest& request) : request_(request) {}
 
   absl::Status OnlyThese(std::vector<std::string> known) const {
     for (const auto& [name, value] : request_.parameters()) {
