@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian package the build, the tests and the benchmarks need, then the Node
-# client example's npm dependencies. Idempotent: packages already present are skipped, apt-get
-# runs only when something is missing, and npm only when its lockfile changed. Needs root (or
-# sudo) when it has something to install.
+# client example's npm dependencies, the pinned PyPI packages, and the toolchains and
+# dependencies of the Go, Java and Rust client examples. Idempotent: packages already present are
+# skipped, apt-get runs only when something is missing, and npm, pip, go, cargo and mvn only when
+# their lockfiles changed. Needs root (or sudo) when it has something to install.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -106,4 +107,114 @@ if ! cmp -s "$requirements" "$venv/installed-requirements.txt"; then
   echo "install-deps: pip install -r python/requirements.txt"
   "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$requirements"
   cp "$requirements" "$venv/installed-requirements.txt"
+fi
+
+# The Go, Java and Rust client examples (client/examples/): a toolchain new enough for each, then
+# everything their builds fetch, so that tests/e2e/examples_test.py builds them offline. Each
+# looks for its tools where this script does (the order below). The fetching is skipped while
+# its stamp is newer than the example's lockfile.
+examples="$repo/client/examples"
+at_least() { dpkg --compare-versions "$1" ge "$2"; }  # at_least VERSION MINIMUM
+first_executable() {
+  local candidate
+  for candidate in "$@"; do
+    if [[ -n $candidate && -x $candidate ]]; then echo "$candidate"; return; fi
+  done
+}
+
+# Go: at least go.mod's version. The first of .toolchains/go/bin/go, go on PATH and
+# /usr/local/go/bin/go counts; if it is missing or too old, the official toolchain comes from
+# the Go module proxy (what `go` itself downloads when it switches toolchains), checked against
+# the SHA-256 below, into .toolchains/go.
+go_minimum=$(awk '$1 == "go" { print $2 }' "$examples/go/go.mod")
+go_toolchain=go1.26.8
+declare -A go_toolchain_sha256=(
+  [amd64]=30c2b1bf7dcc88d3eb0a1364e47ddd9128edb3110a30e8a0ef61cd5856b31de7
+  [arm64]=02b36b6787b3ac767668f630e2998df45a3b1f9ffee08d1bf3ef6487cd658d99
+)
+go_version() {
+  local version
+  version=$(cd / && GOTOOLCHAIN=local "$1" env GOVERSION 2>/dev/null | sed -n 's/^go//p')
+  echo "${version:-0}"
+}
+go_bin=$(first_executable "$repo/.toolchains/go/bin/go" "$(command -v go || true)" \
+                          /usr/local/go/bin/go)
+if [[ -z $go_bin ]] || ! at_least "$(go_version "$go_bin")" "$go_minimum"; then
+  arch=$(dpkg --print-architecture)
+  if [[ -z ${go_toolchain_sha256[$arch]:-} ]]; then
+    echo "install-deps: the Go example needs Go $go_minimum or later: see https://go.dev/doc/install" >&2
+    exit 1
+  fi
+  if ! command -v curl >/dev/null || ! command -v unzip >/dev/null; then apt_install curl unzip; fi
+  version="v0.0.1-$go_toolchain.linux-$arch"
+  echo "install-deps: installing $go_toolchain into .toolchains/go from the Go module proxy"
+  mkdir -p "$repo/.toolchains"
+  download=$(mktemp -d "$repo/.toolchains/download.XXXXXX")
+  curl -fsSL --retry 3 -o "$download/go.zip" \
+       "https://proxy.golang.org/golang.org/toolchain/@v/$version.zip"
+  echo "${go_toolchain_sha256[$arch]}  $download/go.zip" | sha256sum --check --quiet
+  unzip -q "$download/go.zip" -d "$download"
+  rm -rf "$repo/.toolchains/go"
+  mv "$download/golang.org/toolchain@$version" "$repo/.toolchains/go"
+  rm -rf "$download"
+  go_bin="$repo/.toolchains/go/bin/go"
+fi
+# The modules go.sum pins; go generate then builds the two protoc plugins into bin/ (the tools
+# go.mod names) and generates the stubs.
+go_dir="$examples/go"
+if [[ ! -f $go_dir/bin/.fetched || $go_dir/go.sum -nt $go_dir/bin/.fetched ||
+      $go_dir/go.mod -nt $go_dir/bin/.fetched ]]; then
+  echo "install-deps: go mod download and go generate in client/examples/go"
+  (cd "$go_dir" && export GOTOOLCHAIN=local GOFLAGS=-mod=readonly &&
+   "$go_bin" mod download && "$go_bin" generate && touch bin/.fetched)
+fi
+
+# Java: a JDK of at least 17 and Maven 3.6.3 or later, from Debian when missing or too old.
+java_major() {
+  local major
+  major=$(java -version 2>&1 | sed -n '1s/.* version "\([0-9]*\).*/\1/p')
+  echo "${major:-0}"
+}
+if ! command -v javac >/dev/null || ! command -v java >/dev/null || (($(java_major) < 17)); then
+  apt_install openjdk-17-jdk-headless
+fi
+if ! command -v mvn >/dev/null; then apt_install maven; fi
+maven=$(mvn -v 2>/dev/null || true)
+maven_version=$(grep -o 'Apache Maven [0-9.]*' <<<"$maven" | awk '{ print $3 }')
+maven_java=$(sed -n 's/^Java version: \([0-9]*\).*/\1/p' <<<"$maven")
+if (($(java_major) < 17 || ${maven_java:-0} < 17)) || ! at_least "${maven_version:-0}" 3.6.3; then
+  echo "install-deps: the Java example needs a JDK of at least 17 and Maven 3.6.3 or later;" \
+       "java on PATH is $(java_major), Maven ${maven_version:-missing} runs on Java ${maven_java:-?}" >&2
+  exit 1
+fi
+# A first build resolves the dependencies and every plugin the build runs (protoc and the gRPC
+# plugin among them), which dependency:go-offline would miss; offline builds then find them all.
+java_dir="$examples/java"
+if [[ ! -f $java_dir/target/.fetched || $java_dir/pom.xml -nt $java_dir/target/.fetched ]]; then
+  echo "install-deps: mvn package in client/examples/java"
+  if ! output=$(cd "$java_dir" && mvn -B -q package 2>&1); then
+    echo "$output" >&2
+    exit 1
+  fi
+  touch "$java_dir/target/.fetched"
+fi
+
+# Rust: cargo at least Cargo.toml's rust-version, rustup's ($CARGO_HOME/bin) or else on PATH.
+# Debian bookworm's is 1.63, too old for tonic; rustup is the way to a newer one.
+rust_minimum=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' "$examples/rust/Cargo.toml")
+cargo_bin=$(first_executable "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" "$(command -v cargo || true)")
+cargo_version=$([[ -n $cargo_bin ]] && "$cargo_bin" --version | awk '{ print $2 }' || true)
+if ! at_least "${cargo_version:-0}" "$rust_minimum"; then
+  echo "install-deps: the Rust example needs cargo and rustc $rust_minimum or later, found" \
+       "${cargo_bin:-none}${cargo_version:+ $cargo_version} (Debian bookworm's 1.63 is too old)." \
+       "Install them with rustup:" >&2
+  echo "  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal" >&2
+  echo "(or \`rustup update stable\`), then run this again." >&2
+  exit 1
+fi
+rust_dir="$examples/rust"
+if [[ ! -f $rust_dir/target/.fetched || $rust_dir/Cargo.lock -nt $rust_dir/target/.fetched ]]; then
+  echo "install-deps: cargo fetch in client/examples/rust"
+  (cd "$rust_dir" && PATH="$(dirname "$cargo_bin"):$PATH" "$cargo_bin" fetch --locked --quiet &&
+   mkdir -p target && touch target/.fetched)
 fi

@@ -2,6 +2,8 @@
 and must print what the server answers the test itself for the same requests.
 
 The Node example needs client/examples/node/node_modules, which scripts/install-deps.sh installs.
+The Go, Java and Rust examples are built here first, offline and incrementally, with what
+scripts/install-deps.sh fetched (their toolchains, modules, crates and Maven artifacts).
 """
 import json
 import os
@@ -15,7 +17,7 @@ from server_harness import Server, pb
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLES = os.path.join(ROOT, "client", "examples")
 MODEL = "demo"
-# What both examples ask for (their constants); the test asks the server the same.
+# What every example asks for (their constants); the test asks the server the same.
 TOP_K, MAX_TOKENS, TEMPERATURE, SEED = 5, 40, 0.8, 1
 # Plain text; text after which the demo model's seeded continuation ends at end of text rather
 # than at max tokens; text that needs JSON quoting (quotes, a backslash, a newline, non-ASCII).
@@ -24,6 +26,10 @@ TEXTS = ["The meaning of life is", "Hello.", 'She said "caf\u00e9\\n" and\nthen'
 ROW = re.compile(r' *(\d+)  (".*") +(\S+)')
 GENERATION = re.compile(r"Generating (\d+) tokens \(temperature ([\d.]+), seed (\d+)\):\n"
                         r"(.*)\nfinish reason: (\w+)\n", re.DOTALL)
+
+# A cold build of the Go or the Rust example takes about a minute on 2 idle cores; this only
+# bounds a stuck one.
+BUILD_TIMEOUT = 600
 
 server = None
 
@@ -55,6 +61,30 @@ def parse(output):
     if not match:
         raise AssertionError(f"unexpected generation output:\n{generation}")
     return title, parsed, match
+
+
+def find_tool(name, before_path=(), after_path=()):
+    """`name` where scripts/install-deps.sh looks for it: in before_path, on PATH, in after_path."""
+    path = [*before_path, *os.environ.get("PATH", "").split(os.pathsep), *after_path]
+    found = shutil.which(name, path=os.pathsep.join(path))
+    if found is None:
+        raise AssertionError(f"{name} is not installed: run scripts/install-deps.sh (make deps)")
+    return found
+
+
+def build(example, tool, *commands, **env):
+    """Builds an example in its directory, offline: the build fetches nothing."""
+    environment = dict(os.environ, **env)
+    # Whatever the tool runs (rustc, protoc plugins, go) comes from beside it.
+    environment["PATH"] = os.path.dirname(tool) + os.pathsep + environment.get("PATH", "")
+    for command in commands:
+        result = subprocess.run(command, cwd=os.path.join(EXAMPLES, example), env=environment,
+                                capture_output=True, encoding="utf-8", timeout=BUILD_TIMEOUT)
+        if result.returncode != 0:
+            raise AssertionError(
+                f"building client/examples/{example} offline failed: {' '.join(command)} exited "
+                f"{result.returncode}. scripts/install-deps.sh (make deps) fetches what it "
+                f"needs.\n{result.stdout}{result.stderr}")
 
 
 class ExampleTests:
@@ -150,6 +180,40 @@ class NodeExampleTest(ExampleTests, unittest.TestCase):
                                    ATTNSERVE_PROTO="/nonexistent/inference.proto")
         self.assertNotEqual(missing.returncode, 0, "ATTNSERVE_PROTO was ignored")
         self.assertIn("/nonexistent/inference.proto", missing.stderr)
+
+
+class GoExampleTest(ExampleTests, unittest.TestCase):
+    command = [os.path.join(EXAMPLES, "go", "bin", "next_token")]
+
+    @classmethod
+    def setUpClass(cls):
+        go = find_tool("go", before_path=[os.path.join(ROOT, ".toolchains", "go", "bin")],
+                       after_path=["/usr/local/go/bin"])
+        # go generate: protoc with the two plugins go.mod pins, built into bin/.
+        build("go", go, [go, "generate"], [go, "build", "-o", "bin/next_token", "."],
+              GOFLAGS="-mod=readonly -buildvcs=false", GOPROXY="off", GOTOOLCHAIN="local")
+
+
+class JavaExampleTest(ExampleTests, unittest.TestCase):
+    # Java 17 decodes its arguments in the locale's charset: a UTF-8 locale keeps TEXTS' é.
+    env = {"LC_ALL": "C.UTF-8"}
+
+    @classmethod
+    def setUpClass(cls):
+        mvn, java = find_tool("mvn"), find_tool("java")
+        build("java", mvn, [mvn, "--offline", "--batch-mode", "--quiet", "package"])
+        cls.command = [java, "-jar", os.path.join(EXAMPLES, "java", "target", "next-token.jar")]
+
+
+class RustExampleTest(ExampleTests, unittest.TestCase):
+    command = [os.path.join(EXAMPLES, "rust", "target", "debug", "next-token")]
+
+    @classmethod
+    def setUpClass(cls):
+        cargo_home = os.environ.get("CARGO_HOME", os.path.expanduser("~/.cargo"))
+        cargo = find_tool("cargo", before_path=[os.path.join(cargo_home, "bin")])
+        build("rust", cargo,
+              [cargo, "build", "--offline", "--locked", "--quiet", "--target-dir", "target"])
 
 
 if __name__ == "__main__":
