@@ -488,10 +488,12 @@ inference::ModelInferResponse InferResponse(const InferAnswer& answer, const Tas
           log_probabilities.push_back(top.log_probability());
         }
         counts.push_back(result.input_tokens());
+        const std::string& floats = result.distribution();  // empty unless asked for
+        if (floats.empty()) continue;
         const size_t at = distribution.size();
-        distribution.resize(at + result.distribution().size() / sizeof(float));
-        std::memcpy(distribution.data() + at, result.distribution().data(),
-                    result.distribution().size() / sizeof(float) * sizeof(float));
+        distribution.resize(at + floats.size() / sizeof(float));
+        std::memcpy(distribution.data() + at, floats.data(),
+                    floats.size() / sizeof(float) * sizeof(float));
       }
       out.AddIntegers("top_k_ids", {batch, k}, ids, response);
       out.AddStrings("top_k_tokens", {batch, k}, texts, response);
