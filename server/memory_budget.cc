@@ -27,7 +27,9 @@ MemoryLimit DetectMemoryLimit(int64_t flag_bytes, const std::string& cgroup_root
                               const std::string& self_cgroup) {
   if (flag_bytes > 0) return {flag_bytes, "--memory_limit_mb"};
   // Lines "0::/path" (v2) and "N:memory:/path" (v1); inside a container's cgroup namespace the
-  // path is "/" and the files sit at the root.
+  // path is "/" and the files sit at the root. Without one (cgroup v1: podman, Docker, and
+  // Kubernetes nodes on v1) the line names the host's path, absent inside the container, whose
+  // own cgroup is mounted at the root: the root's file holds its limit.
   std::ifstream cgroups(self_cgroup);
   std::string line;
   while (std::getline(cgroups, line)) {
@@ -37,15 +39,18 @@ MemoryLimit DetectMemoryLimit(int64_t flag_bytes, const std::string& cgroup_root
     std::string path = line.substr(second + 1);
     if (path == "/") path.clear();
     if (controllers.empty()) {
-      for (const std::string& dir : {cgroup_root + path, cgroup_root + "/unified" + path}) {
+      for (const std::string& dir :
+           {cgroup_root + path, cgroup_root + "/unified" + path, cgroup_root}) {
         if (int64_t bytes = ReadLimit(dir + "/memory.max")) {
           return {bytes, dir + "/memory.max"};
         }
       }
     } else if (controllers == "memory" || controllers.find("memory,") != std::string::npos ||
                controllers.find(",memory") != std::string::npos) {
-      const std::string file = cgroup_root + "/memory" + path + "/memory.limit_in_bytes";
-      if (int64_t bytes = ReadLimit(file)) return {bytes, file};
+      for (const std::string& dir : {cgroup_root + "/memory" + path, cgroup_root + "/memory"}) {
+        const std::string file = dir + "/memory.limit_in_bytes";
+        if (int64_t bytes = ReadLimit(file)) return {bytes, file};
+      }
     }
   }
   const int64_t physical =

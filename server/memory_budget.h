@@ -14,8 +14,9 @@ struct MemoryLimit {
 };
 
 // The process's memory limit: `flag_bytes` when positive, else its cgroup's limit (v2
-// memory.max, or v1 memory.limit_in_bytes, of the cgroup /proc/self/cgroup names, as a
-// container's limit is), else the machine's physical memory.
+// memory.max, or v1 memory.limit_in_bytes, of the cgroup /proc/self/cgroup names, or at the
+// hierarchy's root, where a container without a cgroup namespace finds its own), else the
+// machine's physical memory.
 MemoryLimit DetectMemoryLimit(int64_t flag_bytes, const std::string& cgroup_root = "/sys/fs/cgroup",
                               const std::string& self_cgroup = "/proc/self/cgroup");
 

@@ -57,6 +57,48 @@ TEST(MemoryTrimmerTest, HandsBackFreeMemoryWhenTheEngineIsIdle) {
   for (char* block : blocks) std::free(block);
 }
 
+TEST(MemoryLimitTest, ReadsTheCgroupThatProcSelfCgroupNames) {
+  const fs::path v2 = TempDir("memory_v2");
+  Write(v2 / "self", "0::/pods/server\n");
+  Write(v2 / "root" / "pods" / "server" / "memory.max", "1073741824\n");
+  MemoryLimit limit = DetectMemoryLimit(0, (v2 / "root").string(), (v2 / "self").string());
+  EXPECT_EQ(limit.bytes, int64_t{1} << 30);
+  EXPECT_EQ(limit.source, (v2 / "root" / "pods" / "server" / "memory.max").string());
+
+  const fs::path v1 = TempDir("memory_v1");
+  Write(v1 / "self", "5:cpu,cpuacct:/x\n4:memory:/slice/server\n");
+  Write(v1 / "root" / "memory" / "slice" / "server" / "memory.limit_in_bytes", "536870912\n");
+  limit = DetectMemoryLimit(0, (v1 / "root").string(), (v1 / "self").string());
+  EXPECT_EQ(limit.bytes, int64_t{512} << 20);
+
+  EXPECT_EQ(
+      DetectMemoryLimit(int64_t{3} << 20, (v1 / "root").string(), (v1 / "self").string()).source,
+      "--memory_limit_mb");
+}
+
+// A container on cgroup v1 with no cgroup namespace (podman, Docker, Kubernetes nodes on v1):
+// /proc/self/cgroup names the host's path, and the container's own cgroup is at the root. Before,
+// the server missed the limit and planned for the machine's memory (found by make kube-test).
+TEST(MemoryLimitTest, AContainerWithoutACgroupNamespaceFindsItsLimitAtTheRoot) {
+  const fs::path v1 = TempDir("memory_v1_container");
+  Write(v1 / "self", "4:memory:/libpod_parent/pod/libpod-0123\n");
+  Write(v1 / "root" / "memory" / "memory.limit_in_bytes", "2147483648\n");
+  MemoryLimit limit = DetectMemoryLimit(0, (v1 / "root").string(), (v1 / "self").string());
+  EXPECT_EQ(limit.bytes, int64_t{2} << 30);
+  EXPECT_EQ(limit.source, (v1 / "root" / "memory" / "memory.limit_in_bytes").string());
+
+  const fs::path v2 = TempDir("memory_v2_container");
+  Write(v2 / "self", "0::/system.slice/container-0123.scope\n");
+  Write(v2 / "root" / "memory.max", "268435456\n");
+  limit = DetectMemoryLimit(0, (v2 / "root").string(), (v2 / "self").string());
+  EXPECT_EQ(limit.bytes, int64_t{256} << 20);
+
+  // No limit anywhere (v1 writes a huge number): the machine's memory.
+  Write(v1 / "root" / "memory" / "memory.limit_in_bytes", "9223372036854771712\n");
+  limit = DetectMemoryLimit(0, (v1 / "root").string(), (v1 / "self").string());
+  EXPECT_EQ(limit.source, "physical memory");
+}
+
 TEST(CpuQuotaTest, ReadsCgroupV2AndV1AndUnlimited) {
   const fs::path v2 = TempDir("cgroup_v2");
   Write(v2 / "cpu.max", "150000 100000\n");
