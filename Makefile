@@ -11,11 +11,11 @@ FUZZ_SECONDS ?= 60
 # Sanitizer builds: optimized, with line tables only (enough for the reports' stack traces,
 # and much quicker to compile than full debug information).
 SANITIZE_FLAGS = -O2 -g1 -DNDEBUG
-FUZZ_TARGETS = safetensors_fuzz model_config_fuzz tokenizer_fuzz request_fuzz \
+FUZZ_TARGETS = safetensors_fuzz model_config_fuzz tokenizer_fuzz request_fuzz open_inference_fuzz \
                tokenizer_json_fuzz hf_tokenizer_fuzz
 
 .PHONY: deps configure build test serve bench bench-model bench-server bench-compare bench-int8 \
-        container-test test-asan \
+        container-test kube-test test-asan \
         test-tsan fuzz format \
         format-check clean
 
@@ -63,6 +63,12 @@ bench-int8: build
 # Builds the OCI image with podman and checks it end to end (scripts/container-test.sh).
 container-test:
 	bash scripts/container-test.sh
+
+# deploy/k8s/base played by podman (podman kube play) on that image: the pod spec as podman
+# applies it, the probes, gRPC, KServe v2, /metrics and the drain (scripts/kube-test.py). It builds
+# the image first when it is absent; make container-test ends with it.
+kube-test:
+	$(PYTHON) scripts/kube-test.py
 
 # The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/: any
 # report fails the test that triggered it, leaks included (LeakSanitizer runs at exit).

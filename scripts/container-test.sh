@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the OCI image with podman and checks it end to end (make container-test): the image
 # starts, reports healthy over grpc.health.v1, answers a NextToken call from the attn inside it,
-# serves /metrics, and drains and exits 0 on SIGTERM. Prints the build time and image size.
+# serves /metrics, and drains and exits 0 on SIGTERM. Prints the build time and image size. Then
+# plays deploy/k8s's Deployment on it with podman (scripts/kube-test.py, also make kube-test).
 # Needs root for podman; ../shared/tools/container-base.sh prepares podman and the base image.
 set -euo pipefail
 
@@ -63,3 +64,7 @@ grep -q "SIGTERM: draining" <<<"$logs" || fail "no drain on SIGTERM"
 grep -q "drained, exiting" <<<"$logs" || fail "did not finish draining"
 echo "container-test: OK (health, HEALTHCHECK, NextToken, /metrics, drain on SIGTERM;" \
   "$(($(date +%s) - start)) s in all)"
+cleanup
+
+# The Kubernetes manifests on the same image, played by podman kube play.
+IMAGE=$image /usr/bin/python3 scripts/kube-test.py
