@@ -7,47 +7,20 @@
 //
 // Every call must end with OK or a refusal that names its problem, and an answer's tensors must
 // hold as many elements as their shapes say, in the encoding the request used.
-#include <google/protobuf/stubs/logging.h>
 #include <grpcpp/grpcpp.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 
 #include "proto/inference/grpc_predict_v2.grpc.pb.h"
 #include "server/open_inference_service.h"
+#include "tests/fuzz/in_process_server.h"
 
 namespace attnserve::server {
 namespace {
 
-void Require(bool condition, const std::string& what) {
-  if (!condition) {
-    std::fprintf(stderr, "open_inference_fuzz: %s\n", what.c_str());
-    std::abort();
-  }
-}
-
-struct InProcessServer {
-  prometheus::Registry registry;
-  ServerMetrics server_metrics{registry};
-  std::unique_ptr<ModelRepository> repository;
-  CallGate gate;
-  std::unique_ptr<Dispatcher> dispatcher;
-  std::unique_ptr<OpenInferenceService> service;
-  std::unique_ptr<grpc::Server> server;
-  std::unique_ptr<inference::GRPCInferenceService::Stub> stub;
-};
-
 InProcessServer* the_server = nullptr;
-
-void RequireAnswered(const grpc::Status& status, const std::string& method) {
-  const auto code = status.error_code();
-  Require(code == grpc::StatusCode::OK || code == grpc::StatusCode::INVALID_ARGUMENT ||
-              code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::RESOURCE_EXHAUSTED,
-          method + " ended with code " + std::to_string(code) + ": " + status.error_message());
-  Require(status.ok() || !status.error_message().empty(), method + " refused without a message");
-}
+std::unique_ptr<inference::GRPCInferenceService::Stub> stub;
 
 // Elements a tensor's contents hold in the field of its datatype.
 int64_t TypedElements(const inference::ModelInferResponse::InferOutputTensor& tensor) {
@@ -79,7 +52,7 @@ void CallModelInfer(const std::string& bytes) {
   if (!request.ParseFromString(bytes)) return;
   inference::ModelInferResponse response;
   grpc::ClientContext context;
-  const grpc::Status status = the_server->stub->ModelInfer(&context, request, &response);
+  const grpc::Status status = stub->ModelInfer(&context, request, &response);
   RequireAnswered(status, "ModelInfer");
   if (!status.ok()) return;
   Require(response.id() == request.id(), "ModelInfer: the id is not echoed");
@@ -102,7 +75,7 @@ void CallModelMetadata(const std::string& bytes) {
   if (!request.ParseFromString(bytes)) return;
   inference::ModelMetadataResponse response;
   grpc::ClientContext context;
-  const grpc::Status status = the_server->stub->ModelMetadata(&context, request, &response);
+  const grpc::Status status = stub->ModelMetadata(&context, request, &response);
   RequireAnswered(status, "ModelMetadata");
   if (status.ok()) Require(response.inputs_size() > 0, "ModelMetadata: no inputs");
 }
@@ -112,7 +85,7 @@ void CallModelReady(const std::string& bytes) {
   if (!request.ParseFromString(bytes)) return;
   inference::ModelReadyResponse response;
   grpc::ClientContext context;
-  RequireAnswered(the_server->stub->ModelReady(&context, request, &response), "ModelReady");
+  RequireAnswered(stub->ModelReady(&context, request, &response), "ModelReady");
 }
 
 }  // namespace
@@ -120,29 +93,8 @@ void CallModelReady(const std::string& bytes) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   using namespace attnserve::server;
-  const char* models = std::getenv("ATTNSERVE_FUZZ_MODELS");
-  Require(models != nullptr, "set ATTNSERVE_FUZZ_MODELS to the fuzzing model repository");
-  // Malformed messages are the point here; libprotobuf would log each one.
-  google::protobuf::SetLogHandler(nullptr);
-  the_server = new InProcessServer;
-  WorkerOptions options;
-  options.max_batch_size = 4;
-  // A 2 GiB process, as deploy/k8s/base allows: the budgets refuse what would not fit in it.
-  the_server->repository = ModelRepository::Load(models, options, {int64_t{2} << 30, "fuzzer"},
-                                                 the_server->server_metrics);
-  Require(
-      the_server->repository->workers().size() == 3 && the_server->repository->failures().empty(),
-      std::string("the repository at ") + models + " must hold three models that load");
-  the_server->dispatcher = std::make_unique<Dispatcher>(
-      *the_server->repository, the_server->server_metrics, the_server->gate);
-  the_server->service = std::make_unique<OpenInferenceService>(*the_server->dispatcher);
-  grpc::ServerBuilder builder;
-  builder.RegisterService(the_server->service.get());
-  the_server->server = builder.BuildAndStart();
-  grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(-1);
-  the_server->stub =
-      inference::GRPCInferenceService::NewStub(the_server->server->InProcessChannel(arguments));
+  the_server = StartInProcessServer<OpenInferenceService>();
+  stub = inference::GRPCInferenceService::NewStub(the_server->channel);
   return 0;
 }
 
@@ -161,9 +113,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       CallModelInfer(request);
       break;
   }
-  // Every call has ended: nothing may still hold a sequence or wait in a queue.
-  const double active = SumByLabel(the_server->server_metrics.active_sequences)[""];
-  const double queued = SumByLabel(the_server->server_metrics.queue_length)[""];
-  Require(active == 0 && queued == 0, "a sequence or a queued request outlived its call");
+  the_server->RequireNothingOutstanding();
   return 0;
 }

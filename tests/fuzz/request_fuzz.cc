@@ -7,48 +7,21 @@
 // Every call must end with OK or a refusal that names its problem (INVALID_ARGUMENT,
 // NOT_FOUND for an unknown model, RESOURCE_EXHAUSTED for a budget it can never fit), an answer
 // must be what was asked for, and no sequence may stay active after its call ends.
-#include <google/protobuf/stubs/logging.h>
 #include <grpcpp/grpcpp.h>
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 
 #include "proto/attnserve/v1/inference.grpc.pb.h"
 #include "server/inference_service.h"
+#include "tests/fuzz/in_process_server.h"
 
 namespace attnserve::server {
 namespace {
 
-void Require(bool condition, const std::string& what) {
-  if (!condition) {
-    std::fprintf(stderr, "request_fuzz: %s\n", what.c_str());
-    std::abort();
-  }
-}
-
-struct InProcessServer {
-  prometheus::Registry registry;
-  ServerMetrics server_metrics{registry};
-  std::unique_ptr<ModelRepository> repository;
-  CallGate gate;
-  std::unique_ptr<Dispatcher> dispatcher;
-  std::unique_ptr<InferenceService> service;
-  std::unique_ptr<grpc::Server> server;
-  std::unique_ptr<v1::Inference::Stub> stub;
-};
-
 InProcessServer* the_server = nullptr;
-
-void RequireAnswered(const grpc::Status& status, const std::string& method) {
-  const auto code = status.error_code();
-  Require(code == grpc::StatusCode::OK || code == grpc::StatusCode::INVALID_ARGUMENT ||
-              code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::RESOURCE_EXHAUSTED,
-          method + " ended with code " + std::to_string(code) + ": " + status.error_message());
-  Require(status.ok() || !status.error_message().empty(), method + " refused without a message");
-}
+std::unique_ptr<v1::Inference::Stub> stub;
 
 bool AllFinite(const google::protobuf::RepeatedField<float>& values) {
   for (float v : values) {
@@ -68,7 +41,7 @@ bool CallUnary(const std::string& bytes, const std::string& name,
                UnaryMethod<Request, Response> method, Request& request, Response& response) {
   if (!request.ParseFromString(bytes)) return false;
   grpc::ClientContext context;
-  const grpc::Status status = (the_server->stub.get()->*method)(&context, request, &response);
+  const grpc::Status status = (stub.get()->*method)(&context, request, &response);
   RequireAnswered(status, name);
   return status.ok();
 }
@@ -117,7 +90,7 @@ void CallGenerate(const std::string& bytes) {
   // Few tokens keep each input fast; the length limits are validation's, tested at any value.
   if (request.max_tokens() == 0 || request.max_tokens() > 8) request.set_max_tokens(8);
   grpc::ClientContext context;
-  auto reader = the_server->stub->Generate(&context, request);
+  auto reader = stub->Generate(&context, request);
   v1::GenerateResponse event;
   int64_t tokens = 0;
   bool finished = false;
@@ -149,30 +122,8 @@ void CallGetModel(const std::string& bytes) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   using namespace attnserve::server;
-  const char* models = std::getenv("ATTNSERVE_FUZZ_MODELS");
-  Require(models != nullptr, "set ATTNSERVE_FUZZ_MODELS to the fuzzing model repository");
-  // Protobuf logs every string field that is not UTF-8 as it refuses the message; the refusal
-  // is what is tested, the log lines would only bury libFuzzer's.
-  google::protobuf::SetLogHandler(nullptr);
-  the_server = new InProcessServer;
-  WorkerOptions options;
-  options.max_batch_size = 4;
-  // A 2 GiB process, as deploy/k8s/base allows: the budgets refuse what would not fit in it.
-  the_server->repository = ModelRepository::Load(models, options, {int64_t{2} << 30, "fuzzer"},
-                                                 the_server->server_metrics);
-  Require(
-      the_server->repository->workers().size() == 3 && the_server->repository->failures().empty(),
-      std::string("the repository at ") + models + " must hold three models that load");
-  the_server->dispatcher = std::make_unique<Dispatcher>(
-      *the_server->repository, the_server->server_metrics, the_server->gate);
-  the_server->service = std::make_unique<InferenceService>(*the_server->dispatcher);
-  grpc::ServerBuilder builder;
-  builder.RegisterService(the_server->service.get());
-  the_server->server = builder.BuildAndStart();
-  grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(-1);
-  the_server->stub =
-      attnserve::v1::Inference::NewStub(the_server->server->InProcessChannel(arguments));
+  the_server = StartInProcessServer<InferenceService>();
+  stub = attnserve::v1::Inference::NewStub(the_server->channel);
   return 0;
 }
 
@@ -197,9 +148,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       CallGetModel(request);
       break;
   }
-  // Every call has ended: nothing may still hold a sequence or wait in a queue.
-  const double active = SumByLabel(the_server->server_metrics.active_sequences)[""];
-  const double queued = SumByLabel(the_server->server_metrics.queue_length)[""];
-  Require(active == 0 && queued == 0, "a sequence or a queued request outlived its call");
+  the_server->RequireNothingOutstanding();
   return 0;
 }
