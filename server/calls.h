@@ -50,7 +50,8 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public TaskSink, public
   UnaryCall(RpcScope scope, grpc::ByteBuffer* response, Encoder encode)
       : scope_(std::move(scope)), response_(response), encode_(std::move(encode)) {}
 
-  void Send(v1::GenerateResponse) override {}  // unary tasks stream nothing
+  // A Generate answered in one message collects its events for the encoder.
+  void Send(v1::GenerateResponse event) override { task_->events.push_back(std::move(event)); }
   void Complete(absl::Status status) override {
     if (status.ok()) *response_ = encode_(*task_);
     Finish(scope_.Finish(status));  // may delete this at once

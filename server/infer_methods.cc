@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/tokenizer/byte_tokenizer.h"
@@ -14,7 +16,8 @@ namespace {
 constexpr std::pair<InferMethod, const char*> kSuffixes[] = {
     {InferMethod::kNextToken, "next_token"},
     {InferMethod::kEmbed, "embed"},
-    {InferMethod::kScore, "score"}};
+    {InferMethod::kScore, "score"},
+    {InferMethod::kGenerate, "generate"}};
 
 bool Answers(const ModelWorker& worker, InferMethod method) {
   const std::vector<std::string> methods = SupportedMethods(worker.model());
@@ -47,8 +50,9 @@ std::pair<int64_t, int64_t> EmbeddingShape(const ModelConfig& config) {
 Signature SignatureOf(const InferModel& model) {
   const Model& m = model.worker->model();
   const ModelConfig& config = m.config;
-  // Score takes one sequence; the other methods a batch.
-  const int64_t batch = model.method == InferMethod::kScore ? 1 : -1;
+  // Score and Generate take one sequence; the other methods a batch.
+  const bool one = model.method == InferMethod::kScore || model.method == InferMethod::kGenerate;
+  const int64_t batch = one ? 1 : -1;
   Signature s;
   if (config.token_inputs()) {
     const bool sources = model.method != InferMethod::kEmbed && m.servable->takes_sources();
@@ -85,6 +89,13 @@ Signature SignatureOf(const InferModel& model) {
                    {"token_log_probabilities", "FP32", {1, -1}},
                    {"total_log_probability", "FP64", {1}}};
       break;
+    case InferMethod::kGenerate:
+      s.inputs.push_back({"stop", "BYTES", {-1}});
+      s.outputs = {
+          {"text_output", "BYTES", {1}},       {"output_ids", "INT64", {1, -1}},
+          {"output_tokens", "BYTES", {1, -1}}, {"output_log_probabilities", "FP32", {1, -1}},
+          {"finish_reason", "BYTES", {1}},     {"prompt_tokens", "INT64", {1}}};
+      break;
   }
   return s;
 }
@@ -119,6 +130,23 @@ class Parameters {
       return static_cast<int64_t>(p->uint64_param());
     }
     return Invalid(absl::StrCat("parameter '", name, "' must be an integer (int64_param)"));
+  }
+  // An integer in [low, high].
+  absl::StatusOr<int64_t> Integer(const std::string& name, int64_t absent, int64_t low,
+                                  int64_t high) const {
+    auto value = Integer(name, absent);
+    if (value.ok() && (*value < low || *value > high)) {
+      return Invalid(
+          absl::StrCat("parameter '", name, "' = ", *value, " must be in [", low, ", ", high, "]"));
+    }
+    return value;
+  }
+  std::optional<uint64_t> Unsigned(const std::string& name) const {
+    const inference::InferParameter* p = Find(name);
+    if (p == nullptr) return std::nullopt;
+    if (p->has_uint64_param()) return p->uint64_param();
+    if (p->has_int64_param() && p->int64_param() >= 0) return p->int64_param();
+    return std::nullopt;
   }
   absl::StatusOr<double> Number(const std::string& name, double absent) const {
     const inference::InferParameter* p = Find(name);
@@ -254,6 +282,8 @@ absl::StatusOr<v1::Pooling> ParsePooling(const std::string& name) {
 
 const char* MethodName(InferMethod method) {
   switch (method) {
+    case InferMethod::kGenerate:
+      return "Generate";
     case InferMethod::kNextToken:
       return "NextToken";
     case InferMethod::kEmbed:
@@ -334,12 +364,8 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
         return status;
       }
       v1::NextTokenRequest& next = call.next_token;
-      auto top_k = parameters.Integer("top_k", 0);
+      auto top_k = parameters.Integer("top_k", 0, 0, worker.model().config.vocab_size);
       if (!top_k.ok()) return top_k.status();
-      if (*top_k < 0 || *top_k > worker.model().config.vocab_size) {
-        return Invalid(absl::StrCat("parameter 'top_k' = ", *top_k, " must be in [0, ",
-                                    worker.model().config.vocab_size, "] (0: 10)"));
-      }
       next.set_top_k(static_cast<int32_t>(*top_k));
       auto temperature = parameters.Number("temperature", 0.0);
       if (!temperature.ok()) return temperature.status();
@@ -391,6 +417,59 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
       }
       break;
     }
+    case InferMethod::kGenerate: {
+      if (auto status =
+              parameters.OnlyThese({"max_tokens", "temperature", "top_k", "top_p", "seed"});
+          !status.ok()) {
+        return status;
+      }
+      v1::GenerateRequest& generate = call.generate;
+      auto max_tokens = parameters.Integer("max_tokens", 0, 0, worker.max_context());
+      if (!max_tokens.ok()) return max_tokens.status();
+      generate.set_max_tokens(static_cast<int32_t>(*max_tokens));
+      auto top_k = parameters.Integer("top_k", 0, 0, worker.model().config.vocab_size);
+      if (!top_k.ok()) return top_k.status();
+      generate.set_top_k(static_cast<int32_t>(*top_k));
+      for (const auto& [name, set] :
+           {std::pair{"temperature", &v1::GenerateRequest::set_temperature},
+            std::pair{"top_p", &v1::GenerateRequest::set_top_p}}) {
+        auto value = parameters.Number(name, 0.0);
+        if (!value.ok()) return value.status();
+        (generate.*set)(static_cast<float>(*value));
+      }
+      if (parameters.Find("seed") != nullptr) {
+        const std::optional<uint64_t> seed = parameters.Unsigned("seed");
+        if (!seed) return Invalid("parameter 'seed' must be a non-negative integer");
+        generate.set_seed(*seed);
+      }
+      if (inputs->Has("stop")) {
+        auto stops = inputs->Strings("stop");
+        if (!stops.ok()) return stops.status();
+        for (const std::string& stop : *stops) {
+          if (SanitizeUtf8(stop) != stop)
+            return Invalid("input 'stop' holds text that is not UTF-8");
+          generate.add_stop(stop);
+        }
+      }
+      auto sequences = ReadSequences(*inputs, "", worker, answer.sequence_input);
+      if (!sequences.ok()) return sequences.status();
+      if (sequences->size() != 1) {
+        return Invalid(absl::StrCat("input '", answer.sequence_input, "' has ", sequences->size(),
+                                    " rows; Generate takes one prompt per request"));
+      }
+      *generate.mutable_prompt() = std::move(sequences->front());
+      if (worker.model().servable->takes_sources()) {
+        auto sources = ReadSequences(*inputs, "source_", worker, answer.source_input);
+        if (!sources.ok()) return sources.status();
+        if (sources->size() != 1) {
+          return Invalid(absl::StrCat("input '", answer.source_input, "' has ", sources->size(),
+                                      " rows; Generate takes one source per request"));
+        }
+        *generate.mutable_source() = std::move(sources->front());
+      }
+      generate.set_model(worker.name());
+      break;
+    }
     case InferMethod::kScore: {
       if (auto status = parameters.OnlyThese({}); !status.ok()) return status;
       v1::ScoreRequest& score = call.score;
@@ -440,12 +519,14 @@ absl::Status InTensorTerms(const absl::Status& status, const InferAnswer& answer
   for (const auto& [field, input] :
        {std::pair<std::string_view, const std::string&>{"sequences", answer.sequence_input},
         {"sequence", answer.sequence_input},
+        {"prompt", answer.sequence_input},
         {"feature_sets", answer.sequence_input},
         {"sources", answer.source_input},
         {"source", answer.source_input}}) {
     if (input.empty() || !message.starts_with(field)) continue;
     std::string_view rest = message.substr(field.size());
-    std::string row = field == "sequence" || field == "source" ? " row 0" : "";
+    std::string row =
+        field == "sequences" || field == "sources" || field == "feature_sets" ? "" : " row 0";
     if (rest.starts_with("[")) {
       const size_t close = rest.find(']');
       if (close == std::string_view::npos) continue;
@@ -545,6 +626,36 @@ inference::ModelInferResponse InferResponse(const InferAnswer& answer, const Tas
       out.AddFloats("token_log_probabilities", {1, n}, log_probabilities, response);
       const double total = task.score.total_log_probability();
       out.AddDoubles("total_log_probability", {1}, std::span(&total, 1), response);
+      break;
+    }
+    case InferMethod::kGenerate: {
+      std::vector<int64_t> ids;
+      std::vector<std::string> texts;
+      std::vector<float> log_probabilities;
+      std::string text;
+      v1::GenerateFinish finish;
+      for (const v1::GenerateResponse& event : task.events) {
+        if (event.has_finish()) {
+          finish = event.finish();
+          continue;
+        }
+        ids.push_back(event.token().id());
+        texts.push_back(event.token().text());
+        log_probabilities.push_back(event.token().log_probability());
+        text += event.token().text();
+      }
+      text += finish.text();  // what the stream held back: the end of a cut character
+      const int64_t n = ids.size();
+      out.AddStrings("text_output", {1}, std::span(&text, 1), response);
+      out.AddIntegers("output_ids", {1, n}, ids, response);
+      out.AddStrings("output_tokens", {1, n}, texts, response);
+      out.AddFloats("output_log_probabilities", {1, n}, log_probabilities, response);
+      // FINISH_REASON_MAX_TOKENS: "max_tokens".
+      std::string reason = absl::AsciiStrToLower(
+          v1::FinishReason_Name(finish.reason()).substr(std::string("FINISH_REASON_").size()));
+      out.AddStrings("finish_reason", {1}, std::span(&reason, 1), response);
+      const int64_t prompt_tokens = finish.prompt_tokens();
+      out.AddIntegers("prompt_tokens", {1}, std::span(&prompt_tokens, 1), response);
       break;
     }
   }

@@ -4,8 +4,9 @@
 // of the attnserve.v1 answer back into output tensors.
 //
 // A model answers its first method under its own name (NextToken for language models, Embed for
-// encoders and feature-set models) and each method under "<model>/<method>": demo/score. A
-// model directory's name cannot hold a "/", so the two never collide.
+// encoders and feature-set models) and each method under "<model>/<method>": demo/score,
+// demo/generate (answered in one message: the protocol has no streaming). A model directory's
+// name cannot hold a "/", so the two never collide.
 #pragma once
 
 #include <string>
@@ -21,7 +22,7 @@
 
 namespace attnserve::server {
 
-enum class InferMethod { kNextToken, kEmbed, kScore };
+enum class InferMethod { kNextToken, kEmbed, kScore, kGenerate };
 
 struct InferModel {
   ModelWorker* worker = nullptr;
@@ -33,7 +34,7 @@ absl::StatusOr<InferModel> FindInferModel(const ModelRepository& repository,
                                           const std::string& name);
 // Every name FindInferModel accepts for `worker`.
 std::vector<std::string> InferModelNames(const ModelWorker& worker);
-// The attnserve.v1 method behind it: "NextToken", "Embed" or "Score".
+// The attnserve.v1 method behind it: "NextToken", "Embed", "Score" or "Generate".
 const char* MethodName(InferMethod method);
 // The one version each model has.
 inline constexpr char kModelVersion[] = "1";
@@ -59,6 +60,7 @@ struct InferCall {
   v1::NextTokenRequest next_token;
   v1::EmbedRequest embed;
   v1::ScoreRequest score;
+  v1::GenerateRequest generate;
 };
 // INVALID_ARGUMENT naming the tensor or parameter for inputs that do not make a request.
 absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,

@@ -138,12 +138,14 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
         task.next_token = {};
         task.embed = {};
         task.score = {};
+        task.events = {};
         return EncodeMessage(response);
       });
   // Validation speaks of the attnserve.v1 request's fields; the error names the tensors.
   auto in_tensor_terms = [answer](auto validate) {
     return [answer, validate](const auto& translated, const ModelWorker& worker, Task& task) {
       task.pad_token_states = answer->token_states;
+      task.collect_events = answer->model.method == InferMethod::kGenerate;
       return InTensorTerms(validate(translated, worker, task), *answer);
     };
   };
@@ -164,6 +166,10 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
     case InferMethod::kScore:
       dispatcher_.Start(context, "Score", TaskKind::kScore, call->score, prepared,
                         in_tensor_terms(ValidateScore), unary);
+      break;
+    case InferMethod::kGenerate:
+      dispatcher_.Start(context, "Generate", TaskKind::kGenerate, call->generate, prepared,
+                        in_tensor_terms(ValidateGenerate), unary);
       break;
   }
   return unary;

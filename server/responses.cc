@@ -61,10 +61,14 @@ int64_t ResponseBytesBound(const Task& task, const Model& model) {
       const int64_t messages = batch * (1 + static_cast<int64_t>(task.head_layers.size()));
       return kEnvelope + 4 * floats + messages * (4 * kFraming + 4 * kVarint);
     }
-    case TaskKind::kGenerate:
+    case TaskKind::kGenerate: {
       // Streamed one event at a time; the scheduler bounds the events waiting to be sent.
-      return kEnvelope + kFraming + kVarint +
-             static_cast<int64_t>(TextStream::kMaxHeldTokens) * kTokenText + kFloat;
+      const int64_t event = kEnvelope + kFraming + kVarint +
+                            static_cast<int64_t>(TextStream::kMaxHeldTokens) * kTokenText + kFloat;
+      if (!task.collect_events) return event;
+      // Collected: every token's id, text and log-probability, then the finish.
+      return event + task.generate.max_tokens * (kFraming + 2 * kVarint + kTokenText + kFloat);
+    }
   }
   return kEnvelope;
 }

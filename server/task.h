@@ -63,6 +63,10 @@ struct Task {
   // Embed: per-token states go out padded to the longest input (an Open Inference Protocol
   // tensor), so the answer's size follows the longest, not each input's length.
   bool pad_token_states = false;
+  // Generate answered in one message (an Open Inference Protocol call): its events are collected
+  // here rather than streamed, so the answer's size follows max_tokens.
+  bool collect_events = false;
+  std::vector<v1::GenerateResponse> events;
   int64_t top_k = 10;              // NextToken
   float temperature = 1.0f;        // NextToken
   bool full_distribution = false;  // NextToken

@@ -88,7 +88,8 @@ class MetadataTest(unittest.TestCase):
     def test_liveness_readiness_and_health(self):
         self.assertTrue(client.is_server_live())
         self.assertTrue(client.is_server_ready())
-        for name in ["demo", "demo/next_token", "demo/score", "translator", "translator/score",
+        for name in ["demo", "demo/next_token", "demo/score", "demo/generate", "translator",
+                     "translator/score", "translator/generate",
                      "embedder", "embedder/embed", SET_MODEL, MINILM, f"{MINILM}/embed"]:
             self.assertTrue(client.is_model_ready(name), name)
             self.assertTrue(client.is_model_ready(name, "1"), name)
@@ -127,6 +128,11 @@ class MetadataTest(unittest.TestCase):
         self.assertEqual(self.signature("demo/next_token"), (tokens, next_token))
         self.assertEqual(self.signature("demo/score"),
                          ({k: (t, [1] + s[1:]) for k, (t, s) in tokens.items()}, score))
+        self.assertEqual(self.signature("demo/generate"), (
+            {**{k: (t, [1] + s[1:]) for k, (t, s) in tokens.items()}, "stop": ("BYTES", [-1])},
+            {"text_output": ("BYTES", [1]), "output_ids": ("INT64", [1, -1]),
+             "output_tokens": ("BYTES", [1, -1]), "output_log_probabilities": ("FP32", [1, -1]),
+             "finish_reason": ("BYTES", [1]), "prompt_tokens": ("INT64", [1])}))
         sources = {"source_" + k: v for k, v in tokens.items()}
         self.assertEqual(self.signature("translator"), ({**tokens, **sources}, next_token))
         self.assertEqual(self.signature("embedder"),
@@ -141,7 +147,7 @@ class MetadataTest(unittest.TestCase):
     def test_metadata_of_an_unknown_model_or_version_is_not_found(self):
         for name, version, message in [
                 ("nope", "", 'no model named "nope"'),
-                ("demo/embed", "", "it has demo, demo/next_token, demo/score"),
+                ("demo/embed", "", "it has demo, demo/next_token, demo/score, demo/generate"),
                 ("demo", "3", 'has version 1 only, not "3"')]:
             with self.assertRaises(triton.InferenceServerException) as caught:
                 client.get_model_metadata(name, version)
@@ -228,6 +234,53 @@ class AnswersTest(unittest.TestCase):
         self.assertEqual(result.as_numpy("total_log_probability").tolist(),
                          [expected.total_log_probability])
         self.assertEqual(result.as_numpy("total_log_probability").dtype, np.float64)
+
+    def generated(self, model, **request):
+        """attnserve.v1's Generate: (text, ids, log-probabilities, finish)."""
+        text, ids, log_probabilities, finish = "", [], [], None
+        for event in server.stub.Generate(pb.GenerateRequest(model=model, **request), timeout=60):
+            if event.HasField("token"):
+                text += event.token.text
+                ids.append(event.token.id)
+                log_probabilities.append(event.token.log_probability)
+            else:
+                finish = event.finish
+        return text + finish.text, ids, log_probabilities, finish
+
+    def assert_generated_equal(self, result, expected):
+        text, ids, log_probabilities, finish = expected
+        self.assertEqual(result.as_numpy("text_output").tolist(), [text.encode()])
+        self.assertEqual(result.as_numpy("output_ids").tolist(), [ids])
+        np.testing.assert_array_equal(result.as_numpy("output_log_probabilities"),
+                                      [log_probabilities])
+        reason = pb.FinishReason.Name(finish.reason).removeprefix("FINISH_REASON_").lower()
+        self.assertEqual(result.as_numpy("finish_reason").tolist(), [reason.encode()])
+        self.assertEqual(result.as_numpy("prompt_tokens").tolist(), [finish.prompt_tokens])
+
+    def test_generate_answers_in_one_message_what_the_stream_gives(self):
+        prompt = "Once upon a time"
+        for parameters, stops in [({"max_tokens": 30, "temperature": 0.8, "seed": 7}, []),
+                                  ({"max_tokens": 40}, ["e "]),  # greedy, to a stop sequence
+                                  ({"max_tokens": 12, "top_k": 5, "top_p": 0.9, "seed": 2}, [])]:
+            with self.subTest(parameters=parameters, stops=stops):
+                inputs = [tensor("text", [prompt])]
+                if stops:
+                    inputs.append(tensor("stop", stops))
+                result = client.infer("demo/generate", inputs, parameters=parameters)
+                expected = self.generated("demo", prompt=pb.Sequence(text=prompt), stop=stops,
+                                          **parameters)
+                self.assert_generated_equal(result, expected)
+                self.assertEqual(result.as_numpy("output_tokens").shape,
+                                 result.as_numpy("output_ids").shape)
+        self.assertIn(b"stop_sequence", result.as_numpy("finish_reason").tolist() + [
+            client.infer("demo/generate", [tensor("text", [prompt]), tensor("stop", ["e "])],
+                         parameters={"max_tokens": 40}).as_numpy("finish_reason")[0]])
+        # An encoder-decoder generates from its source.
+        result = infer("translator/generate", {"input_ids": [[256]],
+                                               "source_text": ["hello world"]}, max_tokens=8)
+        self.assert_generated_equal(result, self.generated(
+            "translator", prompt=pb.Sequence(tokens=pb.TokenIds(ids=[256])),
+            source=pb.Sequence(text="hello world"), max_tokens=8))
 
     def test_encoder_decoder_takes_sources(self):
         sources = [ids_of("hello world"), ids_of("good night")]
@@ -401,6 +454,16 @@ class ErrorsTest(unittest.TestCase):
              "INVALID_ARGUMENT", "output 'top_k_ids' has parameters (classification)"),
             (lambda: infer("demo/score", {"text": ["a b", "c d"]}), "INVALID_ARGUMENT",
              "input 'text' has 2 rows; Score takes one sequence per request"),
+            (lambda: infer("demo/generate", {"text": ["a", "b"]}), "INVALID_ARGUMENT",
+             "input 'text' has 2 rows; Generate takes one prompt per request"),
+            (lambda: infer("demo/generate", {"text": ["a"]}, max_tokens=5000),
+             "INVALID_ARGUMENT", "parameter 'max_tokens' = 5000 must be in [0, 1024]"),
+            (lambda: infer("demo/generate", {"text": ["a"]}, seed=-3), "INVALID_ARGUMENT",
+             "parameter 'seed' must be a non-negative integer"),
+            (lambda: infer("demo/generate", {"text": ["a"], "stop": [""]}), "INVALID_ARGUMENT",
+             "stop[0] must hold 1 to 256 bytes"),
+            (lambda: infer("demo/generate", {"input_ids": np.ones((1, 1024), np.int64)}),
+             "INVALID_ARGUMENT", "input 'input_ids' row 0 has 1024 tokens and leaves no room"),
             (lambda: infer("translator", {"input_ids": [[256]]}), "INVALID_ARGUMENT",
              "give input 'source_text' or 'source_input_ids'"),
             (lambda: infer("embedder", {"text": ["ab"]}, pooling="max"), "INVALID_ARGUMENT",
@@ -482,7 +545,16 @@ class SharedAdmissionTest(unittest.TestCase):
             self.assertEqual(caught.exception.status(), "StatusCode.INVALID_ARGUMENT")
             self.assertIn("takes at most 1024 per request (--max_batch_tokens)",
                           caught.exception.message())
-            self.assertEqual(limited.metric_value("attnserve_requests_refused_total", model="demo"), 2)
+            # A generation answered in one message holds every token: its bound follows max_tokens.
+            with self.assertRaises(triton.InferenceServerException) as caught:
+                limited_client.infer("demo/generate", [tensor("text", ["a"])],
+                                     parameters={"max_tokens": 1000})
+            self.assertEqual(caught.exception.status(), "StatusCode.RESOURCE_EXHAUSTED")
+            self.assertIn("over the message limit of 20000", caught.exception.message())
+            answer = limited_client.infer("demo/generate", [tensor("text", ["a"])],
+                                          parameters={"max_tokens": 100})
+            self.assertEqual(answer.as_numpy("output_ids").shape[0], 1)
+            self.assertEqual(limited.metric_value("attnserve_requests_refused_total", model="demo"), 3)
             limited_client.close()
         finally:
             limited.stop()

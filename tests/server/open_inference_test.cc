@@ -263,6 +263,8 @@ TEST(InTensorTermsTest, NamesTheTensorAndRowInsteadOfTheTranslatedField) {
   EXPECT_EQ(terms("sequences has 300 entries; at most 256"),
             "input 'text' has 300 entries; at most 256");
   EXPECT_EQ(terms("sequence is empty"), "input 'text' row 0 is empty");
+  EXPECT_EQ(terms("prompt has 9 tokens and leaves no room"),
+            "input 'text' row 0 has 9 tokens and leaves no room");
   EXPECT_EQ(terms("sources[1] is empty"), "input 'source_input_ids' row 1 is empty");
   EXPECT_EQ(terms("top_k = 3 must be in [0, 2]"), "top_k = 3 must be in [0, 2]");
   EXPECT_EQ(InTensorTerms(absl::ResourceExhaustedError("sequences[0] x"), answer).code(),
