@@ -56,6 +56,11 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public TaskSink, public
     if (status.ok()) *response_ = encode_(*task_);
     Finish(scope_.Finish(status));  // may delete this at once
   }
+  // Answers at once, without a task (Tokenize, Detokenize).
+  void Answer(absl::StatusOr<grpc::ByteBuffer> answer) {
+    if (answer.ok()) *response_ = *std::move(answer);
+    Finish(scope_.Finish(answer.status()));  // may delete this at once
+  }
   void OnCancel() override { Cancel(); }
   void OnDone() override {
     Done();

@@ -14,10 +14,9 @@ namespace attnserve::server {
 namespace {
 
 constexpr std::pair<InferMethod, const char*> kSuffixes[] = {
-    {InferMethod::kNextToken, "next_token"},
-    {InferMethod::kEmbed, "embed"},
-    {InferMethod::kScore, "score"},
-    {InferMethod::kGenerate, "generate"}};
+    {InferMethod::kNextToken, "next_token"}, {InferMethod::kEmbed, "embed"},
+    {InferMethod::kScore, "score"},          {InferMethod::kGenerate, "generate"},
+    {InferMethod::kTokenize, "tokenize"},    {InferMethod::kDetokenize, "detokenize"}};
 
 bool Answers(const ModelWorker& worker, InferMethod method) {
   const std::vector<std::string> methods = SupportedMethods(worker.model());
@@ -54,6 +53,19 @@ Signature SignatureOf(const InferModel& model) {
   const bool one = model.method == InferMethod::kScore || model.method == InferMethod::kGenerate;
   const int64_t batch = one ? 1 : -1;
   Signature s;
+  if (model.method == InferMethod::kTokenize) {
+    s.inputs = {{"text", "BYTES", {1}}};
+    s.outputs = {{"input_ids", "INT64", {1, -1}},
+                 {"tokens", "BYTES", {1, -1}},
+                 {"offsets", "INT64", {1, -1, 2}},
+                 {"special_tokens_mask", "INT64", {1, -1}}};
+    return s;
+  }
+  if (model.method == InferMethod::kDetokenize) {
+    s.inputs = {{"input_ids", "INT64", {1, -1}}};
+    s.outputs = {{"text", "BYTES", {1}}};
+    return s;
+  }
   if (config.token_inputs()) {
     const bool sources = model.method != InferMethod::kEmbed && m.servable->takes_sources();
     for (const char* prefix : sources ? std::vector{"", "source_"} : std::vector{""}) {
@@ -89,6 +101,9 @@ Signature SignatureOf(const InferModel& model) {
                    {"token_log_probabilities", "FP32", {1, -1}},
                    {"total_log_probability", "FP64", {1}}};
       break;
+    case InferMethod::kTokenize:
+    case InferMethod::kDetokenize:
+      break;  // above
     case InferMethod::kGenerate:
       s.inputs.push_back({"stop", "BYTES", {-1}});
       s.outputs = {
@@ -284,6 +299,10 @@ const char* MethodName(InferMethod method) {
   switch (method) {
     case InferMethod::kGenerate:
       return "Generate";
+    case InferMethod::kTokenize:
+      return "Tokenize";
+    case InferMethod::kDetokenize:
+      return "Detokenize";
     case InferMethod::kNextToken:
       return "NextToken";
     case InferMethod::kEmbed:
@@ -470,6 +489,43 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
       generate.set_model(worker.name());
       break;
     }
+    case InferMethod::kTokenize: {
+      if (auto status = parameters.OnlyThese({"omit_special_tokens"}); !status.ok()) {
+        return status;
+      }
+      auto omit = parameters.Boolean("omit_special_tokens");
+      if (!omit.ok()) return omit.status();
+      call.tokenize.set_omit_special_tokens(*omit);
+      auto sequences = ReadSequences(*inputs, "", worker, answer.sequence_input);
+      if (!sequences.ok()) return sequences.status();
+      if (sequences->size() != 1) {
+        return Invalid(absl::StrCat("input 'text' has ", sequences->size(),
+                                    " rows; Tokenize takes one text per request"));
+      }
+      call.tokenize.set_text(sequences->front().text());
+      call.tokenize.set_model(worker.name());
+      break;
+    }
+    case InferMethod::kDetokenize: {
+      if (auto status = parameters.OnlyThese({"skip_special_tokens"}); !status.ok()) {
+        return status;
+      }
+      auto skip = parameters.Boolean("skip_special_tokens");
+      if (!skip.ok()) return skip.status();
+      call.detokenize.set_skip_special_tokens(*skip);
+      answer.sequence_input = "input_ids";
+      if (!inputs->Has("input_ids")) return Invalid("give input 'input_ids'");
+      const std::vector<int64_t> shape = inputs->Shape("input_ids");
+      if (shape.size() != 2 || shape[0] != 1) {
+        return Invalid(absl::StrCat("input 'input_ids' has shape ", ShapeText(shape),
+                                    "; Detokenize takes [1, tokens]"));
+      }
+      auto ids = inputs->Integers("input_ids");
+      if (!ids.ok()) return ids.status();
+      call.detokenize.mutable_ids()->Add(ids->begin(), ids->end());
+      call.detokenize.set_model(worker.name());
+      break;
+    }
     case InferMethod::kScore: {
       if (auto status = parameters.OnlyThese({}); !status.ok()) return status;
       v1::ScoreRequest& score = call.score;
@@ -522,7 +578,9 @@ absl::Status InTensorTerms(const absl::Status& status, const InferAnswer& answer
         {"prompt", answer.sequence_input},
         {"feature_sets", answer.sequence_input},
         {"sources", answer.source_input},
-        {"source", answer.source_input}}) {
+        {"source", answer.source_input},
+        {"text", answer.sequence_input},    // Tokenize
+        {"ids", answer.sequence_input}}) {  // Detokenize: one row, indexed by column
     if (input.empty() || !message.starts_with(field)) continue;
     std::string_view rest = message.substr(field.size());
     std::string row =
@@ -530,7 +588,8 @@ absl::Status InTensorTerms(const absl::Status& status, const InferAnswer& answer
     if (rest.starts_with("[")) {
       const size_t close = rest.find(']');
       if (close == std::string_view::npos) continue;
-      row = absl::StrCat(" row ", std::string(rest.substr(1, close - 1)));
+      const std::string index(rest.substr(1, close - 1));
+      row = field == "ids" ? absl::StrCat(" [0, ", index, "]") : absl::StrCat(" row ", index);
       rest.remove_prefix(close + 1);
     } else if (!rest.starts_with(" ")) {
       continue;
@@ -547,13 +606,52 @@ absl::Status InTensorTerms(const absl::Status& status, const InferAnswer& answer
   return status;
 }
 
-inference::ModelInferResponse InferResponse(const InferAnswer& answer, const Task& task) {
+namespace {
+
+inference::ModelInferResponse ResponseFor(const InferAnswer& answer) {
   inference::ModelInferResponse response;
   response.set_model_name(answer.model_name);
   response.set_model_version(kModelVersion);
   response.set_id(answer.id);
+  return response;
+}
+
+}  // namespace
+
+inference::ModelInferResponse InferResponse(const InferAnswer& answer,
+                                            const v1::TokenizeResponse& tokenized) {
+  inference::ModelInferResponse response = ResponseFor(answer);
+  std::vector<int64_t> ids, offsets, special;
+  std::vector<std::string> tokens;
+  for (const v1::Token& token : tokenized.tokens()) {
+    ids.push_back(token.id());
+    tokens.push_back(token.text());
+    offsets.insert(offsets.end(), {token.start(), token.end()});
+    special.push_back(token.special() ? 1 : 0);
+  }
+  const int64_t n = ids.size();
+  const InferOutputs& out = answer.outputs;
+  out.AddIntegers("input_ids", {1, n}, ids, response);
+  out.AddStrings("tokens", {1, n}, tokens, response);
+  out.AddIntegers("offsets", {1, n, 2}, offsets, response);
+  out.AddIntegers("special_tokens_mask", {1, n}, special, response);
+  return response;
+}
+
+inference::ModelInferResponse InferResponse(const InferAnswer& answer,
+                                            const v1::DetokenizeResponse& detokenized) {
+  inference::ModelInferResponse response = ResponseFor(answer);
+  answer.outputs.AddStrings("text", {1}, std::span(&detokenized.text(), 1), response);
+  return response;
+}
+
+inference::ModelInferResponse InferResponse(const InferAnswer& answer, const Task& task) {
+  inference::ModelInferResponse response = ResponseFor(answer);
   const InferOutputs& out = answer.outputs;
   switch (answer.model.method) {
+    case InferMethod::kTokenize:
+    case InferMethod::kDetokenize:
+      break;  // answered without a task
     case InferMethod::kNextToken: {
       const auto& results = task.next_token.results();
       const int64_t batch = results.size();

@@ -5,8 +5,8 @@
 //
 // A model answers its first method under its own name (NextToken for language models, Embed for
 // encoders and feature-set models) and each method under "<model>/<method>": demo/score,
-// demo/generate (answered in one message: the protocol has no streaming). A model directory's
-// name cannot hold a "/", so the two never collide.
+// demo/generate (answered in one message: the protocol has no streaming), demo/tokenize. A model
+// directory's name cannot hold a "/", so the two never collide.
 #pragma once
 
 #include <string>
@@ -22,7 +22,7 @@
 
 namespace attnserve::server {
 
-enum class InferMethod { kNextToken, kEmbed, kScore, kGenerate };
+enum class InferMethod { kNextToken, kEmbed, kScore, kGenerate, kTokenize, kDetokenize };
 
 struct InferModel {
   ModelWorker* worker = nullptr;
@@ -34,7 +34,8 @@ absl::StatusOr<InferModel> FindInferModel(const ModelRepository& repository,
                                           const std::string& name);
 // Every name FindInferModel accepts for `worker`.
 std::vector<std::string> InferModelNames(const ModelWorker& worker);
-// The attnserve.v1 method behind it: "NextToken", "Embed", "Score" or "Generate".
+// The attnserve.v1 method behind it: "NextToken", "Embed", "Score", "Generate", "Tokenize" or
+// "Detokenize".
 const char* MethodName(InferMethod method);
 // The one version each model has.
 inline constexpr char kModelVersion[] = "1";
@@ -61,6 +62,8 @@ struct InferCall {
   v1::EmbedRequest embed;
   v1::ScoreRequest score;
   v1::GenerateRequest generate;
+  v1::TokenizeRequest tokenize;
+  v1::DetokenizeRequest detokenize;
 };
 // INVALID_ARGUMENT naming the tensor or parameter for inputs that do not make a request.
 absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
@@ -71,5 +74,10 @@ absl::Status InTensorTerms(const absl::Status& status, const InferAnswer& answer
 
 // The answer from the task's attnserve.v1 response.
 inference::ModelInferResponse InferResponse(const InferAnswer& answer, const Task& task);
+// Tokenize's and Detokenize's, which are answered at once, without a task.
+inference::ModelInferResponse InferResponse(const InferAnswer& answer,
+                                            const v1::TokenizeResponse& tokenized);
+inference::ModelInferResponse InferResponse(const InferAnswer& answer,
+                                            const v1::DetokenizeResponse& detokenized);
 
 }  // namespace attnserve::server

@@ -7,6 +7,7 @@
 #include "server/infer_methods.h"
 #include "server/request_validation.h"
 #include "server/rpc_scope.h"
+#include "server/tokenization.h"
 #include "server/wire_format.h"
 
 namespace attnserve::server {
@@ -171,6 +172,21 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
       dispatcher_.Start(context, "Generate", TaskKind::kGenerate, call->generate, prepared,
                         in_tensor_terms(ValidateGenerate), unary);
       break;
+    // Answered here, on the calling thread, as on attnserve.v1.
+    case InferMethod::kTokenize: {
+      auto tokenized = Tokenize(call->tokenize, *answer->model.worker);
+      unary->Answer(tokenized.ok() ? EncodeMessage(InferResponse(*answer, *tokenized))
+                                   : absl::StatusOr<grpc::ByteBuffer>(
+                                         InTensorTerms(tokenized.status(), *answer)));
+      break;
+    }
+    case InferMethod::kDetokenize: {
+      auto detokenized = Detokenize(call->detokenize, *answer->model.worker);
+      unary->Answer(detokenized.ok() ? EncodeMessage(InferResponse(*answer, *detokenized))
+                                     : absl::StatusOr<grpc::ByteBuffer>(
+                                           InTensorTerms(detokenized.status(), *answer)));
+      break;
+    }
   }
   return unary;
 }

@@ -88,8 +88,8 @@ class MetadataTest(unittest.TestCase):
     def test_liveness_readiness_and_health(self):
         self.assertTrue(client.is_server_live())
         self.assertTrue(client.is_server_ready())
-        for name in ["demo", "demo/next_token", "demo/score", "demo/generate", "translator",
-                     "translator/score", "translator/generate",
+        for name in ["demo", "demo/next_token", "demo/score", "demo/generate", "demo/tokenize",
+                     "demo/detokenize", "translator", "translator/score", "translator/generate",
                      "embedder", "embedder/embed", SET_MODEL, MINILM, f"{MINILM}/embed"]:
             self.assertTrue(client.is_model_ready(name), name)
             self.assertTrue(client.is_model_ready(name, "1"), name)
@@ -133,6 +133,12 @@ class MetadataTest(unittest.TestCase):
             {"text_output": ("BYTES", [1]), "output_ids": ("INT64", [1, -1]),
              "output_tokens": ("BYTES", [1, -1]), "output_log_probabilities": ("FP32", [1, -1]),
              "finish_reason": ("BYTES", [1]), "prompt_tokens": ("INT64", [1])}))
+        self.assertEqual(self.signature(f"{MINILM}/tokenize"), (
+            {"text": ("BYTES", [1])},
+            {"input_ids": ("INT64", [1, -1]), "tokens": ("BYTES", [1, -1]),
+             "offsets": ("INT64", [1, -1, 2]), "special_tokens_mask": ("INT64", [1, -1])}))
+        self.assertEqual(self.signature(f"{MINILM}/detokenize"),
+                         ({"input_ids": ("INT64", [1, -1])}, {"text": ("BYTES", [1])}))
         sources = {"source_" + k: v for k, v in tokens.items()}
         self.assertEqual(self.signature("translator"), ({**tokens, **sources}, next_token))
         self.assertEqual(self.signature("embedder"),
@@ -147,7 +153,8 @@ class MetadataTest(unittest.TestCase):
     def test_metadata_of_an_unknown_model_or_version_is_not_found(self):
         for name, version, message in [
                 ("nope", "", 'no model named "nope"'),
-                ("demo/embed", "", "it has demo, demo/next_token, demo/score, demo/generate"),
+                ("demo/embed", "", "it has demo, demo/next_token, demo/score, demo/generate, "
+                                   "demo/tokenize, demo/detokenize"),
                 ("demo", "3", 'has version 1 only, not "3"')]:
             with self.assertRaises(triton.InferenceServerException) as caught:
                 client.get_model_metadata(name, version)
@@ -281,6 +288,29 @@ class AnswersTest(unittest.TestCase):
         self.assert_generated_equal(result, self.generated(
             "translator", prompt=pb.Sequence(tokens=pb.TokenIds(ids=[256])),
             source=pb.Sequence(text="hello world"), max_tokens=8))
+
+    def test_tokenize_and_detokenize(self):
+        text = "Caf\u00e9s don't close, \u732b!"
+        for model in (MINILM, "demo"):
+            for omit in (False, True):
+                with self.subTest(model=model, omit_special_tokens=omit):
+                    result = infer(f"{model}/tokenize", {"text": [text]}, omit_special_tokens=omit)
+                    expected = server.stub.Tokenize(pb.TokenizeRequest(
+                        model=model, text=text, omit_special_tokens=omit), timeout=30).tokens
+                    self.assertEqual(result.as_numpy("input_ids").tolist(),
+                                     [[t.id for t in expected]])
+                    self.assertEqual(result.as_numpy("tokens").tolist(),
+                                     [[t.text.encode() for t in expected]])
+                    self.assertEqual(result.as_numpy("offsets").tolist(),
+                                     [[[t.start, t.end] for t in expected]])
+                    self.assertEqual(result.as_numpy("special_tokens_mask").tolist(),
+                                     [[int(t.special) for t in expected]])
+            ids = infer(f"{model}/tokenize", {"text": [text]}).as_numpy("input_ids")
+            for skip in (False, True):
+                result = infer(f"{model}/detokenize", {"input_ids": ids}, skip_special_tokens=skip)
+                expected = server.stub.Detokenize(pb.DetokenizeRequest(
+                    model=model, ids=ids[0].tolist(), skip_special_tokens=skip), timeout=30)
+                self.assertEqual(result.as_numpy("text").tolist(), [expected.text.encode()])
 
     def test_encoder_decoder_takes_sources(self):
         sources = [ids_of("hello world"), ids_of("good night")]
@@ -464,6 +494,14 @@ class ErrorsTest(unittest.TestCase):
              "stop[0] must hold 1 to 256 bytes"),
             (lambda: infer("demo/generate", {"input_ids": np.ones((1, 1024), np.int64)}),
              "INVALID_ARGUMENT", "input 'input_ids' row 0 has 1024 tokens and leaves no room"),
+            (lambda: infer("demo/tokenize", {"text": ["a", "b"]}), "INVALID_ARGUMENT",
+             "input 'text' has 2 rows; Tokenize takes one text per request"),
+            (lambda: infer("demo/tokenize", {"text": ["x" * 300000]}), "INVALID_ARGUMENT",
+             "input 'text' row 0 has 300000 bytes; at most 262144"),
+            (lambda: infer("demo/detokenize", {"input_ids": [[1, 2, 300]]}), "INVALID_ARGUMENT",
+             "input 'input_ids' [0, 2] = 300 is outside the vocabulary"),
+            (lambda: infer(f"{SET_MODEL}/tokenize", {"text": ["a"]}), "NOT_FOUND",
+             "it has sets, sets/embed"),
             (lambda: infer("translator", {"input_ids": [[256]]}), "INVALID_ARGUMENT",
              "give input 'source_text' or 'source_input_ids'"),
             (lambda: infer("embedder", {"text": ["ab"]}, pooling="max"), "INVALID_ARGUMENT",

@@ -267,6 +267,11 @@ TEST(InTensorTermsTest, NamesTheTensorAndRowInsteadOfTheTranslatedField) {
             "input 'text' row 0 has 9 tokens and leaves no room");
   EXPECT_EQ(terms("sources[1] is empty"), "input 'source_input_ids' row 1 is empty");
   EXPECT_EQ(terms("top_k = 3 must be in [0, 2]"), "top_k = 3 must be in [0, 2]");
+  EXPECT_EQ(terms("text has 300000 bytes; at most 262144"),
+            "input 'text' row 0 has 300000 bytes; at most 262144");
+  answer.sequence_input = "input_ids";
+  EXPECT_EQ(terms("ids[4] = 9 is outside the vocabulary [0, 5)"),
+            "input 'input_ids' [0, 4] = 9 is outside the vocabulary [0, 5)");
   EXPECT_EQ(InTensorTerms(absl::ResourceExhaustedError("sequences[0] x"), answer).code(),
             absl::StatusCode::kResourceExhausted);
 }
