@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/tokenizer/byte_tokenizer.h"
+#include "server/request_validation.h"
 
 namespace attnserve::server {
 namespace {
@@ -192,6 +193,11 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
+absl::Status CheckRows(const std::string& input, int64_t rows) {
+  if (rows <= kMaxSequences) return absl::OkStatus();
+  return Invalid(absl::StrCat("input '", input, "' has ", rows, " rows; at most ", kMaxSequences));
+}
+
 // The sequences of `prefix`text or `prefix`input_ids (with `prefix`attention_mask), one per row;
 // `used` is set to the input they came from.
 absl::StatusOr<std::vector<v1::Sequence>> ReadSequences(const InferInputs& inputs,
@@ -215,6 +221,7 @@ absl::StatusOr<std::vector<v1::Sequence>> ReadSequences(const InferInputs& input
       return Invalid(absl::StrCat("input '", text, "' has shape ", ShapeText(shape),
                                   "; it takes [batch] or [batch, 1]: one text per row"));
     }
+    if (auto status = CheckRows(text, shape[0]); !status.ok()) return status;
     auto texts = inputs.Strings(text);
     if (!texts.ok()) return texts.status();
     for (size_t i = 0; i < texts->size(); ++i) {
@@ -231,6 +238,8 @@ absl::StatusOr<std::vector<v1::Sequence>> ReadSequences(const InferInputs& input
     return Invalid(absl::StrCat("input '", ids, "' has shape ", ShapeText(shape),
                                 "; it takes [batch, tokens]"));
   }
+  // Before a row is made: with no columns, any number of rows fits in an empty tensor.
+  if (auto status = CheckRows(ids, shape[0]); !status.ok()) return status;
   auto values = inputs.Integers(ids);
   if (!values.ok()) return values.status();
   std::vector<int64_t> keep(values->size(), 1);
@@ -270,6 +279,7 @@ absl::StatusOr<std::vector<v1::FeatureSet>> ReadFeatureSets(const InferInputs& i
     return Invalid(absl::StrCat("input 'features' has shape ", ShapeText(shape),
                                 "; it takes [batch, rows, width]"));
   }
+  if (auto status = CheckRows("features", shape[0]); !status.ok()) return status;
   auto values = inputs.Floats("features");
   if (!values.ok()) return values.status();
   std::vector<v1::FeatureSet> sets;
@@ -462,6 +472,11 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
         generate.set_seed(*seed);
       }
       if (inputs->Has("stop")) {
+        const std::vector<int64_t> shape = inputs->Shape("stop");
+        if (shape.size() != 1 || shape[0] > kMaxStopSequences) {
+          return Invalid(absl::StrCat("input 'stop' has shape ", ShapeText(shape), "; it takes [n]",
+                                      " with n at most ", kMaxStopSequences));
+        }
         auto stops = inputs->Strings("stop");
         if (!stops.ok()) return stops.status();
         for (const std::string& stop : *stops) {

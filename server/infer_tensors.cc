@@ -42,23 +42,26 @@ int64_t TypedElements(const InputTensor& tensor) {
 }
 
 // The elements of a raw BYTES tensor: each a 4-byte little-endian length, then that many bytes.
-absl::StatusOr<std::vector<std::string_view>> SplitRawBytes(std::string_view raw,
-                                                            const std::string& name) {
-  std::vector<std::string_view> elements;
+// Passed to `element` one by one; their count.
+template <typename Element>
+absl::StatusOr<int64_t> SplitRawBytes(std::string_view raw, const std::string& name,
+                                      Element element) {
+  int64_t elements = 0;
   while (!raw.empty()) {
     if (raw.size() < 4) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "input '", name, "': raw BYTES end inside the length of element ", elements.size()));
+          "input '", name, "': raw BYTES end inside the length of element ", elements));
     }
     uint32_t length = 0;
     for (int i = 3; i >= 0; --i) length = (length << 8) | static_cast<uint8_t>(raw[i]);
     raw.remove_prefix(4);
     if (length > raw.size()) {
       return absl::InvalidArgumentError(absl::StrCat("input '", name, "': raw BYTES element ",
-                                                     elements.size(), " says ", length,
+                                                     elements, " says ", length,
                                                      " bytes, but only ", raw.size(), " follow"));
     }
-    elements.push_back(raw.substr(0, length));
+    element(raw.substr(0, length));
+    ++elements;
     raw.remove_prefix(length);
   }
   return elements;
@@ -132,9 +135,9 @@ absl::StatusOr<InferInputs> InferInputs::Read(const inference::ModelInferRequest
       }
       input.raw = request.raw_input_contents(i);
       if (element_bytes == 0) {
-        auto split = SplitRawBytes(input.raw, name);
-        if (!split.ok()) return split.status();
-        found = static_cast<int64_t>(split->size());
+        auto counted = SplitRawBytes(input.raw, name, [](std::string_view) {});
+        if (!counted.ok()) return counted.status();
+        found = *counted;
       } else if (input.raw.size() % element_bytes != 0) {
         return absl::InvalidArgumentError(absl::StrCat("input '", name, "': ", input.raw.size(),
                                                        " raw bytes are not a whole number of ",
@@ -181,9 +184,12 @@ absl::StatusOr<std::vector<std::string>> InferInputs::Strings(const std::string&
     const auto& values = input.tensor->contents().bytes_contents();
     return std::vector<std::string>(values.begin(), values.end());
   }
-  auto split = SplitRawBytes(input.raw, name);
+  std::vector<std::string> values;
+  values.reserve(input.elements);
+  auto split = SplitRawBytes(input.raw, name,
+                             [&](std::string_view element) { values.emplace_back(element); });
   if (!split.ok()) return split.status();
-  return std::vector<std::string>(split->begin(), split->end());
+  return values;
 }
 
 absl::StatusOr<std::vector<int64_t>> InferInputs::Integers(const std::string& name) const {

@@ -9,8 +9,6 @@
 namespace attnserve::server {
 namespace {
 
-constexpr int kMaxSequences = 256;
-constexpr int kMaxStopSequences = 16;
 constexpr int kMaxStopBytes = 256;
 
 absl::Status Invalid(const std::string& field, const std::string& problem) {

@@ -10,6 +10,11 @@
 
 namespace attnserve::server {
 
+// Sequences (or feature sets) one request may hold.
+inline constexpr int kMaxSequences = 256;
+// Stop sequences one Generate may hold.
+inline constexpr int kMaxStopSequences = 16;
+
 absl::Status ValidateNextToken(const v1::NextTokenRequest& request, const ModelWorker& worker,
                                Task& task);
 absl::Status ValidateScore(const v1::ScoreRequest& request, const ModelWorker& worker, Task& task);
