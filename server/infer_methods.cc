@@ -332,7 +332,6 @@ absl::StatusOr<InferModel> FindInferModel(const ModelRepository& repository,
     return absl::NotFoundError(absl::StrCat("no model named \"", model.substr(0, 128),
                                             "\"; ListModels shows what is served"));
   }
-  const std::vector<std::string> names = InferModelNames(*worker);
   if (slash == std::string::npos) {
     for (InferMethod method : {InferMethod::kNextToken, InferMethod::kEmbed}) {
       if (Answers(*worker, method)) return InferModel{worker, method};
@@ -343,6 +342,7 @@ absl::StatusOr<InferModel> FindInferModel(const ModelRepository& repository,
       if (suffix == text && Answers(*worker, method)) return InferModel{worker, method};
     }
   }
+  const std::vector<std::string> names = InferModelNames(*worker);
   return absl::NotFoundError(absl::StrCat(
       "model ", model, " has no Open Inference Protocol model named \"", name.substr(0, 128),
       "\"; it has ", names.empty() ? "none" : absl::StrJoin(names, ", ")));
