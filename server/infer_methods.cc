@@ -272,6 +272,19 @@ absl::StatusOr<std::vector<v1::Sequence>> ReadSequences(const InferInputs& input
   return sequences;
 }
 
+// The one sequence of a method that takes one per request (`what`: "Score takes one sequence").
+absl::StatusOr<v1::Sequence> ReadOneSequence(const InferInputs& inputs, const std::string& prefix,
+                                             const ModelWorker& worker, std::string& used,
+                                             const std::string& what) {
+  auto sequences = ReadSequences(inputs, prefix, worker, used);
+  if (!sequences.ok()) return sequences.status();
+  if (sequences->size() != 1) {
+    return Invalid(absl::StrCat("input '", used, "' has ", sequences->size(), " rows; ", what,
+                                " per request"));
+  }
+  return std::move(sequences->front());
+}
+
 absl::StatusOr<std::vector<v1::FeatureSet>> ReadFeatureSets(const InferInputs& inputs) {
   if (!inputs.Has("features")) return Invalid("give input 'features'");
   const std::vector<int64_t> shape = inputs.Shape("features");
@@ -485,21 +498,15 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
           generate.add_stop(stop);
         }
       }
-      auto sequences = ReadSequences(*inputs, "", worker, answer.sequence_input);
-      if (!sequences.ok()) return sequences.status();
-      if (sequences->size() != 1) {
-        return Invalid(absl::StrCat("input '", answer.sequence_input, "' has ", sequences->size(),
-                                    " rows; Generate takes one prompt per request"));
-      }
-      *generate.mutable_prompt() = std::move(sequences->front());
+      auto prompt =
+          ReadOneSequence(*inputs, "", worker, answer.sequence_input, "Generate takes one prompt");
+      if (!prompt.ok()) return prompt.status();
+      *generate.mutable_prompt() = *std::move(prompt);
       if (worker.model().servable->takes_sources()) {
-        auto sources = ReadSequences(*inputs, "source_", worker, answer.source_input);
-        if (!sources.ok()) return sources.status();
-        if (sources->size() != 1) {
-          return Invalid(absl::StrCat("input '", answer.source_input, "' has ", sources->size(),
-                                      " rows; Generate takes one source per request"));
-        }
-        *generate.mutable_source() = std::move(sources->front());
+        auto source = ReadOneSequence(*inputs, "source_", worker, answer.source_input,
+                                      "Generate takes one source");
+        if (!source.ok()) return source.status();
+        *generate.mutable_source() = *std::move(source);
       }
       generate.set_model(worker.name());
       break;
@@ -511,13 +518,10 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
       auto omit = parameters.Boolean("omit_special_tokens");
       if (!omit.ok()) return omit.status();
       call.tokenize.set_omit_special_tokens(*omit);
-      auto sequences = ReadSequences(*inputs, "", worker, answer.sequence_input);
-      if (!sequences.ok()) return sequences.status();
-      if (sequences->size() != 1) {
-        return Invalid(absl::StrCat("input 'text' has ", sequences->size(),
-                                    " rows; Tokenize takes one text per request"));
-      }
-      call.tokenize.set_text(sequences->front().text());
+      auto text =
+          ReadOneSequence(*inputs, "", worker, answer.sequence_input, "Tokenize takes one text");
+      if (!text.ok()) return text.status();
+      call.tokenize.set_text(text->text());
       call.tokenize.set_model(worker.name());
       break;
     }
@@ -544,21 +548,15 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
     case InferMethod::kScore: {
       if (auto status = parameters.OnlyThese({}); !status.ok()) return status;
       v1::ScoreRequest& score = call.score;
-      auto sequences = ReadSequences(*inputs, "", worker, answer.sequence_input);
-      if (!sequences.ok()) return sequences.status();
-      if (sequences->size() != 1) {
-        return Invalid(absl::StrCat("input '", answer.sequence_input, "' has ", sequences->size(),
-                                    " rows; Score takes one sequence per request"));
-      }
-      *score.mutable_sequence() = std::move(sequences->front());
+      auto sequence =
+          ReadOneSequence(*inputs, "", worker, answer.sequence_input, "Score takes one sequence");
+      if (!sequence.ok()) return sequence.status();
+      *score.mutable_sequence() = *std::move(sequence);
       if (worker.model().servable->takes_sources()) {
-        auto sources = ReadSequences(*inputs, "source_", worker, answer.source_input);
-        if (!sources.ok()) return sources.status();
-        if (sources->size() != 1) {
-          return Invalid(absl::StrCat("input '", answer.source_input, "' has ", sources->size(),
-                                      " rows; Score takes one source per request"));
-        }
-        *score.mutable_source() = std::move(sources->front());
+        auto source = ReadOneSequence(*inputs, "source_", worker, answer.source_input,
+                                      "Score takes one source");
+        if (!source.ok()) return source.status();
+        *score.mutable_source() = *std::move(source);
       }
       score.set_model(worker.name());
       break;

@@ -41,6 +41,13 @@ int64_t TypedElements(const InputTensor& tensor) {
   return -1;
 }
 
+template <typename T>
+T LittleEndian(const char* bytes) {
+  T value;
+  std::memcpy(&value, bytes, sizeof(T));  // x86-64 and aarch64 are little-endian
+  return value;
+}
+
 // The elements of a raw BYTES tensor: each a 4-byte little-endian length, then that many bytes.
 // Passed to `element` one by one; their count.
 template <typename Element>
@@ -52,8 +59,7 @@ absl::StatusOr<int64_t> SplitRawBytes(std::string_view raw, const std::string& n
       return absl::InvalidArgumentError(absl::StrCat(
           "input '", name, "': raw BYTES end inside the length of element ", elements));
     }
-    uint32_t length = 0;
-    for (int i = 3; i >= 0; --i) length = (length << 8) | static_cast<uint8_t>(raw[i]);
+    const uint32_t length = LittleEndian<uint32_t>(raw.data());
     raw.remove_prefix(4);
     if (length > raw.size()) {
       return absl::InvalidArgumentError(absl::StrCat("input '", name, "': raw BYTES element ",
@@ -65,13 +71,6 @@ absl::StatusOr<int64_t> SplitRawBytes(std::string_view raw, const std::string& n
     raw.remove_prefix(length);
   }
   return elements;
-}
-
-template <typename T>
-T LittleEndian(const char* bytes) {
-  T value;
-  std::memcpy(&value, bytes, sizeof(T));  // x86-64 and aarch64 are little-endian
-  return value;
 }
 
 absl::Status WrongType(const std::string& name, const std::string& datatype,
@@ -265,43 +264,41 @@ inference::ModelInferResponse::InferOutputTensor* InferOutputs::Add(
   return tensor;
 }
 
-void InferOutputs::AddIntegers(const std::string& name, std::vector<int64_t> shape,
-                               std::span<const int64_t> values,
-                               inference::ModelInferResponse& response) const {
-  auto* tensor = Add(name, "INT64", shape, response);
+template <typename T>
+void InferOutputs::AddNumbers(
+    const std::string& name, const char* datatype, const std::vector<int64_t>& shape,
+    std::span<const T> values,
+    google::protobuf::RepeatedField<T>* (inference::InferTensorContents::*typed)(),
+    inference::ModelInferResponse& response) const {
+  auto* tensor = Add(name, datatype, shape, response);
   if (tensor == nullptr) return;
   if (raw_) {
     response.add_raw_output_contents(reinterpret_cast<const char*>(values.data()),
                                      values.size_bytes());
   } else {
-    tensor->mutable_contents()->mutable_int64_contents()->Add(values.begin(), values.end());
+    (tensor->mutable_contents()->*typed)()->Add(values.begin(), values.end());
   }
+}
+
+void InferOutputs::AddIntegers(const std::string& name, std::vector<int64_t> shape,
+                               std::span<const int64_t> values,
+                               inference::ModelInferResponse& response) const {
+  AddNumbers<int64_t>(name, "INT64", shape, values,
+                      &inference::InferTensorContents::mutable_int64_contents, response);
 }
 
 void InferOutputs::AddFloats(const std::string& name, std::vector<int64_t> shape,
                              std::span<const float> values,
                              inference::ModelInferResponse& response) const {
-  auto* tensor = Add(name, "FP32", shape, response);
-  if (tensor == nullptr) return;
-  if (raw_) {
-    response.add_raw_output_contents(reinterpret_cast<const char*>(values.data()),
-                                     values.size_bytes());
-  } else {
-    tensor->mutable_contents()->mutable_fp32_contents()->Add(values.begin(), values.end());
-  }
+  AddNumbers<float>(name, "FP32", shape, values,
+                    &inference::InferTensorContents::mutable_fp32_contents, response);
 }
 
 void InferOutputs::AddDoubles(const std::string& name, std::vector<int64_t> shape,
                               std::span<const double> values,
                               inference::ModelInferResponse& response) const {
-  auto* tensor = Add(name, "FP64", shape, response);
-  if (tensor == nullptr) return;
-  if (raw_) {
-    response.add_raw_output_contents(reinterpret_cast<const char*>(values.data()),
-                                     values.size_bytes());
-  } else {
-    tensor->mutable_contents()->mutable_fp64_contents()->Add(values.begin(), values.end());
-  }
+  AddNumbers<double>(name, "FP64", shape, values,
+                     &inference::InferTensorContents::mutable_fp64_contents, response);
 }
 
 void InferOutputs::AddStrings(const std::string& name, std::vector<int64_t> shape,

@@ -70,6 +70,12 @@ class InferOutputs {
                   inference::ModelInferResponse& response) const;
 
  private:
+  // A numeric output: raw bytes, or the typed field `typed` of its contents.
+  template <typename T>
+  void AddNumbers(const std::string& name, const char* datatype, const std::vector<int64_t>& shape,
+                  std::span<const T> values,
+                  google::protobuf::RepeatedField<T>* (inference::InferTensorContents::*typed)(),
+                  inference::ModelInferResponse& response) const;
   // A new output tensor in the response, if wanted; nullptr otherwise.
   inference::ModelInferResponse::InferOutputTensor* Add(
       const std::string& name, const char* datatype, const std::vector<int64_t>& shape,
