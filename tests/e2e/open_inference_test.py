@@ -7,6 +7,7 @@ shares with attnserve.v1.
 
 Run by the project's venv Python, which has tritonclient (python/requirements.txt).
 """
+import concurrent.futures
 import os
 import struct
 import subprocess
@@ -605,6 +606,56 @@ class SharedAdmissionTest(unittest.TestCase):
             limited_client.close()
         finally:
             limited.stop()
+
+
+class MemoryCapTest(unittest.TestCase):
+    """The protocol's largest requests at once, in a 1 GiB cgroup as a container runs the server:
+    full distributions, per-token states padded to the longest input, generations collected in
+    one answer, long scores. Each is answered or refused (UNAVAILABLE: retry later); the cgroup
+    never reaches its limit and the server stays up."""
+
+    def test_the_largest_requests_at_once_stay_within_the_cap(self):
+        from resources_test import CGROUP_ROOT, LIMIT, MemoryCgroup
+        if not os.access(CGROUP_ROOT, os.W_OK):
+            raise RuntimeError(f"{CGROUP_ROOT} is not writable: this test needs root and the "
+                               "cgroup v1 memory controller, as CI machines have")
+        cgroup = MemoryCgroup(LIMIT)
+        capped = Server("--threads=2", models=repository.name, preexec_fn=cgroup.join)
+        try:
+            capped_client = triton.InferenceServerClient(f"127.0.0.1:{capped.port}")
+            rng = np.random.default_rng(0)
+
+            def ids(rows, columns, low=0, high=256):
+                return tensor("input_ids", rng.integers(low, high, (rows, columns)))
+            calls = [lambda t=ids(2, 1024): capped_client.infer("demo", [t]) for _ in range(16)]
+            calls += [lambda t=ids(8, 256, 1000, 2000): capped_client.infer(
+                MINILM, [t], parameters={"pooling": "none"}) for _ in range(16)]
+            calls += [lambda t=ids(1, 900): capped_client.infer(
+                "demo/generate", [t], parameters={"max_tokens": 100}) for _ in range(16)]
+            calls += [lambda t=ids(1, 1024): capped_client.infer("demo/score", [t])
+                      for _ in range(16)]
+
+            def run(call):
+                try:
+                    call()
+                    return "OK"
+                except triton.InferenceServerException as error:
+                    return error.status()
+            with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
+                codes = list(pool.map(run, calls))
+            self.assertIn("OK", codes)
+            self.assertEqual(set(codes) - {"StatusCode.UNAVAILABLE"}, {"OK"}, codes)
+            self.assertIsNone(capped.process.poll(), capped.output()[-2000:])
+            self.assertEqual(capped_client.infer("demo", [tensor("text", ["still here"])])
+                             .as_numpy("top_k_ids").shape, (1, 10))
+            print(f"\nopen inference under a {LIMIT >> 20} MiB cap: {codes.count('OK')} of "
+                  f"{len(codes)} answered, peak {cgroup.read('memory.max_usage_in_bytes') >> 20} "
+                  "MiB", flush=True)
+            self.assertEqual(cgroup.read("memory.failcnt"), 0)
+            capped_client.close()
+        finally:
+            capped.stop()
+            cgroup.remove()
 
 
 if __name__ == "__main__":
