@@ -3,7 +3,7 @@
 // WordPiece as BERT's, Unigram with byte fallback). Checks properties: text that is not UTF-8 is
 // refused; every token's range lies inside the text; GPT-2's and Llama 2's round-trip text
 // exactly; decoded text is valid UTF-8; streamed pieces are valid UTF-8 and add up to the
-// decoded text (for arbitrary ids, with GPT-2's).
+// decoded text (for arbitrary ids, and text that spells a byte token, with GPT-2's only).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -220,7 +220,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                        !absl::StrContains(text, "</s>") && !absl::StrContains(text, "<unk>");
     if (k == 0) Require(*tokenizer.Decode(encoding->ids) == text, "GPT-2's did not round-trip");
     if (k == 1 && plain) Require(decoded == text, "Llama 2's did not round-trip");
-    CheckStream(tokenizer, encoding->ids, /*exact=*/true);
+    // A byte-fallback Unigram matches a byte token's spelling in the text ("<0x8D>" is that
+    // byte, as in `tokenizers`): a stray byte makes ByteFallback replace its whole run, which a
+    // stream cannot follow past its held tokens (text_stream.h).
+    const bool spells_byte_token = absl::StrContains(text, "<0x");
+    CheckStream(tokenizer, encoding->ids, /*exact=*/k == 0 || !spells_byte_token);
 
     // The bytes as ids, two bytes each: any id sequence decodes and streams.
     std::vector<int64_t> ids;
