@@ -127,7 +127,7 @@ absl::StatusOr<std::vector<ModelToken>> Bpe::Tokenize(std::string_view word) con
   if (word.empty()) return std::vector<ModelToken>();
   if (ignore_merges_) {
     if (int64_t id = vocab_.Id(word); id >= 0) {
-      return std::vector<ModelToken>{{id, vocab_.tokens[id], {0, word.size()}}};
+      return std::vector<ModelToken>{{id, *vocab_.Token(id), {0, word.size()}}};
     }
   }
   // The word's symbols, a doubly linked list so that merges are O(1).
@@ -241,7 +241,7 @@ absl::StatusOr<std::vector<ModelToken>> Bpe::Tokenize(std::string_view word) con
   size_t offset = 0;
   for (int32_t i = 0; i >= 0; i = symbols[i].next) {
     const Symbol& s = symbols[i];
-    tokens.push_back({s.id, vocab_.tokens[s.id], {offset, offset + s.bytes}});
+    tokens.push_back({s.id, *vocab_.Token(s.id), {offset, offset + s.bytes}});
     offset += s.bytes;
   }
   return tokens;

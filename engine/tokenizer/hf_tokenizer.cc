@@ -130,9 +130,8 @@ absl::StatusOr<Encoding> HfTokenizer::Encode(const std::string& text,
 
 std::string HfTokenizer::IdToToken(int64_t id) const {
   if (const AddedToken* added = added_.ById(id)) return added->content;
-  const std::vector<std::string>& tokens = model_->vocab().tokens;
-  if (id >= 0 && id < static_cast<int64_t>(tokens.size())) return tokens[id];
-  return "";
+  const std::string* token = model_->vocab().Token(id);
+  return token ? *token : "";
 }
 
 int64_t HfTokenizer::TokenToId(const std::string& token) const {
@@ -143,7 +142,7 @@ int64_t HfTokenizer::TokenToId(const std::string& token) const {
 }
 
 int64_t HfTokenizer::vocab_size() const {
-  int64_t size = static_cast<int64_t>(model_->vocab().tokens.size());
+  int64_t size = model_->vocab().end_id;
   for (const AddedToken& token : added_.tokens()) size = std::max(size, token.id + 1);
   return size;
 }

@@ -9,14 +9,6 @@
 
 namespace attnserve {
 
-void Vocabulary::IndexById() {
-  tokens.clear();
-  for (const auto& [token, id] : ids) {
-    if (id >= static_cast<int64_t>(tokens.size())) tokens.resize(id + 1);
-    tokens[id] = token;
-  }
-}
-
 absl::StatusOr<Vocabulary> VocabularyFromJson(const nlohmann::json& model) {
   auto json = model.find("vocab");
   if (json == model.end() || !json->is_object()) {
@@ -25,7 +17,7 @@ absl::StatusOr<Vocabulary> VocabularyFromJson(const nlohmann::json& model) {
   Vocabulary vocab;
   vocab.ids.reserve(json->size());
   for (const auto& [token, id] : json->items()) {
-    // Ids are 32-bit in the reference; larger ones would also make the id table huge.
+    // Ids are 32-bit in the reference.
     if (!id.is_number_unsigned() || id.get<uint64_t>() >= (uint64_t{1} << 31)) {
       return absl::InvalidArgumentError(
           absl::StrCat("model.vocab[\"", token, "\"]: the id is not an integer in [0, 2^31)"));
@@ -33,7 +25,7 @@ absl::StatusOr<Vocabulary> VocabularyFromJson(const nlohmann::json& model) {
     vocab.ids[token] = id.get<int64_t>();
   }
   vocab.size = static_cast<int64_t>(vocab.ids.size());
-  vocab.IndexById();
+  for (const auto& [token, id] : vocab.ids) vocab.AddToken(id, token);
   return vocab;
 }
 

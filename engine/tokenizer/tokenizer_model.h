@@ -2,6 +2,7 @@
 // vocabulary tokens. BPE, WordPiece and Unigram implement it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,15 +19,26 @@ namespace attnserve {
 
 struct Vocabulary {
   absl::flat_hash_map<std::string, int64_t> ids;
-  std::vector<std::string> tokens;  // by id; empty where no token has the id
-  int64_t size = 0;                 // as the reference counts it (model-specific)
+  // By id. A map, not a table as long as the largest id: a file may give any id below 2^31, and a
+  // few bytes of it would otherwise claim gigabytes.
+  absl::flat_hash_map<int64_t, std::string> tokens;
+  int64_t end_id = 0;  // one past the largest id
+  int64_t size = 0;    // as the reference counts it (model-specific)
 
   int64_t Id(std::string_view token) const {
     auto it = ids.find(absl::string_view(token.data(), token.size()));
     return it == ids.end() ? -1 : it->second;
   }
-  // Fills `tokens` from `ids`.
-  void IndexById();
+  // The token of `id`, or null.
+  const std::string* Token(int64_t id) const {
+    auto it = tokens.find(id);
+    return it == tokens.end() ? nullptr : &it->second;
+  }
+  // Gives `id` to `token` in `tokens` (the last one given wins).
+  void AddToken(int64_t id, std::string token) {
+    tokens[id] = std::move(token);
+    end_id = std::max(end_id, id + 1);
+  }
 };
 
 // The "vocab" of a model object, a {token: id} object (BPE's and WordPiece's); size is the

@@ -40,7 +40,7 @@ absl::StatusOr<std::unique_ptr<Unigram>> Unigram::FromJson(const nlohmann::json&
     const double score = entry[1].get<double>();
     const int64_t id = static_cast<int64_t>(i);
     unigram->vocab_.ids[piece] = id;  // a piece listed twice keeps its last id
-    unigram->vocab_.tokens.push_back(piece);
+    unigram->vocab_.AddToken(id, piece);
     unigram->scores_.push_back(score);
     min_score = std::min(min_score, score);
     if (piece.empty()) continue;
@@ -57,7 +57,7 @@ absl::StatusOr<std::unique_ptr<Unigram>> Unigram::FromJson(const nlohmann::json&
   unigram->vocab_.size = static_cast<int64_t>(vocab->size());
   for (auto& node : unigram->nodes_) {
     if (node.piece >= 0)
-      node.piece = static_cast<int32_t>(unigram->vocab_.ids.at(unigram->vocab_.tokens[node.piece]));
+      node.piece = static_cast<int32_t>(unigram->vocab_.ids.at(*unigram->vocab_.Token(node.piece)));
   }
   unigram->unk_score_ = min_score - kUnknownPenalty;
   if (auto unk = model.find("unk_id"); unk != model.end() && !unk->is_null()) {

@@ -353,6 +353,15 @@ class ByteFallbackBpeTest(ReferenceTest):
             self.assert_same(tokenizer)
 
 
+    def test_ids_far_apart(self):
+        # Any id below 2^31 is the reference's; the engine's table is as long as the vocabulary.
+        tokenizer = self.llama2()
+        vocab = tokenizer["model"]["vocab"]
+        for token in sorted(vocab, key=vocab.get)[-3:]:
+            vocab[token] = 2**31 - 1 - vocab[token]
+        self.assert_same(tokenizer)
+
+
 class UnigramTest(ReferenceTest):
     def unigram(self):
         tokenizer = train(models.Unigram(),

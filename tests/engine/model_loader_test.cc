@@ -185,6 +185,23 @@ TEST_F(ModelLoaderTest, RotaryGroupedQueryAndWindowSettingsAreChecked) {
   }
 }
 
+TEST_F(ModelLoaderTest, TokenizerWithIdsBeyondTheModelsRows) {
+  // A tokenizer.json may give any id below 2^31 (as the reference does); one beyond the model's
+  // vocab_size is refused, and loading the file costs no table as long as its largest id.
+  const Json vocab = {{"[UNK]", 0}, {"a", 1}, {"b", 2147483647}};
+  WriteFile(dir_ / "tokenizer.json", Json{{"version", "1.0"},
+                                          {"model",
+                                           {{"type", "WordPiece"},
+                                            {"unk_token", "[UNK]"},
+                                            {"continuing_subword_prefix", "##"},
+                                            {"max_input_chars_per_word", 100},
+                                            {"vocab", vocab}}}}
+                                         .dump());
+  EditConfig([](Json& c) { c["tokenizer"] = Json{{"type", "huggingface"}}; });
+  ExpectInvalid("tokenizer.json",
+                {"the tokenizer has ids up to 2147483647, but the model's vocab_size is"});
+}
+
 TEST_F(ModelLoaderTest, ShapeThatDisagreesWithTheConfig) {
   EditConfig([](Json& c) { c["ffn_dim"] = 64; });
   ExpectInvalid(
