@@ -3,16 +3,13 @@
 # starts, reports healthy over grpc.health.v1, answers a NextToken call from the attn inside it,
 # serves /metrics, and drains and exits 0 on SIGTERM. Prints the build time and image size. Then
 # plays deploy/k8s's Deployment on it with podman (scripts/kube-test.py, also make kube-test).
-# Needs root for podman; ../shared/tools/container-base.sh prepares podman and the base image.
+# Needs root for podman; scripts/container-base.sh installs podman and makes the base image
+# locally when they are missing (a machine without a Docker engine or a registry).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 image=${IMAGE:-attnserve:test}
-base_script=../shared/tools/container-base.sh
-if [[ -x $base_script || -f $base_script ]]; then
-  bash "$base_script" >/dev/null
-fi
-export CONTAINERS_CONF=${CONTAINERS_CONF:-/etc/containers/containers-sandbox.conf}
+eval "$(bash scripts/container-base.sh | tail -n 1)"  # export CONTAINERS_CONF=...
 
 start=$(date +%s)
 podman build --pull=never --isolation chroot --network host --format docker -q -t "$image" . \

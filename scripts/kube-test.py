@@ -25,7 +25,7 @@ pod stop takes the pod's network down with the server, then kills it after 10 s.
 the bridge network and the pause image if it created them). docs/deploy.md says what this does
 and does not prove about a real cluster.
 
-Needs root, podman (../shared/tools/container-base.sh), kubectl, python3-yaml, python3-grpc-tools
+Needs root, podman (scripts/container-base.sh), kubectl, python3-yaml, python3-grpc-tools
 and, for KServe v2, tritonclient in the project's .venv (scripts/install-deps.sh). Builds the
 image with scripts/container-test.sh when it is absent (which then runs this test)."""
 import concurrent.futures
@@ -625,10 +625,12 @@ def store_state():
 
 def main():
     os.chdir(ROOT)
-    base_script = os.path.join(ROOT, "..", "shared", "tools", "container-base.sh")
-    if os.path.exists(base_script):
-        run("bash", base_script)
-    os.environ.setdefault("CONTAINERS_CONF", "/etc/containers/containers-sandbox.conf")
+    # Podman, its sandbox configuration and the local base image (installed or made when
+    # missing); the script's last line is the CONTAINERS_CONF export.
+    export = run("bash", os.path.join(ROOT, "scripts", "container-base.sh"),
+                 timeout=1800).stdout.strip().splitlines()[-1]
+    name, _, value = export.removeprefix("export ").partition("=")
+    os.environ[name] = value
     for tool in ("podman", "kubectl"):
         if shutil.which(tool) is None:
             raise Fatal(f"{tool} is missing: run scripts/install-deps.sh")
