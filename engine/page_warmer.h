@@ -2,9 +2,9 @@
 // before the engine needs them.
 //
 // On these machines every system call flushes the TLB (kernel page-table isolation without PCID;
-// DESIGN.md), and the first engine pass after one pays for a page walk on every page of weights:
-// about 70 µs on the demo model. A serving thread that is spinning for work anyway pays them
-// instead, a few pages at a time, off the request's path.
+// docs/serving.md), and the first engine pass after one pays for a page walk on every page of
+// weights: about 70 µs on the demo model. A serving thread that is spinning for work anyway pays
+// them instead, a few pages at a time, off the request's path.
 #pragma once
 
 #include <cstdint>

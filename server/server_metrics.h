@@ -1,4 +1,4 @@
-// The server's metric set (../shared/DESIGN.md, serving conventions): Prometheus names in base
+// The server's metric set (docs/design.md, serving conventions): Prometheus names in base
 // units with a `model` label, histograms rather than summaries, on prometheus-cpp.
 #pragma once
 

@@ -1,6 +1,7 @@
 // Exclusive self-attention (XSA): after softmax attention, each token's head output y loses its
 // component along the token's own value vector, z = y - (y · v̂) v̂ with v̂ = v / ||v||, so
-// attention carries only what the token does not already have (see ../shared/seeds/000_*).
+// attention carries only what the token does not already have ("Exclusive Self Attention",
+// Zhai, 2026, Algorithm 1).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
 // Per-head contributions: multi-head attention's output is Σ_h z_h W_O[h]ᵀ + b, where z_h is
 // head h's output and W_O[h] the columns of W_O that read it. Each term o_h = z_h W_O[h]ᵀ is
-// the head's own model-space embedding (see ../shared/seeds/001_*).
+// the head's own model-space embedding: W_O of "Attention Is All You Need" (Vaswani et al.,
+// 2017) split by head, as "A Mathematical Framework for Transformer Circuits" (Elhage et al.,
+// 2021) reads it.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // Simple self-attention, no projections: softmax(X Xᵀ · s) X with s = 1/sqrt(d) when scaled,
-// else 1 (see ../shared/seeds/002_* and 003_*). Optionally causal.
+// else 1: the scaled dot-product attention of "Attention Is All You Need" (Vaswani et al.,
+// 2017) with the inputs themselves as queries, keys and values. Optionally causal.
 #pragma once
 
 #include "absl/status/statusor.h"

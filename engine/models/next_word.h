@@ -1,6 +1,6 @@
-// BERT-style next-word model (../shared/seeds/004_*): bidirectional encoder blocks over the
-// context, pooled by a learned CLS token appended after the last token (cls_token) or by PMA
-// (pool.*), then lm_head over the vocabulary.
+// BERT-style next-word model: bidirectional encoder blocks over the context ("BERT", Devlin et
+// al., 2019), pooled by a learned CLS token appended after the last token (cls_token) or by PMA
+// (pool.*; "Set Transformer", Lee et al., 2019), then lm_head over the vocabulary.
 #pragma once
 
 #include <memory>

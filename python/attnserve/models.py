@@ -187,9 +187,10 @@ def pool(states, lengths, pooling, normalize, pma=None):
 
 
 class NextWordModel(Model):
-    """BERT-style next-word model (../shared/seeds/004_*): bidirectional encoder blocks over the
-    context, pooled by an appended learned CLS token (cls_token, [D]) or by PMA with one seed
-    (pool.*), then lm_head over the vocabulary: next-token logits [B, vocab]."""
+    """BERT-style next-word model: bidirectional encoder blocks over the context ("BERT",
+    Devlin et al., 2019), pooled by an appended learned CLS token (cls_token, [D]) or by PMA with
+    one seed (pool.*; "Set Transformer", Lee et al., 2019), then lm_head over the vocabulary:
+    next-token logits [B, vocab]."""
 
     def __init__(self, vocab_size, pooling="cls", **settings):
         assert pooling in ("cls", "pma"), pooling

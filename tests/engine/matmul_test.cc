@@ -176,9 +176,9 @@ TEST(LinearTest, RefusesMismatchedShapes) {
   EXPECT_TRUE(absl::StrContains(status.message(), "[3, 5]")) << status;
 }
 
-// DESIGN.md: some shapes silently fall to oneDNN's reference kernels, hundreds of times slower.
-// Every matmul the engine's hot path creates (GPT-2-small shapes and the per-head slices of
-// out_proj) must resolve to an optimized implementation.
+// docs/design.md: some shapes silently fall to oneDNN's reference kernels, hundreds of times
+// slower. Every matmul the engine's hot path creates (GPT-2-small shapes and the per-head slices
+// of out_proj) must resolve to an optimized implementation.
 TEST(LinearTest, HotPathPrimitivesAreNeverReferenceKernels) {
   const int64_t d = 768, heads = 12, dh = 64;
   const Tensor x = Random({9, d}, 1);
