@@ -57,6 +57,7 @@ class Dispatcher {
       return call->Complete(status);
     }
     task->deadline = absl::FromChrono(context->deadline());
+    task->client = context->peer();
     task->wake = [worker = *worker] { worker->Poke(); };
     call->Attach(task);
     // Once queued, the task is the scheduler's: it completes the call, this thread never again.

@@ -1,27 +1,17 @@
-// One model's scheduler: a thread that owns the model and runs an engine loop over a bounded
-// queue, admitting work by what it costs (docs/serving.md, "The resource model").
+// One model's engine loop: a thread that owns the model, admits work by what it costs
+// (docs/serving.md, "The resource model") into a bounded queue, and runs steps: the scheduler
+// (server/scheduler.h) plans each one with no model, the executor (server/executor.h) runs it,
+// and the results go back to the scheduler.
 //
 // Submit refuses at once what can never fit (more tokens than --max_batch_tokens, more
 // activation memory than the model's share, an answer over the message limit, a context
-// larger than the KV cache) and, retryably, what cannot fit now. Each iteration (a step) then:
-//   - drops cancelled and expired work;
-//   - decodes one token for every running generation whose client keeps up (a stream with
-//     max_unsent_events unsent is paused and holds no decoding slot);
-//   - feeds prompts in chunks, so a long prompt shares steps with the decoding sequences
-//     rather than stalling them;
-//   - runs queued NextToken, Score and Embed requests, FIFO;
-// prompts and requests within the step's token budget (step_tokens, or prefill_chunk_tokens
-// while generations decode), all within the model's memory share. Generations' keys and values live
-// in a paged KV cache (engine/attention/kv_block_pool.h) whose full prompt blocks are reused by
-// later prompts with the same prefix. When the pool runs out, the newest generations (paused ones
-// first) are preempted: their blocks are freed and their tokens fed again once blocks are free.
+// larger than the KV cache) and, retryably, what cannot fit now: a full queue, answers not yet
+// sent over their budget, or work queued ahead that would make it miss its deadline.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <functional>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,9 +23,10 @@
 #include "engine/models/model.h"
 #include "engine/page_warmer.h"
 #include "server/completion_estimate.h"
-#include "server/generation.h"
+#include "server/executor.h"
 #include "server/memory_budget.h"
 #include "server/request_cost.h"
+#include "server/scheduler.h"
 #include "server/server_metrics.h"
 #include "server/task.h"
 
@@ -93,9 +84,7 @@ class ModelWorker {
   const Model& model() const { return *model_; }
   const WorkerOptions& options() const { return options_; }
   int64_t max_context() const { return model_->config.max_positions; }
-  int64_t kv_cache_tokens() const {
-    return pool_ ? pool_->total_blocks() * pool_->block_tokens() : 0;
-  }
+  int64_t kv_cache_tokens() const { return kv_cache_tokens_; }
 
  private:
   ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerOptions options,
@@ -105,63 +94,18 @@ class ModelWorker {
   absl::Status CheckFits(const Task& task, const RequestCost& cost);
   absl::Status Refuse(const char* budget, absl::Status status);
   void Run();
-  // What one step runs: unary tasks and new generations taken from the queue, and the tokens
-  // of prompts it may feed.
-  struct Step {
-    std::vector<std::shared_ptr<Task>> tasks;
-    int64_t prompt_tokens = 0;
-  };
-  // Waits for work, then takes from the queue what this step can run: unary tasks within the
-  // token and memory budgets, and generations for which there are slots and blocks.
-  Step TakeWork();
-  bool Runnable(Generation& g) const;
-  void StartGeneration(std::shared_ptr<Task> task);
-  void RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks);
-  void RunScore(const std::vector<std::shared_ptr<Task>>& tasks);
-  // Embed tasks: those of token inputs with the same pooling and no per-head contributions
-  // share an engine call; the others run alone.
-  void RunEmbeds(std::vector<std::shared_ptr<Task>> tasks);
-  void RunEmbed(const std::vector<std::shared_ptr<Task>>& tasks);
-  // One step for the generations: decode, then up to prompt_tokens of prompt chunks.
-  struct FedTokens {
-    int64_t prompt_tokens = 0;
-    absl::Duration decoding;  // the decode call's time
-  };
-  FedTokens StepGenerations(int64_t prompt_tokens);
-  // Blocks for feeding `tokens` more to g, preempting newer generations when the pool is short;
-  // false when it still cannot.
-  bool ReserveBlocks(Generation& g, int64_t tokens);
-  // Calls `reserve` until it succeeds, preempting paused streams (newest first), then unless
-  // paused_only generations newer than g; false when it still fails.
-  bool Preempting(Generation& g, bool paused_only, const std::function<bool()>& reserve);
-  // Frees a generation's blocks (and an encoder-decoder's encoded source): it is fed again
-  // from the start once there is room.
-  void Preempt(Generation& g);
-  // Encodes a preempted encoder-decoder's source again once the pool has blocks for it.
-  absl::Status EncodeAgain(Generation& g);
-  // An encoder-decoder's source tokens, and the blocks held for their keys and values.
-  int64_t SourceTokens(const Task& task) const;
-  int64_t SourceBlocks(const Task& task) const;
-  // Feeds tokens to the generations in one engine call, then samples for those fed in full.
-  void Feed(const std::vector<Generation*>& batch, const TokenSequences& tokens);
-  // Samples from one row of logits, emits the token or finishes; false when finished.
-  bool Emit(Generation& generation, const float* logits);
-  // Frees a generation's cache and uncounts it, then completes its call: a caller who has seen
-  // the end never sees the sequence still held.
-  void End(Generation& generation, absl::Status status);
-  // Answers tasks after an engine error: validation passed, so it is the server's fault.
-  absl::Status EngineFailure(const absl::Status& status) const;
-  // An engine failure when the values an answer is made of hold NaN or infinity: never OK.
-  absl::Status Finite(const float* values, int64_t count) const;
-  void UpdateCacheGauges();
+  // Waits until there is work, then moves submitted tasks to the scheduler; false once drained.
+  bool AwaitWork();
+  void UpdateGauges(const StepPlan& plan);
 
   const std::string name_;
   const std::unique_ptr<Model> model_;
   const WorkerOptions options_;
-  const std::unique_ptr<KvBlockPool> pool_;  // null: no layer caches keys
+  const int64_t kv_cache_tokens_;
+  const KvBlockShape kv_block_shape_;
   ServerMetrics& metrics_;
   prometheus::Gauge& queue_length_;
-  prometheus::Gauge& active_sequences_;  // generations counted from admission until End
+  prometheus::Gauge& active_sequences_;  // generations counted from admission until they end
   prometheus::Gauge& paused_streams_;
   prometheus::Gauge& kv_used_;
   prometheus::Gauge& kv_cached_;
@@ -169,16 +113,16 @@ class ModelWorker {
   prometheus::Gauge& kv_touched_;
   prometheus::Counter& reused_tokens_;
   prometheus::Counter& preemptions_;
-  prometheus::Histogram& step_tokens_;
-  const std::vector<int64_t> end_of_text_;
 
   // std::mutex rather than absl::Mutex: Debian builds abseil without ThreadSanitizer's
   // annotations, so make test-tsan would not see absl::Mutex's ordering.
   std::mutex mutex_;                    // guards what follows
-  std::condition_variable work_ready_;  // queue_ grew, a stream drained, or draining_ was set
-  std::deque<std::shared_ptr<Task>> queue_;
-  int64_t queued_tokens_ = 0;       // input tokens of queue_'s tasks
-  std::atomic<int64_t> queued_{0};  // about queue_.size(), read without the lock by the idle spin
+  std::condition_variable work_ready_;  // submitted_ grew, a stream drained, or draining_ was set
+  std::deque<std::shared_ptr<Task>> submitted_;  // not yet handed to the scheduler
+  int64_t queued_tokens_ = 0;  // input tokens of queued tasks (submitted or waiting)
+  // Queued tasks (submitted or waiting in the scheduler), read without the lock by Submit's
+  // checks and the idle spin.
+  std::atomic<int64_t> queued_{0};
   std::atomic<bool> poked_{false};  // a paused stream's client read, or a call was cancelled
   CompletionEstimate completion_;
   bool draining_ = false;
@@ -186,8 +130,9 @@ class ModelWorker {
   // when their call is done.
   const std::shared_ptr<std::atomic<int64_t>> response_bytes_ =
       std::make_shared<std::atomic<int64_t>>(0);
-  std::list<Generation> generations_;  // scheduler thread only; oldest first
-  PageWarmer weight_pages_;            // scheduler thread only
+  Scheduler scheduler_;     // scheduler thread only
+  Executor executor_;       // scheduler thread only
+  PageWarmer weight_pages_;  // scheduler thread only
   std::thread thread_;
 };
 

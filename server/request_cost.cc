@@ -46,18 +46,4 @@ RequestCost CostOf(const Task& task, const Model& model) {
   return cost;
 }
 
-EngineCall Merge(const EngineCall& a, const EngineCall& b) {
-  EngineCall merged;
-  merged.batch = a.batch + b.batch;
-  merged.time = std::max(a.time, b.time);
-  merged.cached = std::max(a.cached, b.cached);
-  merged.source_time = std::max(a.source_time, b.source_time);
-  // Rows of logits: one per sequence, or one per token of the longest.
-  merged.logits_rows = a.logits_rows == a.batch && b.logits_rows == b.batch
-                           ? merged.batch
-                           : merged.batch * merged.time;
-  merged.head_layers = std::max(a.head_layers, b.head_layers);
-  return merged;
-}
-
 }  // namespace attnserve::server

@@ -23,7 +23,5 @@ struct RequestCost {
 
 RequestCost CostOf(const Task& task, const Model& model);
 
-// One engine call for two requests of the same kind batched together.
-EngineCall Merge(const EngineCall& a, const EngineCall& b);
 
 }  // namespace attnserve::server

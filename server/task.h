@@ -48,6 +48,8 @@ struct Task {
   absl::Time enqueued = absl::Now();
   absl::Time deadline = absl::InfiniteFuture();
   std::atomic<bool> cancelled{false};
+  // Who asked (the connection's peer): the scheduler shares decoding slots evenly among clients.
+  std::string client;
   int64_t input_tokens = 0;  // set by ModelWorker::Submit, for its completion estimate
   EngineCall call;           // set by ModelWorker::Submit: the engine call that answers it
   // Set by ModelWorker::Submit: wakes its scheduler when the task's client read or left.

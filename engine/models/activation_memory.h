@@ -23,4 +23,7 @@ struct EngineCall {
 
 int64_t ActivationBytes(const ModelConfig& config, const EngineCall& call);
 
+// One engine call for two calls of the same kind batched together.
+EngineCall Merge(const EngineCall& a, const EngineCall& b);
+
 }  // namespace attnserve

@@ -36,18 +36,22 @@ std::vector<std::vector<LayerCache*>> CachesByLayer(std::span<DecoderState* cons
 
 int64_t DecoderState::ReusePrefix(std::span<const int64_t> prompt) {
   if (position != 0) return 0;
-  const int64_t reused = table.ReusePrefix(prompt);
-  for (LayerCache& layer : layers) {
-    if (!layer.is_linear()) layer.SetLength(reused);
-  }
-  position = reused;
+  const int64_t reused = table->ReusePrefix(prompt);
+  FollowTable();
   return reused;
 }
 
 void DecoderState::Reset() {
-  table.Clear();
-  for (LayerCache& layer : layers) layer.SetLength(0);
-  position = 0;
+  table->Clear();
+  FollowTable();
+}
+
+void DecoderState::FollowTable() {
+  if (table->pool() == nullptr) return;  // linear attention: the state is not in blocks
+  position = table->tokens();
+  for (LayerCache& layer : layers) {
+    if (!layer.is_linear()) layer.SetLength(position);
+  }
 }
 
 std::optional<KvBlockShape> StackCacheShape(const LayerStack& stack, int64_t block_tokens) {
@@ -69,11 +73,22 @@ std::unique_ptr<DecoderState> NewDecoderState(const LayerStack& stack, KvBlockPo
     }
   }
   const bool reserve = own_pool != nullptr;
-  auto state = std::make_unique<DecoderState>(std::move(own_pool), pool, share_prefixes);
+  auto table = std::make_unique<BlockTable>(pool, share_prefixes);
+  BlockTable* table_view = table.get();
+  auto state = std::make_unique<DecoderState>(std::move(own_pool), std::move(table), table_view);
   for (size_t i = 0; i < stack.layers().size(); ++i) {
-    state->layers.push_back(stack.layers()[i].NewCache(&state->table, static_cast<int64_t>(i)));
+    state->layers.push_back(stack.layers()[i].NewCache(table_view, static_cast<int64_t>(i)));
   }
-  if (reserve) state->table.Reserve(capacity);
+  if (reserve) table_view->Reserve(capacity);
+  return state;
+}
+
+std::unique_ptr<DecoderState> NewDecoderState(const LayerStack& stack, BlockTable* table) {
+  auto state = std::make_unique<DecoderState>(nullptr, nullptr, table);
+  for (size_t i = 0; i < stack.layers().size(); ++i) {
+    state->layers.push_back(stack.layers()[i].NewCache(table, static_cast<int64_t>(i)));
+  }
+  state->FollowTable();
   return state;
 }
 
@@ -86,7 +101,7 @@ absl::Status CheckRoomFor(std::span<DecoderState* const> states, const TokenSequ
     if (tokens[b].empty()) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", b, " has no tokens to feed"));
     }
-    const int64_t capacity = states[b]->table.capacity();
+    const int64_t capacity = states[b]->table->capacity();
     if (states[b]->position > capacity - static_cast<int64_t>(tokens[b].size())) {
       return absl::OutOfRangeError(absl::StrCat("sequence ", b, " would reach ",
                                                 states[b]->position + tokens[b].size(),
@@ -148,8 +163,8 @@ absl::StatusOr<Tensor> CausalLM::Logits(const TokenSequences& /*sources*/,
 }
 
 absl::StatusOr<std::unique_ptr<GenerationState>> CausalLM::Start(
-    const std::vector<int64_t>& /*source*/, KvBlockPool* pool) const {
-  return std::unique_ptr<GenerationState>(NewState(pool));
+    const std::vector<int64_t>& /*source*/, BlockTable* table) const {
+  return std::unique_ptr<GenerationState>(NewDecoderState(*stack_, table));
 }
 
 absl::StatusOr<Tensor> CausalLM::Advance(std::span<GenerationState* const> states,
@@ -161,6 +176,7 @@ absl::StatusOr<Tensor> CausalLM::Advance(std::span<GenerationState* const> state
 
 absl::StatusOr<Tensor> CausalLM::Advance(std::span<DecoderState* const> states,
                                          const TokenSequences& tokens) const {
+  for (DecoderState* state : states) state->FollowTable();
   if (auto status = CheckRoomFor(states, tokens); !status.ok()) return status;
   std::vector<int64_t> starts;
   for (const DecoderState* state : states) starts.push_back(state->position);
@@ -171,7 +187,7 @@ absl::StatusOr<Tensor> CausalLM::Advance(std::span<DecoderState* const> states,
   if (!h.ok()) return h.status();
   for (size_t b = 0; b < states.size(); ++b) {
     states[b]->position += h->lengths[b];
-    states[b]->table.Commit(tokens[b]);
+    states[b]->table->Commit(tokens[b]);
   }
   return LinearRows(LastRows(*h), lm_head_);
 }

@@ -16,9 +16,11 @@ namespace attnserve {
 // One sequence's decoding state: its blocks in the pool, a cache per layer over them, and the
 // number of tokens seen.
 struct DecoderState final : GenerationState {
-  // own_pool: a private pool (NewState(capacity)); else `pool` belongs to the caller.
-  DecoderState(std::unique_ptr<KvBlockPool> own_pool, KvBlockPool* pool, bool share_prefixes)
-      : own_pool(std::move(own_pool)), table(pool, share_prefixes) {}
+  // `table` lists the cache's blocks: the caller's (a server's scheduler owns its sequences'
+  // tables and their blocks), or `own_table`, over `own_pool` or a pool the caller shares.
+  DecoderState(std::unique_ptr<KvBlockPool> own_pool, std::unique_ptr<BlockTable> own_table,
+               BlockTable* table)
+      : own_pool(std::move(own_pool)), own_table(std::move(own_table)), table(table) {}
   DecoderState(const DecoderState&) = delete;
   DecoderState& operator=(const DecoderState&) = delete;
   DecoderState& decoder() override { return *this; }
@@ -29,9 +31,13 @@ struct DecoderState final : GenerationState {
   // Frees the blocks and forgets every token (a preempted sequence, to be recomputed). Not for
   // linear attention, whose state is not in blocks.
   void Reset();
+  // Takes the tokens the table holds as the ones cached: its owner may have filled it with a
+  // reused prefix, or cleared it (a preemption), since the last tokens were fed.
+  void FollowTable();
 
-  std::unique_ptr<KvBlockPool> own_pool;  // declared before the table, which releases into it
-  BlockTable table;
+  std::unique_ptr<KvBlockPool> own_pool;    // declared before the table, which releases into it
+  std::unique_ptr<BlockTable> own_table;
+  BlockTable* table;
   std::vector<LayerCache> layers;
   int64_t position = 0;
 };
@@ -45,6 +51,9 @@ std::optional<KvBlockShape> StackCacheShape(const LayerStack& stack, int64_t blo
 // layer of `stack`; `capacity` tokens reserved when the pool is private.
 std::unique_ptr<DecoderState> NewDecoderState(const LayerStack& stack, KvBlockPool* pool,
                                               bool share_prefixes, int64_t capacity);
+// A state whose cache lives in the blocks of the caller's `table`, which the caller reserves
+// before each Advance and frees.
+std::unique_ptr<DecoderState> NewDecoderState(const LayerStack& stack, BlockTable* table);
 // Refuses feeding tokens[b] to states[b] when it would overflow the cache.
 absl::Status CheckRoomFor(std::span<DecoderState* const> states, const TokenSequences& tokens);
 
@@ -83,8 +92,9 @@ class CausalLM final : public ServableModel {
                                          const TokenSequences& sequences) const override;
   absl::StatusOr<Tensor> Logits(const TokenSequences& sources,
                                 const TokenSequences& sequences) const override;
+  bool SharesCachePrefixes() const override { return CachesDependOnTokensAlone(); }
   absl::StatusOr<std::unique_ptr<GenerationState>> Start(const std::vector<int64_t>& source,
-                                                         KvBlockPool* pool) const override;
+                                                         BlockTable* table) const override;
   absl::StatusOr<Tensor> Advance(std::span<GenerationState* const> states,
                                  const TokenSequences& tokens) const override;
 

@@ -117,29 +117,32 @@ std::optional<KvBlockShape> Seq2Seq::CacheShape(int64_t block_tokens) const {
 }
 
 absl::StatusOr<std::unique_ptr<GenerationState>> Seq2Seq::Start(const std::vector<int64_t>& source,
-                                                                KvBlockPool* pool) const {
-  auto state = Start(source, pool, 0);
+                                                                BlockTable* table) const {
+  auto state = EncodeSource(source);
   if (!state.ok()) return state.status();
+  (*state)->self_attention = NewDecoderState(*decoder_, table);
   return std::unique_ptr<GenerationState>(*std::move(state));
 }
 
 absl::StatusOr<std::unique_ptr<Seq2SeqState>> Seq2Seq::Start(const std::vector<int64_t>& source,
                                                              int64_t capacity) const {
-  // At most max_positions, the model's maximum context.
-  return Start(source, nullptr, std::min(capacity, config_.max_positions));
+  auto state = EncodeSource(source);
+  if (!state.ok()) return state.status();
+  // The decoder's keys and values depend on the source too: its blocks are never shared. At
+  // most max_positions, the model's maximum context.
+  (*state)->self_attention = NewDecoderState(*decoder_, nullptr, /*share_prefixes=*/false,
+                                             std::min(capacity, config_.max_positions));
+  return state;
 }
 
-absl::StatusOr<std::unique_ptr<Seq2SeqState>> Seq2Seq::Start(const std::vector<int64_t>& source,
-                                                             KvBlockPool* pool,
-                                                             int64_t capacity) const {
+absl::StatusOr<std::unique_ptr<Seq2SeqState>> Seq2Seq::EncodeSource(
+    const std::vector<int64_t>& source) const {
   auto memory = Encode({source});
   if (!memory.ok()) return memory.status();
   auto projected = ProjectSources(*memory);
   if (!projected.ok()) return projected.status();
   auto state = std::make_unique<Seq2SeqState>();
   state->source = *std::move(projected);
-  // The decoder's keys and values depend on the source too: its blocks are never shared.
-  state->self_attention = NewDecoderState(*decoder_, pool, /*share_prefixes=*/false, capacity);
   return state;
 }
 
@@ -156,6 +159,7 @@ absl::StatusOr<Tensor> Seq2Seq::Advance(std::span<Seq2SeqState* const> states,
   std::vector<DecoderState*> decoders;
   std::vector<int64_t> starts;
   for (Seq2SeqState* state : states) {
+    state->self_attention->FollowTable();
     decoders.push_back(state->self_attention.get());
     starts.push_back(state->self_attention->position);
   }
@@ -171,7 +175,7 @@ absl::StatusOr<Tensor> Seq2Seq::Advance(std::span<Seq2SeqState* const> states,
   if (!h.ok()) return h.status();
   for (size_t b = 0; b < states.size(); ++b) {
     decoders[b]->position += h->lengths[b];
-    decoders[b]->table.Commit(tokens[b]);
+    decoders[b]->table->Commit(tokens[b]);
   }
   return LinearRows(LastRows(*h), lm_head_);
 }

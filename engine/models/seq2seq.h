@@ -39,10 +39,10 @@ class Seq2Seq final : public ServableModel {
 
   // The blocks a pool for the decoder's self-attention holds; nullopt for linear attention.
   std::optional<KvBlockShape> CacheShape(int64_t block_tokens) const override;
-  // Encodes the source once; the state then decodes into blocks of `pool` that the caller
-  // reserves (state->decoder().table.Reserve) before each Advance.
+  // Encodes the source once; the state then decodes into the blocks of the caller's `table`
+  // (never shared: the decoder's keys and values depend on the source too).
   absl::StatusOr<std::unique_ptr<GenerationState>> Start(const std::vector<int64_t>& source,
-                                                         KvBlockPool* pool) const override;
+                                                         BlockTable* table) const override;
   // The same with a private pool and room for `capacity` target tokens.
   absl::StatusOr<std::unique_ptr<Seq2SeqState>> Start(const std::vector<int64_t>& source,
                                                       int64_t capacity) const;
@@ -67,8 +67,9 @@ class Seq2Seq final : public ServableModel {
   absl::StatusOr<PaddedBatch> Encode(const TokenSequences& sources) const;
   // Per decoder layer, the cross-attention keys and values of an encoded batch.
   absl::StatusOr<std::vector<KeyValues>> ProjectSources(const PaddedBatch& memory) const;
-  absl::StatusOr<std::unique_ptr<Seq2SeqState>> Start(const std::vector<int64_t>& source,
-                                                      KvBlockPool* pool, int64_t capacity) const;
+  // A state with the source encoded and no decoder caches yet.
+  absl::StatusOr<std::unique_ptr<Seq2SeqState>> EncodeSource(
+      const std::vector<int64_t>& source) const;
   // The decoder's final states after each target token.
   absl::StatusOr<PaddedBatch> Decode(const TokenSequences& sources,
                                      const TokenSequences& targets) const;

@@ -34,7 +34,7 @@ absl::StatusOr<EmbedOutput> ServableModel::Embed(const ModelInputs&, std::option
 std::optional<KvBlockShape> ServableModel::CacheShape(int64_t) const { return std::nullopt; }
 
 absl::StatusOr<std::unique_ptr<GenerationState>> ServableModel::Start(const std::vector<int64_t>&,
-                                                                      KvBlockPool*) const {
+                                                                      BlockTable*) const {
   return NotAnswered("Generate");
 }
 

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/attention/kv_block_pool.h"
+#include "engine/attention/kv_cache.h"
 #include "engine/model/model_config.h"
 #include "engine/models/input_embedding.h"
 
@@ -71,12 +72,16 @@ class ServableModel {
                                             const std::vector<int64_t>& contribution_layers) const;
 
   // Generate: the blocks a pool of this model's KV cache holds (nullopt: no layer caches keys,
-  // as with linear attention); a new sequence over `pool`, with `source` encoded when the model
-  // takes sources; one batch of tokens fed to states[b], giving logits [B, vocab] after each
-  // last fed token (on error no state changes).
+  // as with linear attention); whether sequences may share the published blocks of a common
+  // prompt prefix (their keys and values depend on the tokens alone); a new sequence whose
+  // cache lives in the blocks of the caller's `table` (which the caller reserves before each
+  // Advance, and whose prefix it may have filled), with `source` encoded when the model takes
+  // sources; one batch of tokens fed to states[b], giving logits [B, vocab] after each last fed
+  // token (on error no state changes). The engine never allocates or frees blocks here.
   virtual std::optional<KvBlockShape> CacheShape(int64_t block_tokens) const;
+  virtual bool SharesCachePrefixes() const { return false; }
   virtual absl::StatusOr<std::unique_ptr<GenerationState>> Start(const std::vector<int64_t>& source,
-                                                                 KvBlockPool* pool) const;
+                                                                 BlockTable* table) const;
   virtual absl::StatusOr<Tensor> Advance(std::span<GenerationState* const> states,
                                          const TokenSequences& tokens) const;
 };

@@ -158,7 +158,7 @@ class DemoDecodingTest : public ::testing::Test {
     DecoderState* pointer = &state;
     for (size_t i = 0; i < feed.size(); i += chunk) {
       const size_t end = std::min(feed.size(), i + chunk);
-      EXPECT_TRUE(state.table.Reserve(state.position + static_cast<int64_t>(end - i)));
+      EXPECT_TRUE(state.table->Reserve(state.position + static_cast<int64_t>(end - i)));
       auto step =
           lm().Advance({&pointer, 1}, {std::vector<int64_t>(feed.begin() + i, feed.begin() + end)});
       EXPECT_TRUE(step.ok()) << step.status();
@@ -238,7 +238,7 @@ TEST_F(DemoDecodingTest, AResetStateStartsOverAndFreesItsBlocks) {
 TEST_F(DemoDecodingTest, AdvanceRefusesTokensBeyondTheReservedBlocks) {
   auto pool = Pool(4, 2);
   auto state = lm().NewState(pool.get());
-  ASSERT_TRUE(state->table.Reserve(8));
+  ASSERT_TRUE(state->table->Reserve(8));
   DecoderState* pointer = state.get();
   auto logits = lm().Advance({&pointer, 1}, {RandomTokens(9, 6)});
   ASSERT_FALSE(logits.ok());

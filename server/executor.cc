@@ -1,0 +1,313 @@
+#include "server/executor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/responses.h"
+#include "server/sampling.h"
+
+namespace attnserve::server {
+namespace {
+
+int64_t TokenCount(const TokenSequences& sequences) {
+  int64_t tokens = 0;
+  for (const auto& sequence : sequences) tokens += static_cast<int64_t>(sequence.size());
+  return tokens;
+}
+
+}  // namespace
+
+Executor::Executor(std::string name, const Model& model, ServerMetrics& metrics)
+    : name_(std::move(name)),
+      model_(model),
+      metrics_(metrics),
+      step_tokens_(metrics.step_tokens.Add({{"model", name_}})),
+      prompt_tokens_(metrics.tokens.Add({{"model", name_}, {"kind", "prompt"}})),
+      generated_tokens_(metrics.tokens.Add({{"model", name_}, {"kind", "generated"}})),
+      first_token_(metrics.first_token.Add({{"model", name_}})) {}
+
+Executor::Result Executor::Run(const StepPlan& plan) {
+  Result result;
+  for (uint64_t id : plan.removed) generations_.erase(id);
+  for (uint64_t id : plan.dropped) {
+    if (auto it = generations_.find(id); it != generations_.end()) it->second.state.reset();
+  }
+  // Unary requests, one engine call per kind.
+  std::vector<std::shared_ptr<Task>> next_token, score, embed;
+  for (const auto& task : plan.unary) {
+    switch (task->kind) {
+      case TaskKind::kNextToken:
+        next_token.push_back(task);
+        break;
+      case TaskKind::kScore:
+        score.push_back(task);
+        break;
+      case TaskKind::kEmbed:
+        embed.push_back(task);
+        break;
+      case TaskKind::kGenerate:
+        break;
+    }
+  }
+  if (!next_token.empty()) RunNextToken(next_token);
+  if (!score.empty()) RunScore(score);
+  if (!embed.empty()) RunEmbeds(std::move(embed));
+
+  // Generations: new ones, engine states for those that have none, then the decode batch and
+  // the prompt chunks.
+  for (Sequence* g : plan.admitted) {
+    generations_.try_emplace(g->id, g->task->generate.seed, *model_.tokenizer, g->tokens);
+    prompt_tokens_.Increment(static_cast<double>(g->prompt_tokens));
+  }
+  for (Sequence* g : plan.start) {
+    const bool sources = model_.servable->takes_sources();
+    auto state = model_.servable->Start(sources ? g->task->sources[0] : std::vector<int64_t>(),
+                                        g->table.get());
+    if (!state.ok()) {
+      End(*g, EngineFailure(state.status()), result);
+      continue;
+    }
+    generations_.at(g->id).state = *std::move(state);
+  }
+  const auto live = [&](const std::vector<struct Feed>& feeds) {
+    std::vector<struct Feed> kept;
+    for (const auto& feed : feeds) {
+      if (feed.sequence->state != SequenceState::kFinished) kept.push_back(feed);
+    }
+    return kept;
+  };
+  if (!plan.decode.empty()) {
+    const absl::Time start = absl::Now();
+    Feed(live(plan.decode), result);
+    result.decoding = absl::Now() - start;
+  }
+  if (!plan.prefill.empty()) Feed(live(plan.prefill), result);
+  return result;
+}
+
+void Executor::Feed(const std::vector<struct Feed>& feeds, Result& result) {
+  if (feeds.empty()) return;
+  TokenSequences tokens;
+  std::vector<GenerationState*> states;
+  for (const auto& feed : feeds) {
+    tokens.push_back(feed.tokens);
+    states.push_back(generations_.at(feed.sequence->id).state.get());
+  }
+  step_tokens_.Observe(static_cast<double>(TokenCount(tokens)));
+  metrics_.batch_size.Add({{"model", name_}, {"method", "Generate"}})
+      .Observe(static_cast<double>(feeds.size()));
+  const absl::StatusOr<Tensor> logits = model_.servable->Advance(states, tokens);
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    Sequence& g = *feeds[i].sequence;
+    if (!logits.ok()) {
+      End(g, EngineFailure(logits.status()), result);
+      continue;
+    }
+    result.outcome.fed.push_back(&g);
+    if (g.computed + g.feeding < static_cast<int64_t>(g.tokens.size())) continue;  // a chunk
+    const float* row = logits->row(static_cast<int64_t>(i));
+    if (absl::Status finite = Finite(row, logits->dim(1)); !finite.ok()) {
+      End(g, std::move(finite), result);
+    } else {
+      Emit(g, generations_.at(g.id), row, result);
+    }
+  }
+}
+
+void Executor::End(Sequence& g, absl::Status status, Result& result) {
+  generations_.erase(g.id);
+  result.outcome.finished.push_back(&g);
+  result.ended.emplace_back(g.task, std::move(status));
+}
+
+bool Executor::Emit(Sequence& g, Generation& generation, const float* logits, Result& result) {
+  const int64_t vocab = model_.config.vocab_size;
+  const GenerateOptions& options = g.task->generate;
+  const int64_t id = Sample(logits, vocab, options, generation.rng);
+  if (g.generated() == 0) {
+    first_token_.Observe(absl::ToDoubleSeconds(absl::Now() - g.task->enqueued));
+  }
+  const auto finish = [&](v1::FinishReason reason, int64_t generated) {
+    v1::GenerateResponse event;
+    event.mutable_finish()->set_reason(reason);
+    event.mutable_finish()->set_prompt_tokens(g.prompt_tokens);
+    event.mutable_finish()->set_generated_tokens(generated);
+    event.mutable_finish()->set_text(generation.text.Finish());
+    g.task->Emit(std::move(event));
+    End(g, absl::OkStatus(), result);
+    return false;
+  };
+  const std::vector<int64_t>& end_of_text = model_.end_of_text;
+  if (std::find(end_of_text.begin(), end_of_text.end(), id) != end_of_text.end()) {
+    return finish(v1::FINISH_REASON_END_OF_TEXT, g.generated());
+  }
+  const int64_t generated = g.generated() + 1;
+  generated_tokens_.Increment();
+  v1::GenerateResponse event;
+  event.mutable_token()->set_id(id);
+  event.mutable_token()->set_text(generation.text.Push(id));
+  event.mutable_token()->set_log_probability(logits[id] - LogSumExp(logits, vocab));
+  g.task->Emit(std::move(event));
+  if (generated >= options.max_tokens) {
+    return finish(options.context_limited ? v1::FINISH_REASON_CONTEXT_FULL
+                                          : v1::FINISH_REASON_MAX_TOKENS,
+                  generated);
+  }
+  for (const std::string& stop : options.stop) {
+    if (absl::EndsWith(generation.text.text(), stop)) {
+      return finish(v1::FINISH_REASON_STOP_SEQUENCE, generated);
+    }
+  }
+  result.outcome.sampled.emplace_back(&g, id);
+  return true;
+}
+
+absl::Status Executor::Finite(const float* values, int64_t count) const {
+  const int64_t bad = FirstNonFinite(values, count);
+  if (bad < 0) return absl::OkStatus();
+  return EngineFailure(absl::DataLossError(absl::StrCat(
+      "the model computed ", std::isnan(values[bad]) ? "NaN" : "infinity",
+      " for this input: its weights changed under the server, or the values overflow")));
+}
+
+absl::Status Executor::EngineFailure(const absl::Status& status) const {
+  std::cerr << "attnserve: model " << name_ << ": engine error on a validated request: " << status
+            << "\n";
+  return absl::InternalError(absl::StrCat("the engine failed: ", status.message()));
+}
+
+void Executor::RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks) {
+  // Every sequence of every task, in order, through one engine batch.
+  TokenSequences sequences, sources;
+  for (const auto& task : tasks) {
+    sequences.insert(sequences.end(), task->sequences.begin(), task->sequences.end());
+    sources.insert(sources.end(), task->sources.begin(), task->sources.end());
+  }
+  const int64_t prompt_tokens = TokenCount(sequences);
+  absl::StatusOr<Tensor> logits = model_.servable->NextTokenLogits(sources, sequences);
+  metrics_.batch_size.Add({{"model", name_}, {"method", "NextToken"}})
+      .Observe(static_cast<double>(sequences.size()));
+  prompt_tokens_.Increment(static_cast<double>(prompt_tokens));
+  step_tokens_.Observe(static_cast<double>(prompt_tokens));
+  if (!logits.ok()) {
+    for (const auto& task : tasks) task->Finish(EngineFailure(logits.status()));
+    return;
+  }
+  int64_t row = 0;
+  for (const auto& task : tasks) {
+    const auto rows = static_cast<int64_t>(task->sequences.size());
+    if (absl::Status finite = Finite(logits->row(row), rows * logits->dim(1)); !finite.ok()) {
+      row += rows;
+      task->Finish(std::move(finite));
+      continue;
+    }
+    v1::NextTokenResponse response;
+    response.set_model(name_);
+    for (const auto& ids : task->sequences) {
+      AddNextTokenResult(logits->row(row++), logits->dim(1), static_cast<int64_t>(ids.size()),
+                         *task, *model_.tokenizer, response);
+    }
+    task->next_token = std::move(response);
+    task->Finish(absl::OkStatus());
+  }
+}
+
+void Executor::RunScore(const std::vector<std::shared_ptr<Task>>& tasks) {
+  TokenSequences sequences, sources;
+  for (const auto& task : tasks) {
+    sequences.push_back(task->sequences[0]);
+    sources.insert(sources.end(), task->sources.begin(), task->sources.end());
+  }
+  auto logits = model_.servable->Logits(sources, sequences);
+  metrics_.batch_size.Add({{"model", name_}, {"method", "Score"}})
+      .Observe(static_cast<double>(sequences.size()));
+  step_tokens_.Observe(static_cast<double>(TokenCount(sequences)));
+  if (!logits.ok()) {
+    for (const auto& task : tasks) task->Finish(EngineFailure(logits.status()));
+    return;
+  }
+  for (size_t b = 0; b < tasks.size(); ++b) {
+    prompt_tokens_.Increment(static_cast<double>(sequences[b].size()));
+    const Tensor scores = logits->Select(static_cast<int64_t>(b));
+    if (absl::Status finite =
+            Finite(scores.data(), static_cast<int64_t>(sequences[b].size()) * scores.dim(1));
+        !finite.ok()) {
+      tasks[b]->Finish(std::move(finite));
+      continue;
+    }
+    tasks[b]->score = MakeScoreResponse(scores, sequences[b], *model_.tokenizer);
+    tasks[b]->score.set_model(name_);
+    tasks[b]->Finish(absl::OkStatus());
+  }
+}
+
+void Executor::RunEmbeds(std::vector<std::shared_ptr<Task>> tasks) {
+  std::map<std::optional<Pooling>, std::vector<std::shared_ptr<Task>>> shared;
+  for (auto& task : tasks) {
+    if (model_.config.token_inputs() && task->head_layers.empty()) {
+      shared[task->pooling].push_back(std::move(task));
+    } else {
+      RunEmbed({std::move(task)});
+    }
+  }
+  for (const auto& [pooling, group] : shared) RunEmbed(group);
+}
+
+void Executor::RunEmbed(const std::vector<std::shared_ptr<Task>>& tasks) {
+  const bool tokens = model_.config.token_inputs();
+  const auto sequences = [&](const Task& task) {
+    const ModelInputs& inputs = task.embed_inputs;
+    return tokens ? static_cast<int64_t>(inputs.tokens.size()) : inputs.features.batch();
+  };
+  ModelInputs merged;
+  for (const auto& task : tasks) {
+    if (tasks.size() == 1) break;
+    const TokenSequences& own = task->embed_inputs.tokens;
+    merged.tokens.insert(merged.tokens.end(), own.begin(), own.end());
+  }
+  const ModelInputs& inputs = tasks.size() == 1 ? tasks[0]->embed_inputs : merged;
+  int64_t batch = 0, input_tokens = 0;
+  for (const auto& task : tasks) {
+    batch += sequences(*task);
+    input_tokens += task->input_tokens;
+  }
+  metrics_.batch_size.Add({{"model", name_}, {"method", "Embed"}})
+      .Observe(static_cast<double>(batch));
+  step_tokens_.Observe(static_cast<double>(input_tokens));
+  auto output = model_.servable->Embed(inputs, tasks[0]->pooling, tasks[0]->head_layers);
+  if (!output.ok()) {
+    for (const auto& task : tasks) task->Finish(EngineFailure(output.status()));
+    return;
+  }
+  // Each task's sequences, in order.
+  int64_t first = 0;
+  for (const auto& task : tasks) {
+    const int64_t count = sequences(*task);
+    const Tensor values = output->values.Slice(0, first, count);
+    const auto part = [&](const std::vector<int64_t>& all) {
+      return all.empty() ? all
+                         : std::vector<int64_t>(all.begin() + first, all.begin() + first + count);
+    };
+    const std::vector<int64_t> rows = part(output->rows), lengths = part(output->lengths);
+    first += count;
+    absl::Status finite = absl::OkStatus();
+    for (int64_t b = 0; b < count && finite.ok(); ++b) {
+      const Tensor sequence = values.Select(b);
+      finite = Finite(sequence.data(), rows[b] * sequence.dim(1));
+    }
+    if (!finite.ok()) {
+      task->Finish(std::move(finite));
+      continue;
+    }
+    task->embed = MakeEmbedResponse(values, rows, task->normalize, output->contributions, lengths);
+    task->embed.set_model(name_);
+    task->Finish(absl::OkStatus());
+  }
+}
+
+
+}  // namespace attnserve::server
