@@ -17,8 +17,9 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler prometheus-cpp-dev
   # end-to-end tests: real clients in Python, health and reflection protos, a real Prometheus
   python3-grpcio python3-grpc-tools grpc-proto prometheus
-  # an HTTP/2 client that speaks below gRPC, for the rapid-reset test
-  python3-h2
+  # an HTTP/2 client that speaks below gRPC, for the rapid-reset tests; the HTTP/2 proxy the
+  # image and the pod put in front of the server (deploy/proxy/nghttpx.conf, tests/e2e/proxy_test.py)
+  python3-h2 nghttp2-proxy
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # fuzzing the parsers (make fuzz): clang with libFuzzer, and LLVM's OpenMP runtime, which
