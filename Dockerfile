@@ -1,7 +1,10 @@
-# attnserve's OCI image: the server, the attn client and the demo model on Debian bookworm-slim.
+# attnserve's OCI image: the server, the attn client and the demo model on Debian bookworm-slim,
+# and nghttpx with deploy/proxy/nghttpx.conf, which the Kubernetes pod runs as a sidecar in front
+# of the server (Debian's gRPC 1.51 has no HTTP/2 rapid-reset defence: docs/reliability.md).
 #   podman build --format docker -t attnserve .     (or docker build -t attnserve .)
 #   podman run --rm -p 50051:50051 -p 9090:9090 attnserve
-# Flags come from ATTNSERVE_* environment variables (ATTNSERVE_THREADS=2) or from arguments.
+# Flags come from ATTNSERVE_* environment variables (ATTNSERVE_THREADS=2) or from arguments. The
+# proxy: `--entrypoint nghttpx attnserve --conf=/etc/attnserve/nghttpx.conf` (deploy/k8s/base).
 
 FROM debian:bookworm-slim AS build
 RUN apt-get update -qq \
@@ -29,11 +32,12 @@ FROM debian:bookworm-slim
 COPY --from=build /runtime-packages /tmp/runtime-packages
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      $(cat /tmp/runtime-packages) \
+      $(cat /tmp/runtime-packages) nghttp2-proxy \
  && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages \
  && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin attnserve
 COPY --from=build /src/build/server/attnserve /src/build/client/attn /usr/local/bin/
 COPY models/demo /opt/attnserve/models/demo
+COPY deploy/proxy/nghttpx.conf /etc/attnserve/nghttpx.conf
 USER 10001
 ENV ATTNSERVE_MODEL_REPOSITORY=/opt/attnserve/models \
     ATTNSERVE_PORT=50051 \

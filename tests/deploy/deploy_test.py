@@ -88,6 +88,25 @@ def kustomize(directory):
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
+def container(spec, name):
+    """The pod spec's container `name`: attnserve (the server) or proxy (nghttpx)."""
+    found = [c for c in spec["containers"] if c["name"] == name]
+    assert found, f"no container {name}"
+    return found[0]
+
+
+def nghttpx_settings():
+    """deploy/proxy/nghttpx.conf as {option: [values]}."""
+    settings = {}
+    with open(os.path.join(DEPLOY, "proxy", "nghttpx.conf")) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                key, _, value = line.partition("=")
+                settings.setdefault(key.strip(), []).append(value.strip())
+    return settings
+
+
 def by_kind(objects, kind, name=None):
     found = [o for o in objects if o["kind"] == kind and (name is None or
                                                           o["metadata"]["name"] == name)]
@@ -122,8 +141,8 @@ class ManifestTest(unittest.TestCase):
 
     def test_the_strict_check_catches_mistakes(self):
         deployment = json.loads(json.dumps(by_kind(self.base, "Deployment", "attnserve")))
-        container = deployment["spec"]["template"]["spec"]["containers"][0]
-        container["livenessProbe"]["grpc"]["prot"] = 50051
+        container = deployment["spec"]["template"]["spec"]["containers"][1]
+        container["readinessProbe"]["grpc"]["prot"] = 50051
         container["resources"]["limit"] = {}
         deployment["spec"]["replicas"] = "two"
         errors = []
@@ -136,18 +155,28 @@ class ManifestTest(unittest.TestCase):
         labels = pod["metadata"]["labels"]
         self.assertEqual(deployment["spec"]["selector"]["matchLabels"].items() - labels.items(),
                          set())
-        container = pod["spec"]["containers"][0]
-        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        server, proxy = container(pod["spec"], "attnserve"), container(pod["spec"], "proxy")
+        # gRPC reaches the pod through the proxy only; metrics come from the server.
+        ports = {p["name"]: p["containerPort"] for c in (server, proxy) for p in c["ports"]}
         self.assertEqual(ports, {"grpc": 50051, "metrics": 9090})
+        self.assertEqual([p["name"] for p in proxy["ports"]], ["grpc"])
         for service in by_kind(self.base, "Service"):
             self.assertEqual(service["spec"]["selector"].items() - labels.items(), set())
             for port in service["spec"]["ports"]:
                 self.assertIn(port["targetPort"], ports)
         headless = by_kind(self.base, "Service", "attnserve-headless")
         self.assertEqual(headless["spec"]["clusterIP"], "None")
+        # The server's probes ask its health on the loopback, where it listens, with attn.
+        env = {e["name"]: e.get("value") for e in server["env"]}
+        target = f"{env['ATTNSERVE_HOST']}:{env['ATTNSERVE_PORT']}"
         for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-            self.assertEqual(container[probe]["grpc"]["port"], ports["grpc"])
-        self.assertEqual(container["readinessProbe"]["grpc"]["service"], "attnserve.v1.Inference")
+            command = server[probe]["exec"]["command"]
+            self.assertEqual(command[:2], ["attn", "health"])
+            self.assertEqual(command[command.index("--target") + 1], target)
+        self.assertIn("attnserve.v1.Inference", server["readinessProbe"]["exec"]["command"])
+        # The proxy is ready when the server answers through it.
+        self.assertEqual(proxy["readinessProbe"]["grpc"]["port"], ports["grpc"])
+        self.assertEqual(proxy["readinessProbe"]["grpc"]["service"], "attnserve.v1.Inference")
         annotations = pod["metadata"]["annotations"]
         self.assertEqual(int(annotations["prometheus.io/port"]), ports["metrics"])
         pdb = by_kind(self.base, "PodDisruptionBudget", "attnserve")
@@ -157,11 +186,17 @@ class ManifestTest(unittest.TestCase):
 
     def test_the_drain_fits_the_grace_period(self):
         spec = by_kind(self.base, "Deployment", "attnserve")["spec"]["template"]["spec"]
-        container = spec["containers"][0]
-        env = {e["name"]: e for e in container["env"]}
+        server = container(spec, "attnserve")
+        env = {e["name"]: e for e in server["env"]}
         drain = int(env["ATTNSERVE_DRAIN_TIMEOUT_S"]["value"])
-        pause = int(container["lifecycle"]["preStop"]["exec"]["command"][1])
+        pause = int(server["lifecycle"]["preStop"]["exec"]["command"][1])
         self.assertGreater(spec["terminationGracePeriodSeconds"], pause + drain)
+        # The proxy outlives the drain: its preStop hook returns (and SIGTERM, which stops
+        # nghttpx at once, follows) only once the server no longer answers on its port.
+        hook = " ".join(container(spec, "proxy")["lifecycle"]["preStop"]["exec"]["command"])
+        self.assertIn(f"sleep {pause};", hook)
+        self.assertIn(f"--target {env['ATTNSERVE_HOST']['value']}:"
+                      f"{env['ATTNSERVE_PORT']['value']}", hook)
         # Compute threads follow the CPU limit.
         self.assertEqual(env["ATTNSERVE_THREADS"]["valueFrom"]["resourceFieldRef"]["resource"],
                          "limits.cpu")
@@ -169,9 +204,9 @@ class ManifestTest(unittest.TestCase):
     def test_environment_variables_name_real_server_flags(self):
         flags = server_flags()
         for objects in (self.base, self.volume):
-            container = by_kind(objects, "Deployment", "attnserve")[
-                "spec"]["template"]["spec"]["containers"][0]
-            for variable in container["env"]:
+            server = container(by_kind(objects, "Deployment", "attnserve")["spec"]["template"][
+                "spec"], "attnserve")
+            for variable in server["env"]:
                 name = variable["name"]
                 self.assertTrue(name.startswith("ATTNSERVE_"), name)
                 self.assertIn(name[len("ATTNSERVE_"):].lower(), flags, name)
@@ -180,16 +215,47 @@ class ManifestTest(unittest.TestCase):
         spec = by_kind(self.base, "Deployment", "attnserve")["spec"]["template"]["spec"]
         self.assertTrue(spec["securityContext"]["runAsNonRoot"])
         self.assertNotEqual(spec["securityContext"]["runAsUser"], 0)
-        security = spec["containers"][0]["securityContext"]
-        self.assertTrue(security["readOnlyRootFilesystem"])
-        self.assertFalse(security["allowPrivilegeEscalation"])
-        self.assertEqual(security["capabilities"]["drop"], ["ALL"])
+        for each in spec["containers"]:
+            security = each["securityContext"]
+            self.assertTrue(security["readOnlyRootFilesystem"], each["name"])
+            self.assertFalse(security["allowPrivilegeEscalation"], each["name"])
+            self.assertEqual(security["capabilities"]["drop"], ["ALL"], each["name"])
+
+    def test_the_proxy_fronts_the_server(self):
+        spec = by_kind(self.base, "Deployment", "attnserve")["spec"]["template"]["spec"]
+        server, proxy = container(spec, "attnserve"), container(spec, "proxy")
+        settings = nghttpx_settings()
+        # The image's copy of deploy/proxy/nghttpx.conf is the one the container runs.
+        with open(os.path.join(ROOT, "Dockerfile")) as f:
+            self.assertIn("COPY deploy/proxy/nghttpx.conf /etc/attnserve/nghttpx.conf", f.read())
+        self.assertEqual(proxy["command"], ["nghttpx", "--conf=/etc/attnserve/nghttpx.conf"])
+        self.assertEqual(proxy["image"], server["image"])
+        # Its frontend is the pod's gRPC port; its backend is where the server listens, on the
+        # loopback, which nothing outside the pod reaches.
+        (frontend,) = settings["frontend"]
+        host, port = frontend.split(";")[0].split(",")
+        self.assertEqual((host, int(port)), ("*", proxy["ports"][0]["containerPort"]))
+        self.assertIn("no-tls", frontend)
+        (backend,) = settings["backend"]
+        address, _, options = backend.partition(";")
+        env = {e["name"]: e.get("value") for e in server["env"]}
+        self.assertEqual(address, f"{env['ATTNSERVE_HOST']},{env['ATTNSERVE_PORT']}")
+        self.assertEqual(env["ATTNSERVE_HOST"], "127.0.0.1")
+        self.assertIn("proto=h2", options)
+        self.assertNotIn(int(env["ATTNSERVE_PORT"]),
+                         [p["containerPort"] for c in spec["containers"] for p in c["ports"]])
+        # The limits that matter, and timeouts that do not cut what the server keeps.
+        self.assertEqual(settings["frontend-http2-max-concurrent-streams"], ["100"])
+        self.assertEqual(settings["request-header-field-buffer"], ["64K"])  # --max_metadata_bytes
+        self.assertEqual(settings["backend-read-timeout"], ["1h"])
+        self.assertEqual(settings["stream-write-timeout"], ["0"])
+        self.assertLessEqual(quantity(proxy["resources"]["limits"]["memory"]), 2**30)
 
     def test_the_volume_overlay_serves_the_volume(self):
         spec = by_kind(self.volume, "Deployment", "attnserve")["spec"]["template"]["spec"]
-        container = spec["containers"][0]
-        env = {e["name"]: e.get("value") for e in container["env"]}
-        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        server = container(spec, "attnserve")
+        env = {e["name"]: e.get("value") for e in server["env"]}
+        mounts = {m["name"]: m for m in server["volumeMounts"]}
         self.assertEqual(env["ATTNSERVE_MODEL_REPOSITORY"], mounts["models"]["mountPath"])
         self.assertTrue(mounts["models"]["readOnly"])
         self.assertIn("tmp", mounts)  # the base's volumes are kept
@@ -241,6 +307,12 @@ class MonitoringTest(unittest.TestCase):
                    not in exported}
         self.assertEqual(unknown, set())
         self.assertIn("attnserve_queue_length", used)
+
+
+def quantity(text):
+    """A Kubernetes memory quantity ("256Mi", "2Gi") in bytes."""
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    return int(text[:-2]) * units[text[-2:]] if text[-2:] in units else int(text)
 
 
 def server_flags():
