@@ -213,11 +213,12 @@ absl::Status ModelWorker::Submit(std::shared_ptr<Task> task) {
     std::lock_guard lock(mutex_);
     if (draining_) return absl::UnavailableError("the server is shutting down");
     const int64_t queued = queued_.load(std::memory_order_relaxed);
-    if (queued >= options_.max_queue_size) {
+    if (queued >= options_.max_queue_size && !PushOutFor(*task)) {
       return Refuse("queue", absl::UnavailableError(
                                  absl::StrCat("model ", name_, " has ", queued,
                                               " requests queued, its limit; retry later")));
     }
+
     // Answers wait in memory until their client reads them: admitted ones are counted until
     // their call is done.
     const int64_t held = response_bytes_->load();
@@ -252,6 +253,7 @@ absl::Status ModelWorker::Submit(std::shared_ptr<Task> task) {
     response_bytes_->fetch_add(cost.response_bytes);
     task->HoldResponseBytes(response_bytes_, cost.response_bytes);
     queued_tokens_ += tokens;
+    queued_by_client_[task->client].push_back(task.get());
     submitted_.push_back(std::move(task));
     // Counted under the lock, so that concurrent submitters cannot pass the queue's limit
     // together; the idle spin reads it without the lock.
@@ -263,6 +265,24 @@ absl::Status ModelWorker::Submit(std::shared_ptr<Task> task) {
   // scheduler sleeps.
   work_ready_.notify_one();
   return absl::OkStatus();
+}
+
+bool ModelWorker::PushOutFor(const Task& task) {
+  const auto own = queued_by_client_.find(task.client);
+  const size_t held = own == queued_by_client_.end() ? 0 : own->second.size();
+  const auto largest =
+      std::max_element(queued_by_client_.begin(), queued_by_client_.end(),
+                       [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+  if (largest == queued_by_client_.end() || largest->second.size() <= held + 1) return false;
+  Task* newest = largest->second.back();
+  largest->second.pop_back();
+  if (largest->second.empty()) queued_by_client_.erase(largest);
+  // The scheduler answers it UNAVAILABLE at its next step; it leaves the count now.
+  newest->pushed_out = true;
+  queued_tokens_ -= newest->input_tokens;
+  queued_.fetch_sub(1, std::memory_order_relaxed);
+  metrics_.refused.Add({{"model", name_}, {"budget", "queue"}}).Increment();
+  return true;
 }
 
 void ModelWorker::Poke() {
@@ -325,10 +345,16 @@ void ModelWorker::Run() {
   while (AwaitWork()) {
     const absl::Time now = absl::Now();
     StepPlan plan = scheduler_.Schedule(now);
-    if (plan.taken_requests > 0) {
+    if (!plan.taken.empty()) {
       std::lock_guard lock(mutex_);
-      queued_tokens_ -= plan.taken_tokens;
-      queued_.fetch_sub(plan.taken_requests, std::memory_order_relaxed);
+      for (const Task* task : plan.taken) {
+        if (task->pushed_out.load()) continue;  // uncounted when it was pushed out
+        queued_tokens_ -= task->input_tokens;
+        queued_.fetch_sub(1, std::memory_order_relaxed);
+        auto own = queued_by_client_.find(task->client);
+        std::erase(own->second, task);
+        if (own->second.empty()) queued_by_client_.erase(own);
+      }
     }
     if (plan.taken_tokens > 0) completion_.IterationStarted(now, plan.taken_tokens);
     for (const auto& task : plan.unary) {
@@ -359,7 +385,7 @@ void ModelWorker::Run() {
 void ModelWorker::UpdateGauges(const StepPlan& plan) {
   reused_tokens_.Increment(static_cast<double>(plan.reused_tokens));
   preemptions_.Increment(static_cast<double>(plan.preemptions));
-  if (!plan.empty()) paused_streams_.Set(static_cast<double>(plan.paused));
+  paused_streams_.Set(static_cast<double>(scheduler_.paused()));
   queue_length_.Set(static_cast<double>(queued_.load(std::memory_order_relaxed)));
   active_sequences_.Set(static_cast<double>(scheduler_.running()));
   const KvBlockPool* pool = scheduler_.cache().pool();

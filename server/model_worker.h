@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -93,6 +94,11 @@ class ModelWorker {
   // Refusals of work that can never fit, counted by budget.
   absl::Status CheckFits(const Task& task, const RequestCost& cost);
   absl::Status Refuse(const char* budget, absl::Status status);
+  // A full queue makes room for a client with fewer requests queued than another: the newest
+  // request of the client with the most leaves instead (fair queuing with push-out), so that one
+  // client's burst cannot fill the queue for everyone. False when no client holds more than
+  // one request beyond `task`'s client. With mutex_ held.
+  bool PushOutFor(const Task& task);
   void Run();
   // Waits until there is work, then moves submitted tasks to the scheduler; false once drained.
   bool AwaitWork();
@@ -120,6 +126,8 @@ class ModelWorker {
   std::condition_variable work_ready_;  // submitted_ grew, a stream drained, or draining_ was set
   std::deque<std::shared_ptr<Task>> submitted_;  // not yet handed to the scheduler
   int64_t queued_tokens_ = 0;  // input tokens of queued tasks (submitted or waiting)
+  // Queued tasks by Task::client, oldest first.
+  std::unordered_map<std::string, std::vector<Task*>> queued_by_client_;
   // Queued tasks (submitted or waiting in the scheduler), read without the lock by Submit's
   // checks and the idle spin.
   std::atomic<int64_t> queued_{0};

@@ -51,12 +51,16 @@ int64_t Scheduler::SourceTokens(const Task& task) const {
 StepPlan Scheduler::Schedule(absl::Time now) {
   StepPlan plan;
   Sweep(now, plan);
+  paused_ = plan.paused;
   bool decoding = false, prompts_waiting = false;
   for (const Sequence& g : running_) {
     if (g.state == SequenceState::kPaused) continue;
     decoding |= g.started && g.unfed() == 1;
     prompts_waiting |= g.unfed() > 1 || !g.started;
   }
+  prompts_waiting |= std::any_of(waiting_.begin(), waiting_.end(), [](const auto& task) {
+    return task->kind == TaskKind::kGenerate;
+  });
   const int64_t budget = decoding ? options_.prefill_chunk_tokens : options_.step_tokens;
   const int64_t prompt_share = prompts_waiting ? (budget + 1) / 2 : 0;
   TakeWaiting(now, budget - prompt_share, plan);
@@ -174,6 +178,10 @@ void Scheduler::TakeWaiting(absl::Time now, int64_t unary_share, StepPlan& plan)
     absl::Status ended;
     if (task.cancelled.load()) {
       ended = absl::CancelledError("the caller cancelled the request");
+    } else if (task.pushed_out.load()) {
+      ended = absl::UnavailableError(
+          "the queue is full, and this request's place went to a client with fewer requests "
+          "queued; retry later");
     } else if (task.expired(now)) {
       ended = absl::DeadlineExceededError(
           "the deadline passed while the request was queued; it was not run");
@@ -210,7 +218,7 @@ void Scheduler::TakeWaiting(absl::Time now, int64_t unary_share, StepPlan& plan)
       ++it;
       continue;
     }
-    ++plan.taken_requests;
+    plan.taken.push_back(&task);
     plan.taken_tokens += task.input_tokens;
     std::shared_ptr<Task> taken = std::move(*it);
     it = waiting_.erase(it);

@@ -99,8 +99,10 @@ struct StepPlan {
   std::vector<uint64_t> dropped;             // engine states to drop (preempted)
   std::vector<uint64_t> removed;             // generations that ended here (in `ended`)
   std::vector<Feed> decode, prefill;
-  // Work taken from the waiting queue, and what it holds: for the caller's queue accounting.
-  int64_t taken_requests = 0, taken_tokens = 0;
+  // Requests taken from the waiting queue (to run or to end), and their input tokens: for the
+  // caller's queue accounting.
+  std::vector<const Task*> taken;
+  int64_t taken_tokens = 0;
   int64_t unary_tokens = 0;  // padded tokens of the unary requests
   int64_t prefill_tokens = 0;
   int64_t reused_tokens = 0;  // prompt tokens found in published blocks
@@ -134,8 +136,9 @@ class Scheduler {
   bool has_waiting() const { return !waiting_.empty(); }
   const std::shared_ptr<Task>& oldest_waiting() const { return waiting_.front(); }
   int64_t waiting() const { return static_cast<int64_t>(waiting_.size()); }
-  // Generations started and not finished.
+  // Generations started and not finished, and those of them paused at the last Schedule.
   int64_t running() const { return static_cast<int64_t>(running_.size()); }
+  int64_t paused() const { return paused_; }
   // A running generation could be fed now (not every one is paused or out of blocks).
   bool HasRunnable() const;
   bool idle() const { return waiting_.empty() && running_.empty(); }
@@ -167,6 +170,7 @@ class Scheduler {
   std::list<std::shared_ptr<Task>> waiting_;
   std::list<Sequence> running_;  // oldest first
   uint64_t next_id_ = 1;
+  int64_t paused_ = 0;
 };
 
 }  // namespace attnserve::server

@@ -48,8 +48,12 @@ struct Task {
   absl::Time enqueued = absl::Now();
   absl::Time deadline = absl::InfiniteFuture();
   std::atomic<bool> cancelled{false};
-  // Who asked (the connection's peer): the scheduler shares decoding slots evenly among clients.
+  // Who asked (the connection's peer): queue places and decoding slots are shared out evenly
+  // among clients.
   std::string client;
+  // Its place in a full queue went to a client with fewer requests queued: answered
+  // UNAVAILABLE without running.
+  std::atomic<bool> pushed_out{false};
   int64_t input_tokens = 0;  // set by ModelWorker::Submit, for its completion estimate
   EngineCall call;           // set by ModelWorker::Submit: the engine call that answers it
   // Set by ModelWorker::Submit: wakes its scheduler when the task's client read or left.

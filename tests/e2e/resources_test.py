@@ -224,6 +224,8 @@ class StreamsTest(unittest.TestCase):
         channels = [grpc.insecure_channel(target, options) for _ in range(3)]
         request = pb.GenerateRequest(model="demo", prompt=pb.Sequence(text="Once upon a time"),
                                      max_tokens=800, temperature=1.0, seed=3)
+        refused_before = self.server.metric_value("attnserve_requests_total", method="Generate",
+                                                  code="UNAVAILABLE")
         streams = [pb_grpc.InferenceStub(channels[i % 3]).Generate(request, timeout=120)
                    for i in range(300)]
         try:
@@ -231,7 +233,7 @@ class StreamsTest(unittest.TestCase):
             def settled():
                 return self.server.metric_value("attnserve_paused_streams") + \
                     self.server.metric_value("attnserve_requests_total", method="Generate",
-                                             code="UNAVAILABLE")
+                                             code="UNAVAILABLE") - refused_before
             deadline = time.time() + 60
             while time.time() < deadline and settled() < 300:
                 time.sleep(0.2)
@@ -266,6 +268,62 @@ class StreamsTest(unittest.TestCase):
                 stream.cancel()
             for channel in channels:
                 channel.close()
+
+    def test_one_clients_unread_streams_leave_room_for_another_client(self):
+        # A client with gRPC's default windows that never reads: its 64 KiB per stream hold
+        # more events than these generations make, so the server cannot tell it from a client
+        # that reads. What it guarantees: that client gets its share of the queue and of the
+        # decoding slots, and another client is answered at once.
+        alone_start = time.time()
+        list(self.server.stub.Generate(pb.GenerateRequest(
+            model="demo", prompt=pb.Sequence(text="Hello"), max_tokens=16), timeout=30))
+        alone = time.time() - alone_start
+        target = f"127.0.0.1:{self.server.port}"
+        # Its own connection, as another process's would be (channels in one process share
+        # one by default).
+        hostile = grpc.insecure_channel(target, [("grpc.use_local_subchannel_pool", 1)])
+        request = pb.GenerateRequest(model="demo", prompt=pb.Sequence(text="Once upon a time"),
+                                     max_tokens=800, temperature=1.0, seed=3)
+        streams = [pb_grpc.InferenceStub(hostile).Generate(request, timeout=120)
+                   for _ in range(300)]
+        try:
+            deadline = time.time() + 30
+            while time.time() < deadline and \
+                    self.server.metric_value("attnserve_active_sequences") < 32:
+                time.sleep(0.05)
+            self.assertGreaterEqual(self.server.metric_value("attnserve_active_sequences"), 32)
+            start = time.time()
+            other = self.server.stub.Generate(pb.GenerateRequest(
+                model="demo", prompt=pb.Sequence(text="Hello"), max_tokens=16), timeout=30)
+            first = next(other)
+            first_token = time.time() - start
+            events = [first] + list(other)
+            generate = time.time() - start
+            self.assertEqual(events[-1].finish.reason, pb.FINISH_REASON_MAX_TOKENS)
+            start = time.time()
+            reply = self.server.stub.NextToken(pb.NextTokenRequest(
+                model="demo", sequences=[pb.Sequence(text="Hello")]), timeout=30)
+            next_token = time.time() - start
+            self.assertEqual(len(reply.results), 1)
+            # The busy client's own requests past its share of the queue were refused,
+            # retryably, saying why.
+            refused = [s for s in streams if s.done() and s.code() == grpc.StatusCode.UNAVAILABLE]
+            self.assertGreater(len(refused), 0)
+            self.assertTrue(any("fewer requests queued" in s.details() for s in refused),
+                            refused[0].details())
+            print(f"\nunread default-window streams: another client's first token in "
+                  f"{first_token * 1000:.0f} ms, 16 tokens in {generate * 1000:.0f} ms "
+                  f"({alone * 1000:.0f} ms alone), NextToken in {next_token * 1000:.0f} ms; "
+                  f"{len(refused)} of the busy client's 300 refused", flush=True)
+            # Every step decodes the busy client's streams beside it: slower than alone, but
+            # never behind them.
+            self.assertLess(first_token, 1.0)
+            self.assertLess(generate, 5.0)
+            self.assertLess(next_token, 1.0)
+        finally:
+            for stream in streams:
+                stream.cancel()
+            hostile.close()
 
     def test_a_shared_prefix_is_reused(self):
         prefix = "You are a helpful assistant. " * 31  # 899 bytes: 28 blocks of 32

@@ -1,0 +1,360 @@
+// The scheduler's policies without threads or a model: requests in, plans out, results back,
+// with a stand-in executor that "computes" what each plan feeds (committing the tokens to the
+// block tables, as the engine does) and samples tokens from a seeded generator.
+#include "server/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace attnserve::server {
+namespace {
+
+class FakeSink final : public TaskSink {
+ public:
+  void Send(v1::GenerateResponse) override {}
+  void Complete(absl::Status status) override { statuses.push_back(std::move(status)); }
+  int64_t Unsent() const override { return unsent; }
+  int64_t unsent = 0;
+  std::vector<absl::Status> statuses;
+};
+
+constexpr int64_t kBlockTokens = 4;
+
+struct Harness {
+  explicit Harness(SchedulerOptions options, int64_t blocks = 64, bool share = true)
+      : scheduler(options, KvCacheManager(*KvBlockPool::Create(
+                                              KvBlockShape{.layers = 1,
+                                                           .key_width = 1,
+                                                           .value_width = 1,
+                                                           .block_tokens = kBlockTokens},
+                                              blocks),
+                                          share)) {}
+
+  std::shared_ptr<Task> Generate(std::vector<int64_t> prompt, int64_t max_tokens,
+                                 std::string client = "a") {
+    sinks.push_back(std::make_unique<FakeSink>());
+    auto task = std::make_shared<Task>(TaskKind::kGenerate, sinks.back().get());
+    task->sequences = {std::move(prompt)};
+    task->generate.max_tokens = max_tokens;
+    task->input_tokens = static_cast<int64_t>(task->sequences[0].size());
+    task->client = std::move(client);
+    scheduler.Add(task);
+    return task;
+  }
+  std::shared_ptr<Task> Unary(TaskKind kind, int64_t batch, int64_t time) {
+    sinks.push_back(std::make_unique<FakeSink>());
+    auto task = std::make_shared<Task>(kind, sinks.back().get());
+    task->call = EngineCall{.batch = batch, .time = time, .logits_rows = batch};
+    task->input_tokens = batch * time;
+    scheduler.Add(task);
+    return task;
+  }
+  // Runs a plan as the executor would: every feed is computed, and a sequence fed in full
+  // samples a token, or ends at max_tokens.
+  StepOutcome Execute(const StepPlan& plan) {
+    StepOutcome outcome;
+    for (const auto& [task, status] : plan.ended) task->Finish(status);
+    for (const auto& task : plan.unary) task->Finish(absl::OkStatus());
+    for (const auto* feeds : {&plan.decode, &plan.prefill}) {
+      for (const Feed& feed : *feeds) {
+        Sequence& g = *feed.sequence;
+        EXPECT_TRUE(g.started);
+        EXPECT_EQ(feed.tokens.size(), static_cast<size_t>(g.feeding));
+        EXPECT_GE(g.table->capacity(), g.computed + g.feeding) << "fed past its blocks";
+        EXPECT_EQ(g.table->tokens(), g.computed) << "the table holds what was computed";
+        g.table->Commit(feed.tokens);  // the engine writes these tokens' keys and values
+        outcome.fed.push_back(&g);
+        if (g.computed + g.feeding < static_cast<int64_t>(g.tokens.size())) continue;
+        if (g.generated() + 1 >= g.task->generate.max_tokens) {
+          outcome.finished.push_back(&g);
+          finished.push_back(g.task);
+        } else {
+          outcome.sampled.emplace_back(&g, static_cast<int64_t>(rng() % 50));
+        }
+      }
+    }
+    return outcome;
+  }
+  StepPlan Step(absl::Time now = absl::Now()) {
+    StepPlan plan = scheduler.Schedule(now);
+    StepOutcome outcome = Execute(plan);
+    scheduler.Update(outcome);
+    for (const auto& task : finished) task->Finish(absl::OkStatus());
+    finished.clear();
+    return plan;
+  }
+
+  Scheduler scheduler;
+  std::vector<std::unique_ptr<FakeSink>> sinks;
+  std::vector<std::shared_ptr<Task>> finished;
+  std::mt19937_64 rng{7};
+};
+
+std::vector<int64_t> Prompt(int64_t length, int64_t first = 100) {
+  std::vector<int64_t> tokens(length);
+  for (int64_t i = 0; i < length; ++i) tokens[i] = first + i;
+  return tokens;
+}
+
+SchedulerOptions Options() {
+  return SchedulerOptions{.max_batch_size = 4, .step_tokens = 16, .prefill_chunk_tokens = 8};
+}
+
+TEST(SchedulerTest, APromptIsFedInChunksThenDecodesOneTokenAStep) {
+  Harness h(Options());
+  h.Generate(Prompt(40), 3);
+  const Sequence* g = nullptr;
+  std::vector<int64_t> chunks;
+  for (int step = 0; step < 10 && h.scheduler.running() + h.scheduler.waiting() > 0; ++step) {
+    StepPlan plan = h.Step();
+    if (!plan.admitted.empty()) g = plan.admitted[0];
+    for (const Feed& f : plan.prefill) chunks.push_back(static_cast<int64_t>(f.tokens.size()));
+    for (const Feed& f : plan.decode) chunks.push_back(-static_cast<int64_t>(f.tokens.size()));
+  }
+  ASSERT_NE(g, nullptr);
+  // 16 tokens a step while nothing decodes; then the first token is sampled with the last
+  // chunk, and each later one is a decode step of one token.
+  EXPECT_EQ(chunks, (std::vector<int64_t>{16, 16, 8, -1, -1}));
+  EXPECT_TRUE(h.scheduler.idle());
+  EXPECT_EQ(h.scheduler.cache().pool()->used_blocks(), 0);
+}
+
+TEST(SchedulerTest, StatesFollowARequestThroughItsLife) {
+  Harness h(Options());
+  h.Generate(Prompt(20), 3);
+  StepPlan plan = h.scheduler.Schedule(absl::Now());
+  ASSERT_EQ(plan.admitted.size(), 1u);
+  Sequence* g = plan.admitted[0];
+  EXPECT_EQ(g->state, SequenceState::kPrefilling);
+  h.scheduler.Update(h.Execute(plan));  // 16 of 20
+  plan = h.scheduler.Schedule(absl::Now());
+  EXPECT_EQ(g->state, SequenceState::kPrefilling);
+  h.scheduler.Update(h.Execute(plan));  // the last 4, and a token sampled
+  plan = h.scheduler.Schedule(absl::Now());
+  EXPECT_EQ(g->state, SequenceState::kDecoding);
+  h.scheduler.Update(h.Execute(plan));
+  // The client stops reading: paused, fed nothing, holding its blocks until they are needed.
+  static_cast<FakeSink*>(h.sinks[0].get())->unsent = 4;
+  plan = h.scheduler.Schedule(absl::Now());
+  EXPECT_EQ(g->state, SequenceState::kPaused);
+  EXPECT_EQ(plan.paused, 1);
+  EXPECT_TRUE(plan.decode.empty() && plan.prefill.empty());
+  EXPECT_GT(g->held_blocks(), 0);
+  EXPECT_FALSE(h.scheduler.HasRunnable());
+  static_cast<FakeSink*>(h.sinks[0].get())->unsent = 0;
+  plan = h.scheduler.Schedule(absl::Now());
+  EXPECT_EQ(g->state, SequenceState::kDecoding);
+  EXPECT_EQ(plan.decode.size(), 1u);
+  h.scheduler.Update(h.Execute(plan));
+  EXPECT_TRUE(h.scheduler.idle()) << "max_tokens reached: finished and removed";
+}
+
+TEST(SchedulerTest, UnaryRequestsAreFifoWithinTheirShareAndTheFirstAlwaysGoes) {
+  Harness h(Options());
+  auto big = h.Unary(TaskKind::kScore, 1, 100);  // over the whole step budget
+  auto small = h.Unary(TaskKind::kNextToken, 1, 4);
+  StepPlan plan = h.scheduler.Schedule(absl::Now());
+  ASSERT_EQ(plan.unary.size(), 1u) << "the large one runs alone";
+  EXPECT_EQ(plan.unary[0], big);
+  plan = h.scheduler.Schedule(absl::Now());
+  ASSERT_EQ(plan.unary.size(), 1u);
+  EXPECT_EQ(plan.unary[0], small);
+  // Four of 4 tokens fit 16; the fifth waits, and nothing overtakes it.
+  for (int i = 0; i < 5; ++i) h.Unary(TaskKind::kNextToken, 1, 4);
+  h.Unary(TaskKind::kEmbed, 1, 1);
+  plan = h.scheduler.Schedule(absl::Now());
+  EXPECT_EQ(plan.unary.size(), 4u);
+  EXPECT_EQ(plan.unary_tokens, 16);
+  plan = h.scheduler.Schedule(absl::Now());
+  EXPECT_EQ(plan.unary.size(), 2u);
+}
+
+TEST(SchedulerTest, WhileGenerationsDecodeTheStepBudgetIsSmallAndSharedWithPrompts) {
+  SchedulerOptions options = Options();
+  options.max_batch_size = 8;
+  Harness h(options);
+  h.Generate(Prompt(3), 100);
+  h.Step();  // prompt fed, first token sampled: decoding from now on
+  h.Generate(Prompt(40, 500), 5);
+  for (int i = 0; i < 3; ++i) h.Unary(TaskKind::kNextToken, 1, 4);
+  StepPlan plan = h.scheduler.Schedule(absl::Now());
+  // prefill_chunk_tokens = 8: unary requests take half (4), the prompt the rest.
+  EXPECT_EQ(plan.decode.size(), 1u);
+  EXPECT_EQ(plan.unary_tokens, 4);
+  EXPECT_EQ(plan.prefill_tokens, 4);
+}
+
+TEST(SchedulerTest, CancelledAndExpiredRequestsEndWithTheirReasonAndFreeTheirBlocks) {
+  Harness h(Options());
+  const absl::Time now = absl::Now();
+  auto running = h.Generate(Prompt(10), 50);
+  h.Step(now);
+  EXPECT_GT(h.scheduler.cache().pool()->used_blocks(), 0);
+  auto expired = h.Unary(TaskKind::kNextToken, 1, 4);
+  expired->deadline = now - absl::Seconds(1);
+  running->cancelled = true;
+  StepPlan plan = h.scheduler.Schedule(now);
+  ASSERT_EQ(plan.ended.size(), 2u);
+  EXPECT_EQ(plan.ended[0].second.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(plan.ended[1].second.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(plan.unary.empty());
+  EXPECT_EQ(h.scheduler.cache().pool()->used_blocks(), 0);
+  EXPECT_TRUE(h.scheduler.idle());
+}
+
+TEST(SchedulerTest, PausedStreamsGiveUpTheirBlocksFirstThenTheNewest) {
+  // 12 blocks of 4 tokens: three 12-token prompts take 3 blocks each (4 with their first token).
+  Harness h(Options(), /*blocks=*/12, /*share=*/false);
+  auto oldest = h.Generate(Prompt(12, 100), 40);
+  auto middle = h.Generate(Prompt(12, 200), 40);
+  auto newest = h.Generate(Prompt(12, 300), 40);
+  h.Step();
+  h.Step();
+  const auto sequence = [&](const std::shared_ptr<Task>& task) -> const Sequence& {
+    for (const Sequence& g : h.scheduler.sequences()) {
+      if (g.task == task) return g;
+    }
+    throw std::runtime_error("not running");
+  };
+  // The middle one's client stops reading; the others decode until the pool runs out.
+  static_cast<FakeSink*>(h.sinks[1].get())->unsent = 4;
+  int64_t preemptions = 0;
+  for (int step = 0; step < 20 && preemptions == 0; ++step) preemptions += h.Step().preemptions;
+  EXPECT_EQ(sequence(middle).held_blocks(), 0) << "the paused stream gave its blocks first";
+  EXPECT_EQ(sequence(middle).state, SequenceState::kPaused);
+  EXPECT_GT(sequence(newest).held_blocks(), 0);
+  for (int step = 0; step < 40; ++step) preemptions += h.Step().preemptions;
+  EXPECT_EQ(sequence(oldest).preemptions, 0) << "the oldest always progresses";
+  EXPECT_GT(sequence(newest).preemptions, 0);
+}
+
+TEST(SchedulerTest, APreemptedSequenceIsComputedAgainWithItsSampledTokens) {
+  Harness h(Options(), /*blocks=*/6, /*share=*/false);
+  auto first = h.Generate(Prompt(8, 100), 12);
+  auto second = h.Generate(Prompt(8, 200), 12);
+  bool seen = false;
+  for (int step = 0; step < 60 && !h.scheduler.idle(); ++step) {
+    StepPlan plan = h.scheduler.Schedule(absl::Now());
+    for (Sequence* g : plan.start) {
+      if (g->preemptions > 0) {
+        seen = true;
+        EXPECT_EQ(g->computed, 0);
+        EXPECT_GT(g->generated(), 0) << "its sampled tokens are kept and fed again";
+      }
+    }
+    h.scheduler.Update(h.Execute(plan));
+  }
+  EXPECT_TRUE(seen);
+  EXPECT_TRUE(h.scheduler.idle());
+  EXPECT_EQ(h.scheduler.cache().pool()->used_blocks(), 0);
+}
+
+TEST(SchedulerTest, APublishedPrefixIsReusedByTheNextPromptThatStartsWithIt) {
+  Harness h(Options());
+  h.Generate(Prompt(17), 2);
+  while (!h.scheduler.idle()) h.Step();
+  std::vector<int64_t> longer = Prompt(17);
+  longer.push_back(7);
+  h.Generate(longer, 2);
+  StepPlan plan = h.Step();
+  EXPECT_EQ(plan.reused_tokens, 16) << "four full blocks of 4";
+  EXPECT_EQ(plan.prefill_tokens, 2);
+}
+
+TEST(SchedulerTest, OneClientsManyStreamsLeaveAnotherClientASlotEveryStep) {
+  Harness h(Options(), /*blocks=*/256);
+  for (int i = 0; i < 20; ++i) h.Generate(Prompt(2, 10 * i), 1000, "greedy");
+  for (int step = 0; step < 10; ++step) h.Step();
+  auto other = h.Generate(Prompt(2, 900), 8, "other");
+  int steps = 0;
+  while (other->Unsent() == 0 && steps < 100) {
+    bool fed = false;
+    StepPlan plan = h.scheduler.Schedule(absl::Now());
+    for (const auto* feeds : {&plan.decode, &plan.prefill}) {
+      for (const Feed& f : *feeds) fed |= f.sequence->task == other;
+    }
+    const bool done = [&] {
+      for (const Sequence& g : h.scheduler.sequences()) {
+        if (g.task == other) return false;
+      }
+      return true;
+    }();
+    if (done) break;
+    EXPECT_TRUE(fed) << "step " << steps;
+    h.scheduler.Update(h.Execute(plan));
+    ++steps;
+  }
+  EXPECT_EQ(steps, 8) << "one step for the prompt and the first token, then one a token";
+}
+
+// Random mixes of requests, clients that stop and resume reading, cancellations: the budgets
+// hold at every step, blocks are conserved, and every request ends.
+TEST(SchedulerTest, RandomMixesKeepTheBudgetsConserveBlocksAndFinishEverything) {
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    SchedulerOptions options{.max_batch_size = 1 + static_cast<int64_t>(rng() % 6),
+                             .step_tokens = 8 + static_cast<int64_t>(rng() % 40),
+                             .prefill_chunk_tokens = 4,
+                             .max_unsent_events = 2};
+    options.prefill_chunk_tokens = 1 + static_cast<int64_t>(rng() % options.step_tokens);
+    const int64_t blocks = 24 + static_cast<int64_t>(rng() % 40);
+    Harness h(options, blocks, /*share=*/rng() % 2 == 0);
+    std::vector<std::shared_ptr<Task>> tasks;
+    int64_t steps = 0;
+    for (; steps < 5000; ++steps) {
+      if (tasks.size() < 60 && rng() % 3 == 0) {
+        if (rng() % 3 == 0) {
+          tasks.push_back(h.Unary(TaskKind::kNextToken, 1 + static_cast<int64_t>(rng() % 3),
+                                  1 + static_cast<int64_t>(rng() % 30)));
+        } else {
+          // At most the whole pool with its first tokens, as admission guarantees.
+          const int64_t prompt = 1 + static_cast<int64_t>(rng() % 40);
+          const int64_t max_tokens = 1 + static_cast<int64_t>(rng() % 20);
+          tasks.push_back(h.Generate(Prompt(prompt, static_cast<int64_t>(rng() % 3) * 1000),
+                                     max_tokens, "client" + std::to_string(rng() % 3)));
+        }
+      }
+      for (auto& sink : h.sinks) {
+        if (rng() % 10 == 0) sink->unsent = sink->unsent > 0 ? 0 : options.max_unsent_events;
+      }
+      if (rng() % 50 == 0 && !tasks.empty()) tasks[rng() % tasks.size()]->cancelled = true;
+      if (tasks.size() >= 60 && h.scheduler.idle()) break;
+
+      StepPlan plan = h.scheduler.Schedule(absl::Now());
+      const int64_t fed = static_cast<int64_t>(plan.decode.size() + plan.prefill.size());
+      ASSERT_LE(fed, options.max_batch_size);
+      ASSERT_LE(plan.prefill_tokens, options.step_tokens);
+      if (plan.unary.size() > 1) {
+        ASSERT_LE(plan.unary_tokens, options.step_tokens);
+      }
+      ASSERT_LE(static_cast<int64_t>(plan.unary.size()), options.max_batch_size);
+      h.scheduler.Update(h.Execute(plan));
+      for (const auto& task : h.finished) task->Finish(absl::OkStatus());
+      h.finished.clear();
+      // Blocks: those the running sequences hold are the pool's referenced ones.
+      std::set<int32_t> held;
+      for (const Sequence& g : h.scheduler.sequences()) {
+        held.insert(g.table->blocks().begin(), g.table->blocks().end());
+        ASSERT_EQ(g.table->tokens(), g.computed);
+      }
+      ASSERT_EQ(static_cast<int64_t>(held.size()), h.scheduler.cache().pool()->used_blocks());
+    }
+    // Every client reads again: everything finishes, and every block comes back.
+    for (auto& sink : h.sinks) sink->unsent = 0;
+    for (int64_t more = 0; more < 2000 && !h.scheduler.idle(); ++more) h.Step();
+    EXPECT_TRUE(h.scheduler.idle()) << "something starved";
+    EXPECT_EQ(h.scheduler.cache().pool()->used_blocks(), 0);
+    for (auto& sink : h.sinks) EXPECT_EQ(sink->statuses.size(), 1u) << "each answered once";
+  }
+}
+
+}  // namespace
+}  // namespace attnserve::server
