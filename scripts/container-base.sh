@@ -2,7 +2,8 @@
 # Prepares podman on a Debian bookworm machine that has no Docker engine and cannot reach an
 # image registry, so that `make container-test` and `make kube-test` can build and run the image:
 #
-#   1. podman, buildah, runc, debootstrap and uidmap come from Debian when any is missing;
+#   1. podman, buildah, runc, debootstrap, uidmap and catatonit come from Debian when any is
+#      missing;
 #   2. a podman configuration for sandboxes that refuse podman's default ulimits, with runc as
 #      the runtime (CONTAINERS_CONF names it; it is written once, never overwritten);
 #   3. the Dockerfile's base, debian:bookworm-slim, is made locally: a minbase bookworm root from
@@ -28,7 +29,8 @@ if [[ $(id -u) != 0 ]]; then
 fi
 
 # 1. The tools, from Debian.
-tools=(podman buildah runc debootstrap uidmap)
+# catatonit: the pause process of the pods `podman kube play` makes (a recommendation of podman's)
+tools=(podman buildah runc debootstrap uidmap catatonit)
 missing=()
 for package in "${tools[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q '^install ok installed$' ||
