@@ -22,8 +22,13 @@ COPY client client
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DATTNSERVE_TESTS=OFF \
  && cmake --build build -j "$(nproc)" --target attnserve attn \
  && strip build/server/attnserve build/client/attn
+# nghttpx, the HTTP/2 proxy the pod runs in front of the server: only its binary goes on, since
+# its package also pulls in python3 (about 100 MB) for helper scripts the proxy never runs.
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nghttp2-proxy \
+ && rm -rf /var/lib/apt/lists/*
 # The runtime image installs exactly the packages whose libraries the binaries link.
-RUN ldd build/server/attnserve build/client/attn | awk '/=> \//{print $3}' \
+RUN ldd build/server/attnserve build/client/attn /usr/sbin/nghttpx | awk '/=> \//{print $3}' \
     | xargs -r realpath | xargs -r dpkg -S 2>/dev/null | cut -d: -f1 | sort -u \
     > /runtime-packages \
  && cat /runtime-packages
@@ -32,10 +37,11 @@ FROM debian:bookworm-slim
 COPY --from=build /runtime-packages /tmp/runtime-packages
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      $(cat /tmp/runtime-packages) nghttp2-proxy \
+      $(cat /tmp/runtime-packages) \
  && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages \
  && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin attnserve
-COPY --from=build /src/build/server/attnserve /src/build/client/attn /usr/local/bin/
+COPY --from=build /src/build/server/attnserve /src/build/client/attn /usr/sbin/nghttpx \
+     /usr/local/bin/
 COPY models/demo /opt/attnserve/models/demo
 COPY deploy/proxy/nghttpx.conf /etc/attnserve/nghttpx.conf
 USER 10001
