@@ -17,6 +17,7 @@
 #include "engine/kernels/few_rows_linear.h"
 #include "engine/kernels/kernel_isa.h"
 #include "engine/parallel.h"
+#include "engine/status_macros.h"
 #include "engine/weight_memory.h"
 
 namespace attnserve {
@@ -421,9 +422,7 @@ absl::StatusOr<Tensor> LinearRows(const Tensor& x, const LinearWeights& linear,
   shape.back() = linear.out_features();
   Tensor y(shape);
   Tensor y_rows = y.FlattenRows();
-  if (auto status = Linear(x.FlattenRows(), linear, y_rows, epilogue); !status.ok()) {
-    return status;
-  }
+  RETURN_IF_ERROR(Linear(x.FlattenRows(), linear, y_rows, epilogue));
   return y;
 }
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/bf16.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 
@@ -126,7 +127,7 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   file.contents_ = contents;
 
   if (contents->size < 8) return fail("truncated: shorter than the 8-byte header length");
-  if (auto status = file.ReadRange(0, 8); !status.ok()) return status;
+  RETURN_IF_ERROR(file.ReadRange(0, 8));
   uint64_t header_bytes = 0;
   for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | contents->data[i];
   if (header_bytes > kMaxHeaderBytes) {
@@ -137,7 +138,7 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
     return fail(absl::StrCat("truncated: header of ", header_bytes, " bytes but only ",
                              contents->size - 8, " follow"));
   }
-  if (auto status = file.ReadRange(8, 8 + header_bytes); !status.ok()) return status;
+  RETURN_IF_ERROR(file.ReadRange(8, 8 + header_bytes));
 
   file.data_offset_ = 8 + header_bytes;
   const uint64_t data_bytes = contents->size - file.data_offset_;
@@ -225,11 +226,8 @@ absl::StatusOr<const SafetensorsFile::Entry*> SafetensorsFile::Find(const std::s
 
 absl::StatusOr<const uint8_t*> SafetensorsFile::Read(const std::string& name,
                                                      const Entry& entry) const {
-  if (auto status = ReadRange(data_offset_ + entry.begin, data_offset_ + entry.end,
-                              absl::StrCat("tensor '", name, "': "));
-      !status.ok()) {
-    return status;
-  }
+  RETURN_IF_ERROR(ReadRange(data_offset_ + entry.begin, data_offset_ + entry.end,
+                            absl::StrCat("tensor '", name, "': ")));
   return contents_->data + data_offset_ + entry.begin;
 }
 
@@ -264,9 +262,8 @@ float HalfToFloat(uint16_t half) {
 }  // namespace
 
 absl::StatusOr<Tensor> SafetensorsFile::Float32(const std::string& name) const {
-  auto entry = Find(name);
-  if (!entry.ok()) return entry.status();
-  const std::string& dtype = (*entry)->dtype;
+  ASSIGN_OR_RETURN(const Entry* entry, Find(name));
+  const std::string& dtype = entry->dtype;
   if (dtype != "F32" && dtype != "F16" && dtype != "BF16") {
     return absl::InvalidArgumentError(
         absl::StrCat(path_, ": tensor '", name, "' is ", dtype, ", expected F32, F16 or BF16"));
@@ -275,17 +272,15 @@ absl::StatusOr<Tensor> SafetensorsFile::Float32(const std::string& name) const {
   std::shared_ptr<const Lease> lease = leases_[name].lock();
   if (lease != nullptr) {
     auto* data = reinterpret_cast<float*>(const_cast<uint8_t*>(lease->begin));
-    return Tensor::Wrap(data, (*entry)->shape, std::move(lease));
+    return Tensor::Wrap(data, entry->shape, std::move(lease));
   }
-  auto read = Read(name, **entry);
-  if (!read.ok()) return read.status();
-  const uint8_t* data = *read;
-  const uint64_t bytes = (*entry)->end - (*entry)->begin;
+  ASSIGN_OR_RETURN(const uint8_t* data, Read(name, *entry));
+  const uint64_t bytes = entry->end - entry->begin;
   // Held by the view returned, or released as this returns when the bytes were copied.
   lease = std::make_shared<const Lease>(contents_, data, data + bytes);
   if (dtype == "F16" || dtype == "BF16") {
     // Widened into memory of its own: the engine computes in float32.
-    Tensor wide((*entry)->shape);
+    Tensor wide(entry->shape);
     for (uint64_t i = 0; i < bytes / 2; ++i) {
       uint16_t value;
       std::memcpy(&value, data + 2 * i, sizeof(value));
@@ -294,38 +289,35 @@ absl::StatusOr<Tensor> SafetensorsFile::Float32(const std::string& name) const {
     return wide;
   }
   if (reinterpret_cast<uintptr_t>(data) % alignof(float) != 0) {
-    Tensor copy((*entry)->shape);
+    Tensor copy(entry->shape);
     std::memcpy(copy.data(), data, bytes);
     return copy;
   }
   // One lease per tensor, however many times it is read: a second one would release the pages
   // while the first one's views still read them.
   leases_[name] = lease;
-  return Tensor::Wrap(reinterpret_cast<float*>(const_cast<uint8_t*>(data)), (*entry)->shape,
+  return Tensor::Wrap(reinterpret_cast<float*>(const_cast<uint8_t*>(data)), entry->shape,
                       std::move(lease));
 }
 
 FileBytes SafetensorsFile::bytes() const { return {{contents_->data, contents_->size}, contents_}; }
 
 absl::StatusOr<std::vector<int64_t>> SafetensorsFile::Integers(const std::string& name) const {
-  auto entry = Find(name);
-  if (!entry.ok()) return entry.status();
-  auto read = Read(name, **entry);
-  if (!read.ok()) return read.status();
-  const uint8_t* data = *read;
-  const uint64_t bytes = (*entry)->end - (*entry)->begin;
+  ASSIGN_OR_RETURN(const Entry* entry, Find(name));
+  ASSIGN_OR_RETURN(const uint8_t* data, Read(name, *entry));
+  const uint64_t bytes = entry->end - entry->begin;
   const Lease copied(contents_, data, data + bytes);  // released once widened
   std::vector<int64_t> values;
-  if ((*entry)->dtype == "I64") {
+  if (entry->dtype == "I64") {
     values.resize(bytes / 8);
     std::memcpy(values.data(), data, bytes);
-  } else if ((*entry)->dtype == "I32") {
+  } else if (entry->dtype == "I32") {
     std::vector<int32_t> narrow(bytes / 4);
     std::memcpy(narrow.data(), data, bytes);
     values.assign(narrow.begin(), narrow.end());
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat(path_, ": tensor '", name, "' is ", (*entry)->dtype, ", expected I64 or I32"));
+        absl::StrCat(path_, ": tensor '", name, "' is ", entry->dtype, ", expected I64 or I32"));
   }
   return values;
 }

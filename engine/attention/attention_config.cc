@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 namespace {
@@ -33,7 +34,7 @@ absl::Status CheckAttentionConfig(const AttentionConfig& config) {
   for (auto status :
        {positive("model_dim", config.model_dim), positive("num_heads", config.num_heads),
         positive("head_dim_qk", config.head_dim_qk), positive("head_dim_v", config.head_dim_v)}) {
-    if (!status.ok()) return status;
+    RETURN_IF_ERROR(status);
   }
   if (config.memory_dim < 0 || config.output_dim < 0 || config.scale < 0.0f) {
     return absl::InvalidArgumentError("attention memory_dim, output_dim and scale must be >= 0");
@@ -63,9 +64,7 @@ absl::Status CheckAttentionConfig(const AttentionConfig& config) {
           "feature map to queries and keys, and rotating them first no longer makes the scores "
           "depend on relative positions alone");
     }
-    if (auto status = CheckRotaryConfig(config.rotary, config.head_dim_qk); !status.ok()) {
-      return status;
-    }
+    RETURN_IF_ERROR(CheckRotaryConfig(config.rotary, config.head_dim_qk));
   }
   if (config.window < 0 ||
       (config.window > 0 && (!config.causal || config.kind == AttentionKind::kLinear))) {
@@ -77,7 +76,7 @@ absl::Status CheckAttentionConfig(const AttentionConfig& config) {
 }
 
 absl::Status CheckAttentionWeights(const AttentionConfig& config, const AttentionWeights& w) {
-  if (auto status = CheckAttentionConfig(config); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckAttentionConfig(config));
   const int64_t qk = config.query_width(), kk = config.key_width(), kv = config.value_width();
   const int64_t in = config.key_input_dim();
   const struct {
@@ -96,9 +95,7 @@ absl::Status CheckAttentionWeights(const AttentionConfig& config, const Attentio
       {"out_proj.bias", w.out_bias, {config.out_dim()}, true},
   };
   for (const auto& e : expected) {
-    if (auto status = CheckShape(e.name, e.tensor, e.shape, e.optional); !status.ok()) {
-      return status;
-    }
+    RETURN_IF_ERROR(CheckShape(e.name, e.tensor, e.shape, e.optional));
   }
   return absl::OkStatus();
 }

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/matmul.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 
@@ -21,11 +22,8 @@ absl::StatusOr<Tensor> HeadContributions(const Tensor& head_outputs, const Tenso
   for (int64_t h = 0; h < num_heads; ++h) {
     // z_h: columns [h·dv, (h+1)·dv) of every row; W_O[h]: the same columns of out_proj.weight.
     Tensor head_output = output_rows.Slice(1, h * model_dim, model_dim);
-    if (auto status = Linear(rows.Slice(1, h * dv, dv), out_weight.Slice(1, h * dv, dv), Tensor(),
-                             head_output);
-        !status.ok()) {
-      return status;
-    }
+    RETURN_IF_ERROR(
+        Linear(rows.Slice(1, h * dv, dv), out_weight.Slice(1, h * dv, dv), Tensor(), head_output));
   }
   return contributions;
 }

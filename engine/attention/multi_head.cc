@@ -8,6 +8,7 @@
 #include "engine/attention/scaled_dot_product.h"
 #include "engine/kernels/alibi.h"
 #include "engine/matmul.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 
@@ -16,7 +17,7 @@ MultiHeadAttention::MultiHeadAttention(const AttentionConfig& config) : config_(
 absl::StatusOr<MultiHeadAttention> MultiHeadAttention::Create(const AttentionConfig& config,
                                                               AttentionWeights weights,
                                                               const WeightFormat& format) {
-  if (auto status = CheckAttentionWeights(config, weights); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckAttentionWeights(config, weights));
   MultiHeadAttention layer(config);
   const AttentionWeights& w = weights;
   const std::vector<const Tensor*> projections =
@@ -35,9 +36,7 @@ absl::StatusOr<MultiHeadAttention> MultiHeadAttention::Create(const AttentionCon
 
 absl::Status MultiHeadAttention::CheckInputs(const PaddedBatch& x,
                                              const PaddedBatch* memory) const {
-  if (auto status = CheckPaddedBatch("attention input", x, config_.model_dim); !status.ok()) {
-    return status;
-  }
+  RETURN_IF_ERROR(CheckPaddedBatch("attention input", x, config_.model_dim));
   if (!config_.is_cross()) {
     if (memory != nullptr) {
       return absl::InvalidArgumentError("self-attention layer was given a memory");
@@ -108,30 +107,27 @@ void MultiHeadAttention::Rotate(Tensor& qkv, const std::vector<int64_t>& lengths
 absl::StatusOr<Tensor> MultiHeadAttention::ProjectOutput(Tensor concatenated,
                                                          const std::vector<int64_t>& lengths,
                                                          Tensor* head_outputs) const {
-  auto output = LinearRows(concatenated, output_);
-  if (!output.ok()) return output.status();
-  ZeroPadding(*output, lengths);
+  ASSIGN_OR_RETURN(Tensor output, LinearRows(concatenated, output_));
+  ZeroPadding(output, lengths);
   if (head_outputs != nullptr) *head_outputs = std::move(concatenated);
   return output;
 }
 
 absl::StatusOr<Tensor> MultiHeadAttention::Forward(const PaddedBatch& x, const PaddedBatch* memory,
                                                    Tensor* head_outputs) const {
-  if (auto status = CheckInputs(x, memory); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckInputs(x, memory));
   if (config_.is_cross()) {
-    auto projected = ProjectMemory(*memory);
-    if (!projected.ok()) return projected.status();
-    return Attend(x, *projected, head_outputs);
+    ASSIGN_OR_RETURN(KeyValues projected, ProjectMemory(*memory));
+    return Attend(x, projected, head_outputs);
   }
   const AttentionConfig& c = config_;
-  auto qkv = LinearRows(x.values, fused_);
-  if (!qkv.ok()) return qkv.status();
+  ASSIGN_OR_RETURN(Tensor qkv, LinearRows(x.values, fused_));
   std::vector<int64_t> starts(x.batch(), 0);
-  Rotate(*qkv, x.lengths, starts);
+  Rotate(qkv, x.lengths, starts);
   Tensor concatenated({x.batch(), x.time(), c.heads_width()});
   AttendProjected(
-      qkv->Slice(2, 0, c.query_width()), x.lengths, qkv->Slice(2, c.query_width(), c.key_width()),
-      qkv->Slice(2, c.query_width() + c.key_width(), c.value_width()), x.lengths, concatenated);
+      qkv.Slice(2, 0, c.query_width()), x.lengths, qkv.Slice(2, c.query_width(), c.key_width()),
+      qkv.Slice(2, c.query_width() + c.key_width(), c.value_width()), x.lengths, concatenated);
   return ProjectOutput(std::move(concatenated), x.lengths, head_outputs);
 }
 
@@ -139,14 +135,10 @@ absl::StatusOr<KeyValues> MultiHeadAttention::ProjectMemory(const PaddedBatch& m
   if (!config_.is_cross()) {
     return absl::FailedPreconditionError("ProjectMemory on a self-attention layer");
   }
-  if (auto status = CheckPaddedBatch("attention memory", memory, config_.memory_dim);
-      !status.ok()) {
-    return status;
-  }
-  auto kv = LinearRows(memory.values, fused_);
-  if (!kv.ok()) return kv.status();
+  RETURN_IF_ERROR(CheckPaddedBatch("attention memory", memory, config_.memory_dim));
+  ASSIGN_OR_RETURN(Tensor kv, LinearRows(memory.values, fused_));
   const AttentionConfig& c = config_;
-  return KeyValues{kv->Slice(2, 0, c.key_width()), kv->Slice(2, c.key_width(), c.value_width()),
+  return KeyValues{kv.Slice(2, 0, c.key_width()), kv.Slice(2, c.key_width(), c.value_width()),
                    memory.lengths};
 }
 
@@ -155,14 +147,11 @@ absl::StatusOr<Tensor> MultiHeadAttention::Attend(const PaddedBatch& x, const Ke
   if (!config_.is_cross()) {
     return absl::FailedPreconditionError("Attend on a self-attention layer");
   }
-  if (auto status = CheckPaddedBatch("attention input", x, config_.model_dim); !status.ok()) {
-    return status;
-  }
-  if (auto status = CheckMemoryLengths(x, memory.lengths); !status.ok()) return status;
-  auto q = LinearRows(x.values, query_);
-  if (!q.ok()) return q.status();
+  RETURN_IF_ERROR(CheckPaddedBatch("attention input", x, config_.model_dim));
+  RETURN_IF_ERROR(CheckMemoryLengths(x, memory.lengths));
+  ASSIGN_OR_RETURN(Tensor q, LinearRows(x.values, query_));
   Tensor concatenated({x.batch(), x.time(), config_.heads_width()});
-  AttendProjected(*q, x.lengths, memory.keys, memory.values, memory.lengths, concatenated);
+  AttendProjected(q, x.lengths, memory.keys, memory.values, memory.lengths, concatenated);
   return ProjectOutput(std::move(concatenated), x.lengths, head_outputs);
 }
 
@@ -188,9 +177,7 @@ absl::StatusOr<Tensor> MultiHeadAttention::ForwardCached(
   if (config_.is_cross() || !config_.causal) {
     return absl::FailedPreconditionError("ForwardCached needs causal self-attention");
   }
-  if (auto status = CheckPaddedBatch("attention input", x, config_.model_dim); !status.ok()) {
-    return status;
-  }
+  RETURN_IF_ERROR(CheckPaddedBatch("attention input", x, config_.model_dim));
   if (static_cast<int64_t>(caches.size()) != x.batch()) {
     return absl::InvalidArgumentError(
         absl::StrCat(caches.size(), " caches for a batch of ", x.batch()));
@@ -204,15 +191,14 @@ absl::StatusOr<Tensor> MultiHeadAttention::ForwardCached(
     }
   }
   const AttentionConfig& c = config_;
-  auto qkv = LinearRows(x.values, fused_);
-  if (!qkv.ok()) return qkv.status();
+  ASSIGN_OR_RETURN(Tensor qkv, LinearRows(x.values, fused_));
   std::vector<int64_t> starts;
   for (int64_t b = 0; b < x.batch(); ++b) starts.push_back(caches[b]->length());
-  Rotate(*qkv, x.lengths, starts);
+  Rotate(qkv, x.lengths, starts);
   Tensor concatenated = Tensor::Zeros({x.batch(), x.time(), c.heads_width()});
   if (config_.kind == AttentionKind::kLinear) {
     for (int64_t b = 0; b < x.batch(); ++b) {
-      const Tensor rows = qkv->Select(b);  // [T, q + k + v]
+      const Tensor rows = qkv.Select(b);  // [T, q + k + v]
       const float* q = rows.data();
       const float* k = q + c.query_width();
       const float* v = k + c.key_width();
@@ -230,20 +216,20 @@ absl::StatusOr<Tensor> MultiHeadAttention::ForwardCached(
   std::vector<RowBlocks> keys, values;
   std::vector<int64_t> k_lengths;
   for (int64_t b = 0; b < x.batch(); ++b) {
-    const Tensor rows = qkv->Select(b);
+    const Tensor rows = qkv.Select(b);
     const float* k = rows.data() + c.query_width();
     caches[b]->Append(k, rows.stride(0), k + c.key_width(), rows.stride(0), x.lengths[b]);
     keys.push_back(caches[b]->keys());
     values.push_back(caches[b]->values());
     k_lengths.push_back(caches[b]->length());
   }
-  const Tensor q = qkv->Slice(2, 0, c.query_width());
+  const Tensor q = qkv.Slice(2, 0, c.query_width());
   ScaledDotProductAttention(q, x.lengths, keys, values, k_lengths, config_.num_heads,
                             score_options(), concatenated);
   if (config_.kind == AttentionKind::kExclusive) {
     // Each query's own value is among the new rows: row i of the new values is token i's.
     RemoveOwnValueComponent(concatenated,
-                            qkv->Slice(2, c.query_width() + c.key_width(), c.value_width()),
+                            qkv.Slice(2, c.query_width() + c.key_width(), c.value_width()),
                             x.lengths, x.lengths, config_.num_heads, config_.kv_heads());
   }
   return ProjectOutput(std::move(concatenated), x.lengths, nullptr);

@@ -7,6 +7,7 @@
 #include "engine/kernels/vector_ops.h"
 #include "engine/matmul.h"
 #include "engine/parallel.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 namespace {
@@ -52,22 +53,16 @@ absl::StatusOr<PointerAttention> PointerAttention::Create(PointerAttentionWeight
 absl::StatusOr<Tensor> PointerAttention::Forward(const PaddedBatch& queries,
                                                  const PaddedBatch& memory) const {
   const int64_t width = weights_.score_weight.dim(1);
-  if (auto status = CheckPaddedBatch("pointer queries", queries, weights_.query_weight.dim(1));
-      !status.ok()) {
-    return status;
-  }
-  if (auto status = CheckPaddedBatch("pointer memory", memory, weights_.memory_weight.dim(1));
-      !status.ok()) {
-    return status;
-  }
+  RETURN_IF_ERROR(CheckPaddedBatch("pointer queries", queries, weights_.query_weight.dim(1)));
+  RETURN_IF_ERROR(CheckPaddedBatch("pointer memory", memory, weights_.memory_weight.dim(1)));
   if (memory.batch() != queries.batch()) {
     return absl::InvalidArgumentError(absl::StrCat("pointer memory has batch ", memory.batch(),
                                                    ", queries have ", queries.batch()));
   }
-  auto projected_memory = LinearRows(memory.values, weights_.memory_weight, Tensor());
-  if (!projected_memory.ok()) return projected_memory.status();
-  auto projected_queries = LinearRows(queries.values, weights_.query_weight, Tensor());
-  if (!projected_queries.ok()) return projected_queries.status();
+  ASSIGN_OR_RETURN(Tensor projected_memory,
+                   LinearRows(memory.values, weights_.memory_weight, Tensor()));
+  ASSIGN_OR_RETURN(Tensor projected_queries,
+                   LinearRows(queries.values, weights_.query_weight, Tensor()));
 
   const int64_t batch = queries.batch(), tq = queries.time(), tm = memory.time();
   Tensor log_probs({batch, tq, tm});
@@ -81,10 +76,10 @@ absl::StatusOr<Tensor> PointerAttention::Forward(const PaddedBatch& queries,
           std::fill(row, row + tm, 0.0f);
           return;
         }
-        const float* d = projected_queries->Select(b).row(i);
+        const float* d = projected_queries.Select(b).row(i);
         const int64_t m_len = memory.lengths[b];
         for (int64_t j = 0; j < m_len; ++j) {
-          row[j] = AdditiveScore(projected_memory->Select(b).row(j), d, v, width);
+          row[j] = AdditiveScore(projected_memory.Select(b).row(j), d, v, width);
         }
         MaskedLogSoftmaxRow(row, m_len, tm);
       },

@@ -3,13 +3,12 @@
 #include <cmath>
 
 #include "engine/attention/scaled_dot_product.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 
 absl::StatusOr<Tensor> SimpleSelfAttention(const PaddedBatch& x, bool scaled, bool causal) {
-  if (auto status = CheckPaddedBatch("simple self-attention input", x, 0); !status.ok()) {
-    return status;
-  }
+  RETURN_IF_ERROR(CheckPaddedBatch("simple self-attention input", x, 0));
   // One head whose queries, keys and values are the inputs themselves.
   const float scale = scaled ? 1.0f / std::sqrt(static_cast<float>(x.width())) : 1.0f;
   Tensor out({x.batch(), x.time(), x.width()});

@@ -2,6 +2,7 @@
 
 #include "engine/kernels/activations.h"
 #include "engine/parallel.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 
@@ -31,23 +32,19 @@ absl::StatusOr<FeedForward> FeedForward::Load(WeightReader& weights, const std::
     Tensor parts[4];  // fc1.weight, gate.weight, fc1.bias, gate.bias
     const char* names[] = {".fc1", ".gate"};
     for (int i = 0; i < 2; ++i) {
-      auto weight = weights.Take(prefix + names[i] + ".weight", {config.hidden, config.dim});
-      if (!weight.ok()) return weight.status();
-      parts[i] = *std::move(weight);
-      auto bias = weights.TakeIf(config.bias, prefix + names[i] + ".bias", {config.hidden});
-      if (!bias.ok()) return bias.status();
-      parts[2 + i] = *std::move(bias);
+      ASSIGN_OR_RETURN(parts[i],
+                       weights.Take(prefix + names[i] + ".weight", {config.hidden, config.dim}));
+      ASSIGN_OR_RETURN(parts[2 + i],
+                       weights.TakeIf(config.bias, prefix + names[i] + ".bias", {config.hidden}));
     }
     ffn.fc1_ =
         PrepareStackedLinear({&parts[0], &parts[1]}, {&parts[2], &parts[3]}, weights.format());
   } else {
-    auto fc1 = weights.TakeLinear(prefix + ".fc1", config.hidden, config.dim, config.bias);
-    if (!fc1.ok()) return fc1.status();
-    ffn.fc1_ = *std::move(fc1);
+    ASSIGN_OR_RETURN(ffn.fc1_,
+                     weights.TakeLinear(prefix + ".fc1", config.hidden, config.dim, config.bias));
   }
-  auto fc2 = weights.TakeLinear(prefix + ".fc2", config.out_dim, config.hidden, config.bias);
-  if (!fc2.ok()) return fc2.status();
-  ffn.fc2_ = *std::move(fc2);
+  ASSIGN_OR_RETURN(ffn.fc2_,
+                   weights.TakeLinear(prefix + ".fc2", config.out_dim, config.hidden, config.bias));
   return ffn;
 }
 
@@ -55,11 +52,10 @@ absl::Status FeedForward::Apply(const Tensor& x, Tensor& y, bool accumulate) con
   if (!y.is_contiguous()) {
     return absl::InvalidArgumentError("FeedForward output must be contiguous");
   }
-  absl::StatusOr<Tensor> hidden =
-      gated_ ? LinearRows(x, fc1_) : LinearRows(x, fc1_, {false, activation_});
-  if (!hidden.ok()) return hidden.status();
+  ASSIGN_OR_RETURN(Tensor hidden,
+                   gated_ ? LinearRows(x, fc1_) : LinearRows(x, fc1_, {false, activation_}));
   Tensor activated =
-      gated_ ? GatedActivation(hidden->FlattenRows(), activation_) : hidden->FlattenRows();
+      gated_ ? GatedActivation(hidden.FlattenRows(), activation_) : hidden.FlattenRows();
   Tensor out = y.FlattenRows();
   return Linear(activated, fc2_, out, {accumulate});
 }

@@ -1,5 +1,7 @@
 #include "engine/blocks/induced_set.h"
 
+#include "engine/status_macros.h"
+
 namespace attnserve {
 
 absl::StatusOr<InducedSetAttention> InducedSetAttention::Load(WeightReader& weights,
@@ -7,28 +9,22 @@ absl::StatusOr<InducedSetAttention> InducedSetAttention::Load(WeightReader& weig
                                                               BlockConfig block,
                                                               int64_t num_inducing) {
   InducedSetAttention isab;
-  auto points = weights.Take(prefix + ".inducing_points", {num_inducing, block.dim});
-  if (!points.ok()) return points.status();
-  isab.inducing_points_ = *std::move(points);
+  ASSIGN_OR_RETURN(isab.inducing_points_,
+                   weights.Take(prefix + ".inducing_points", {num_inducing, block.dim}));
   block.self_attention = false;
   block.cross_attention = true;
   for (auto [name, slot] : {std::pair{".induce", &isab.induce_}, {".attend", &isab.attend_}}) {
-    auto mab = TransformerBlock::Load(weights, prefix + name, block);
-    if (!mab.ok()) return mab.status();
-    slot->emplace(*std::move(mab));
+    ASSIGN_OR_RETURN(*slot, TransformerBlock::Load(weights, prefix + name, block));
   }
   return isab;
 }
 
 absl::StatusOr<Tensor> InducedSetAttention::Forward(const PaddedBatch& x) const {
-  auto x_memory = induce_->ProjectMemory(x);
-  if (!x_memory.ok()) return x_memory.status();
+  ASSIGN_OR_RETURN(KeyValues x_memory, induce_->ProjectMemory(x));
   const PaddedBatch inducing = RepeatForBatch(inducing_points_, x.batch());
-  auto h = induce_->Forward(inducing, &*x_memory);
-  if (!h.ok()) return h.status();
-  auto h_memory = attend_->ProjectMemory({*h, inducing.lengths});
-  if (!h_memory.ok()) return h_memory.status();
-  return attend_->Forward(x, &*h_memory);
+  ASSIGN_OR_RETURN(Tensor h, induce_->Forward(inducing, &x_memory));
+  ASSIGN_OR_RETURN(KeyValues h_memory, attend_->ProjectMemory({h, inducing.lengths}));
+  return attend_->Forward(x, &h_memory);
 }
 
 }  // namespace attnserve

@@ -1,6 +1,7 @@
 #include "engine/blocks/norm.h"
 
 #include "engine/kernels/normalization.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 
@@ -10,18 +11,13 @@ absl::StatusOr<Norm> Norm::Load(WeightReader& weights, const std::string& prefix
   norm.kind_ = kind;
   norm.eps_ = eps;
   if (kind == NormKind::kScaleNorm) {
-    auto g = weights.Take(prefix + ".g", {});
-    if (!g.ok()) return g.status();
-    norm.g_ = g->data()[0];
+    ASSIGN_OR_RETURN(Tensor g, weights.Take(prefix + ".g", {}));
+    norm.g_ = g.data()[0];
     return norm;
   }
-  auto weight = weights.Take(prefix + ".weight", {dim});
-  if (!weight.ok()) return weight.status();
-  norm.weight_ = *std::move(weight);
+  ASSIGN_OR_RETURN(norm.weight_, weights.Take(prefix + ".weight", {dim}));
   if (kind == NormKind::kLayerNorm) {
-    auto bias = weights.Take(prefix + ".bias", {dim});
-    if (!bias.ok()) return bias.status();
-    norm.bias_ = *std::move(bias);
+    ASSIGN_OR_RETURN(norm.bias_, weights.Take(prefix + ".bias", {dim}));
   }
   return norm;
 }

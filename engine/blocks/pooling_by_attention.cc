@@ -1,38 +1,33 @@
 #include "engine/blocks/pooling_by_attention.h"
 
+#include "engine/status_macros.h"
+
 namespace attnserve {
 
 absl::StatusOr<PoolingByAttention> PoolingByAttention::Load(WeightReader& weights,
                                                             const std::string& prefix,
                                                             BlockConfig block, int64_t num_seeds) {
   PoolingByAttention pma;
-  auto seeds = weights.Take(prefix + ".seeds", {num_seeds, block.dim});
-  if (!seeds.ok()) return seeds.status();
-  pma.seeds_ = *std::move(seeds);
-  auto rff = FeedForward::Load(weights, prefix + ".rff", block.ffn());
-  if (!rff.ok()) return rff.status();
-  pma.rff_ = *std::move(rff);
+  ASSIGN_OR_RETURN(pma.seeds_, weights.Take(prefix + ".seeds", {num_seeds, block.dim}));
+  ASSIGN_OR_RETURN(pma.rff_, FeedForward::Load(weights, prefix + ".rff", block.ffn()));
   block.self_attention = false;
   block.causal = false;
   block.cross_attention = true;
   block.alibi = false;
   block.rotary = {};
   block.window = 0;
-  auto mab = TransformerBlock::Load(weights, prefix + ".block", block);
-  if (!mab.ok()) return mab.status();
-  pma.block_.emplace(*std::move(mab));
+  ASSIGN_OR_RETURN(pma.block_, TransformerBlock::Load(weights, prefix + ".block", block));
   return pma;
 }
 
 absl::StatusOr<Tensor> PoolingByAttention::Forward(const PaddedBatch& z) const {
   const int64_t batch = z.batch(), dim = seeds_.dim(1);
-  if (auto status = CheckPaddedBatch("PMA input", z, dim); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckPaddedBatch("PMA input", z, dim));
   Tensor transformed(z.values.shape());
-  if (auto status = rff_.Apply(z.values, transformed, false); !status.ok()) return status;
+  RETURN_IF_ERROR(rff_.Apply(z.values, transformed, false));
   ZeroPadding(transformed, z.lengths);
-  auto memory = block_->ProjectMemory({transformed, z.lengths});
-  if (!memory.ok()) return memory.status();
-  return block_->Forward(RepeatForBatch(seeds_, batch), &*memory);
+  ASSIGN_OR_RETURN(KeyValues memory, block_->ProjectMemory({transformed, z.lengths}));
+  return block_->Forward(RepeatForBatch(seeds_, batch), &memory);
 }
 
 }  // namespace attnserve

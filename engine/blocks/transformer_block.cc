@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/kernels/vector_ops.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 namespace {
@@ -21,12 +22,8 @@ absl::StatusOr<MultiHeadAttention> LoadAttention(WeightReader& weights, const st
   };
   // Plain tensors: MultiHeadAttention fuses q, k, v before it packs.
   for (const auto& p : projections) {
-    auto weight = weights.Take(prefix + p.name + ".weight", {p.out, p.in});
-    if (!weight.ok()) return weight.status();
-    *p.weight = *std::move(weight);
-    auto bias_tensor = weights.TakeIf(bias, prefix + p.name + ".bias", {p.out});
-    if (!bias_tensor.ok()) return bias_tensor.status();
-    *p.bias = *std::move(bias_tensor);
+    ASSIGN_OR_RETURN(*p.weight, weights.Take(prefix + p.name + ".weight", {p.out, p.in}));
+    ASSIGN_OR_RETURN(*p.bias, weights.TakeIf(bias, prefix + p.name + ".bias", {p.out}));
   }
   auto layer = MultiHeadAttention::Create(config, std::move(w), weights.format());
   if (!layer.ok()) {
@@ -47,15 +44,13 @@ absl::Status Sublayer(bool pre_norm, const Norm& norm, const std::vector<int64_t
                       Tensor& h, Apply apply) {
   if (pre_norm) {
     Tensor normed(h.shape());
-    if (auto status = norm.Apply(h, normed); !status.ok()) return status;
-    absl::StatusOr<Tensor> delta = apply(normed);
-    if (!delta.ok()) return delta.status();
-    AddInPlace(h, *delta);
+    RETURN_IF_ERROR(norm.Apply(h, normed));
+    ASSIGN_OR_RETURN(const Tensor delta, apply(normed));
+    AddInPlace(h, delta);
   } else {
-    absl::StatusOr<Tensor> delta = apply(h);
-    if (!delta.ok()) return delta.status();
-    AddInPlace(h, *delta);
-    if (auto status = norm.Apply(h, h); !status.ok()) return status;
+    ASSIGN_OR_RETURN(const Tensor delta, apply(h));
+    AddInPlace(h, delta);
+    RETURN_IF_ERROR(norm.Apply(h, h));
   }
   ZeroPadding(h, lengths);
   return absl::OkStatus();
@@ -107,31 +102,21 @@ absl::StatusOr<TransformerBlock> TransformerBlock::Load(WeightReader& weights,
     self.alibi = config.alibi;
     self.rotary = config.rotary;
     self.window = config.window;
-    auto layer = LoadAttention(weights, prefix + ".self_attn", self, config.bias);
-    if (!layer.ok()) return layer.status();
-    block.self_attn_.emplace(*std::move(layer));
-    auto norm = load_norm("self_attn_norm");
-    if (!norm.ok()) return norm.status();
-    block.self_attn_norm_ = *std::move(norm);
+    ASSIGN_OR_RETURN(block.self_attn_,
+                     LoadAttention(weights, prefix + ".self_attn", self, config.bias));
+    ASSIGN_OR_RETURN(block.self_attn_norm_, load_norm("self_attn_norm"));
   }
   if (config.cross_attention) {
     AttentionConfig cross = attention;
     cross.memory_dim = config.memory_dim > 0 ? config.memory_dim : config.dim;
     // XSA removes a token's own value, which a memory does not hold.
     if (cross.kind == AttentionKind::kExclusive) cross.kind = AttentionKind::kSoftmax;
-    auto layer = LoadAttention(weights, prefix + ".cross_attn", cross, config.bias);
-    if (!layer.ok()) return layer.status();
-    block.cross_attn_.emplace(*std::move(layer));
-    auto norm = load_norm("cross_attn_norm");
-    if (!norm.ok()) return norm.status();
-    block.cross_attn_norm_ = *std::move(norm);
+    ASSIGN_OR_RETURN(block.cross_attn_,
+                     LoadAttention(weights, prefix + ".cross_attn", cross, config.bias));
+    ASSIGN_OR_RETURN(block.cross_attn_norm_, load_norm("cross_attn_norm"));
   }
-  auto ffn = FeedForward::Load(weights, prefix + ".ffn", config.ffn());
-  if (!ffn.ok()) return ffn.status();
-  block.ffn_ = *std::move(ffn);
-  auto ffn_norm = load_norm("ffn_norm");
-  if (!ffn_norm.ok()) return ffn_norm.status();
-  block.ffn_norm_ = *std::move(ffn_norm);
+  ASSIGN_OR_RETURN(block.ffn_, FeedForward::Load(weights, prefix + ".ffn", config.ffn()));
+  ASSIGN_OR_RETURN(block.ffn_norm_, load_norm("ffn_norm"));
   return block;
 }
 
@@ -143,32 +128,30 @@ absl::StatusOr<KeyValues> TransformerBlock::ProjectMemory(const PaddedBatch& mem
 absl::StatusOr<Tensor> TransformerBlock::Forward(const PaddedBatch& x, const KeyValues* memory,
                                                  std::span<LayerCache* const> caches,
                                                  Tensor* self_heads) const {
-  if (auto status = CheckPaddedBatch("block input", x, config_.dim); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckPaddedBatch("block input", x, config_.dim));
   if (cross_attn_ && memory == nullptr) {
     return absl::InvalidArgumentError("block with cross-attention needs a memory");
   }
   Tensor h = x.values.Clone();
   const std::vector<int64_t>& lengths = x.lengths;
   if (self_attn_) {
-    auto status = Sublayer(config_.pre_norm, *self_attn_norm_, lengths, h, [&](const Tensor& in) {
+    RETURN_IF_ERROR(Sublayer(config_.pre_norm, *self_attn_norm_, lengths, h, [&](const Tensor& in) {
       return caches.empty() ? self_attn_->Forward({in, lengths}, nullptr, self_heads)
                             : self_attn_->ForwardCached({in, lengths}, caches);
-    });
-    if (!status.ok()) return status;
+    }));
   }
   if (cross_attn_) {
-    auto status = Sublayer(config_.pre_norm, *cross_attn_norm_, lengths, h, [&](const Tensor& in) {
-      return cross_attn_->Attend({in, lengths}, *memory);
-    });
-    if (!status.ok()) return status;
+    RETURN_IF_ERROR(
+        Sublayer(config_.pre_norm, *cross_attn_norm_, lengths, h, [&](const Tensor& in) {
+          return cross_attn_->Attend({in, lengths}, *memory);
+        }));
   }
-  auto status = Sublayer(config_.pre_norm, ffn_norm_, lengths, h,
-                         [&](const Tensor& in) -> absl::StatusOr<Tensor> {
-                           Tensor out(in.shape());
-                           if (auto s = ffn_.Apply(in, out, false); !s.ok()) return s;
-                           return out;
-                         });
-  if (!status.ok()) return status;
+  RETURN_IF_ERROR(Sublayer(config_.pre_norm, ffn_norm_, lengths, h,
+                           [&](const Tensor& in) -> absl::StatusOr<Tensor> {
+                             Tensor out(in.shape());
+                             RETURN_IF_ERROR(ffn_.Apply(in, out, false));
+                             return out;
+                           }));
   return h;
 }
 

@@ -2,16 +2,17 @@
 #include "engine/kernels/normalization_checks.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/parallel.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 
 absl::Status LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                        Tensor& y) {
-  if (auto status = CheckRowwise("LayerNorm", x, y); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckRowwise("LayerNorm", x, y));
   const int64_t rows = x.dim(0), dim = x.dim(1);
-  if (auto status = CheckVector("LayerNorm", "gamma", gamma, dim); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckVector("LayerNorm", "gamma", gamma, dim));
   if (!beta.empty()) {
-    if (auto status = CheckVector("LayerNorm", "beta", beta, dim); !status.ok()) return status;
+    RETURN_IF_ERROR(CheckVector("LayerNorm", "beta", beta, dim));
   }
   const float* g = gamma.data();
   const float* b = beta.empty() ? nullptr : beta.data();

@@ -2,13 +2,14 @@
 #include "engine/kernels/normalization_checks.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/parallel.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 
 absl::Status RmsNorm(const Tensor& x, const Tensor& gain, float eps, Tensor& y) {
-  if (auto status = CheckRowwise("RmsNorm", x, y); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckRowwise("RmsNorm", x, y));
   const int64_t rows = x.dim(0), dim = x.dim(1);
-  if (auto status = CheckVector("RmsNorm", "gain", gain, dim); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckVector("RmsNorm", "gain", gain, dim));
   const float* g = gain.data();
   ParallelFor(
       rows,

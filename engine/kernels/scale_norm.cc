@@ -4,11 +4,12 @@
 #include "engine/kernels/normalization_checks.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/parallel.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 
 absl::Status ScaleNorm(const Tensor& x, float g, float eps, Tensor& y) {
-  if (auto status = CheckRowwise("ScaleNorm", x, y); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckRowwise("ScaleNorm", x, y));
   const int64_t rows = x.dim(0), dim = x.dim(1);
   ParallelFor(
       rows,

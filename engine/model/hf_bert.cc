@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/model/hf_importers.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 namespace {
@@ -59,11 +60,10 @@ absl::Status ImportBertFamily(const std::string& model_type, FieldReader& read, 
     // RoBERTa numbers positions after the padding index: the first token is at pad + 1.
     first_position = read.Int("pad_token_id", 0, positions - 2, 1) + 1;
   }
-  if (!read.status().ok()) return read.status();
-  auto head_dim =
-      HeadDim(read, c.model_dim, c.num_heads, distil ? "n_heads" : "num_attention_heads");
-  if (!head_dim.ok()) return head_dim.status();
-  c.head_dim_qk = c.head_dim_v = *head_dim;
+  RETURN_IF_ERROR(read.status());
+  ASSIGN_OR_RETURN(c.head_dim_qk, HeadDim(read, c.model_dim, c.num_heads,
+                                          distil ? "n_heads" : "num_attention_heads"));
+  c.head_dim_v = c.head_dim_qk;
   c.pre_norm = false;
   c.embed_norm = true;
   c.positions = PositionKind::kLearned;
@@ -75,41 +75,36 @@ absl::Status ImportBertFamily(const std::string& model_type, FieldReader& read, 
   const int64_t d = c.model_dim;
   auto& out = model.tensors;
   const std::string& e = names.embeddings;
-  auto words = tensors.Take(e + "word_embeddings.weight", {c.vocab_size, d});
-  if (!words.ok()) return words.status();
-  out["embed_tokens.weight"] = *std::move(words);
-  auto table = tensors.Take(e + "position_embeddings.weight", {positions, d});
-  if (!table.ok()) return table.status();
-  Tensor position_table = table->Slice(0, first_position, c.max_positions).Clone();
+  ASSIGN_OR_RETURN(out["embed_tokens.weight"],
+                   tensors.Take(e + "word_embeddings.weight", {c.vocab_size, d}));
+  ASSIGN_OR_RETURN(const Tensor table,
+                   tensors.Take(e + "position_embeddings.weight", {positions, d}));
+  Tensor position_table = table.Slice(0, first_position, c.max_positions).Clone();
   if (type_rows > 0) {
-    auto types = tensors.Take(e + "token_type_embeddings.weight", {type_rows, d});
-    if (!types.ok()) return types.status();
+    ASSIGN_OR_RETURN(const Tensor types,
+                     tensors.Take(e + "token_type_embeddings.weight", {type_rows, d}));
     for (int64_t p = 0; p < c.max_positions; ++p) {
-      vec::Axpy(1.0f, types->row(0), position_table.row(p), d);
+      vec::Axpy(1.0f, types.row(0), position_table.row(p), d);
     }
   }
   out["embed_positions"] = position_table;
   // A norm's weight and bias, under either of the names transformers has used for them.
   auto take_norm = [&](const std::string& from, const std::string& to) -> absl::Status {
-    auto weight = tensors.TakeEither({from + ".weight", from + ".gamma"}, {d});
-    if (!weight.ok()) return weight.status();
-    auto bias = tensors.TakeEither({from + ".bias", from + ".beta"}, {d});
-    if (!bias.ok()) return bias.status();
-    out[to + ".weight"] = *std::move(weight);
-    out[to + ".bias"] = *std::move(bias);
+    ASSIGN_OR_RETURN(Tensor weight, tensors.TakeEither({from + ".weight", from + ".gamma"}, {d}));
+    ASSIGN_OR_RETURN(Tensor bias, tensors.TakeEither({from + ".bias", from + ".beta"}, {d}));
+    out[to + ".weight"] = std::move(weight);
+    out[to + ".bias"] = std::move(bias);
     return absl::OkStatus();
   };
   auto take_linear = [&](const std::string& from, const std::string& to, int64_t rows,
                          int64_t cols) -> absl::Status {
-    auto weight = tensors.Take(from + ".weight", {rows, cols});
-    if (!weight.ok()) return weight.status();
-    auto bias = tensors.Take(from + ".bias", {rows});
-    if (!bias.ok()) return bias.status();
-    out[to + ".weight"] = *std::move(weight);
-    out[to + ".bias"] = *std::move(bias);
+    ASSIGN_OR_RETURN(Tensor weight, tensors.Take(from + ".weight", {rows, cols}));
+    ASSIGN_OR_RETURN(Tensor bias, tensors.Take(from + ".bias", {rows}));
+    out[to + ".weight"] = std::move(weight);
+    out[to + ".bias"] = std::move(bias);
     return absl::OkStatus();
   };
-  if (auto status = take_norm(e + "LayerNorm", "embed_norm"); !status.ok()) return status;
+  RETURN_IF_ERROR(take_norm(e + "LayerNorm", "embed_norm"));
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string from = absl::StrCat(names.layer, i);
     const std::string to = absl::StrCat("layers.", i);
@@ -122,7 +117,7 @@ absl::Status ImportBertFamily(const std::string& model_type, FieldReader& read, 
           take_linear(from + names.fc1, to + ".ffn.fc1", c.ffn_dim, d),
           take_linear(from + names.fc2, to + ".ffn.fc2", d, c.ffn_dim),
           take_norm(from + names.ffn_norm, to + ".ffn_norm")}) {
-      if (!status.ok()) return status;
+      RETURN_IF_ERROR(status);
     }
   }
   // Heads for other tasks (masked LM, BERT's pooler) and buffers of position and type ids.

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/model/hf_importers.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 namespace {
@@ -27,11 +28,10 @@ bool BoolField(const Json& json, const std::string& key) {
 absl::Status ReadMaxSequenceLength(const std::string& directory, ImportedModel& model) {
   const std::string path = directory + "/sentence_bert_config.json";
   if (!std::filesystem::exists(path)) return absl::OkStatus();
-  auto json = ReadJsonFile(path);
-  if (!json.ok()) return json.status();
-  FieldReader read(*json, path);
+  ASSIGN_OR_RETURN(const Json json, ReadJsonFile(path));
+  FieldReader read(json, path);
   const int64_t length = read.Int("max_seq_length", 1, 1 << 20, model.config.max_positions);
-  if (!read.status().ok()) return read.status();
+  RETURN_IF_ERROR(read.status());
   if (length < model.config.max_positions) {
     model.config.max_positions = length;
     Tensor& positions = model.tensors.at("embed_positions");
@@ -45,12 +45,11 @@ absl::Status ReadMaxSequenceLength(const std::string& directory, ImportedModel& 
 absl::Status ReadSentenceTransformers(const std::string& directory, ModelConfig& config) {
   const std::string modules_path = directory + "/modules.json";
   if (!std::filesystem::exists(modules_path)) return absl::OkStatus();
-  auto modules = ReadJsonFile(modules_path);
-  if (!modules.ok()) return modules.status();
-  if (!modules->is_array()) {
+  ASSIGN_OR_RETURN(const Json modules, ReadJsonFile(modules_path));
+  if (!modules.is_array()) {
     return absl::InvalidArgumentError(absl::StrCat(modules_path, ": not a list of modules"));
   }
-  for (const Json& module : *modules) {
+  for (const Json& module : modules) {
     if (!module.is_object()) {
       return absl::InvalidArgumentError(absl::StrCat(modules_path, ": a module is not an object"));
     }
@@ -68,9 +67,8 @@ absl::Status ReadSentenceTransformers(const std::string& directory, ModelConfig&
                        " is not supported (Transformer, Pooling and Normalize are)"));
     }
     const std::string pooling_path = absl::StrCat(directory, "/", path, "/config.json");
-    auto pooling = ReadJsonFile(pooling_path);
-    if (!pooling.ok()) return pooling.status();
-    if (!pooling->is_object()) {
+    ASSIGN_OR_RETURN(const Json pooling, ReadJsonFile(pooling_path));
+    if (!pooling.is_object()) {
       return absl::InvalidArgumentError(absl::StrCat(pooling_path, ": not a JSON object"));
     }
     std::vector<std::pair<std::string, Pooling>> modes = {
@@ -79,14 +77,14 @@ absl::Status ReadSentenceTransformers(const std::string& directory, ModelConfig&
         {"pooling_mode_lasttoken", Pooling::kLast}};
     int chosen = 0;
     for (const auto& [field, mode] : modes) {
-      if (BoolField(*pooling, field)) {
+      if (BoolField(pooling, field)) {
         config.pooling = mode;
         ++chosen;
       }
     }
     for (const char* field : {"pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
                               "pooling_mode_weightedmean_tokens"}) {
-      if (BoolField(*pooling, field)) {
+      if (BoolField(pooling, field)) {
         return absl::InvalidArgumentError(absl::StrCat(
             pooling_path, ": field ", field, " is not supported (mean, cls and last token are)"));
       }
@@ -149,18 +147,14 @@ absl::StatusOr<ImportedModel> ImportHuggingFace(const std::string& directory, co
         config_path, ": model_type \"", model_type,
         "\" is not supported; supported: bert, roberta, distilbert, gpt2, llama, mistral, qwen2"));
   }
-  auto tensors = HfTensors::Open(directory);
-  if (!tensors.ok()) return tensors.status();
+  ASSIGN_OR_RETURN(HfTensors tensors, HfTensors::Open(directory));
   ImportedModel model;
-  const absl::Status status = bert_family    ? ImportBertFamily(model_type, read, *tensors, model)
-                              : llama_family ? ImportLlamaFamily(model_type, read, *tensors, model)
-                                             : ImportGpt2(read, *tensors, model);
-  if (!status.ok()) return status;
+  RETURN_IF_ERROR(bert_family    ? ImportBertFamily(model_type, read, tensors, model)
+                  : llama_family ? ImportLlamaFamily(model_type, read, tensors, model)
+                                 : ImportGpt2(read, tensors, model));
   if (bert_family) {
-    if (auto status = ReadSentenceTransformers(directory, model.config); !status.ok()) {
-      return status;
-    }
-    if (auto status = ReadMaxSequenceLength(directory, model); !status.ok()) return status;
+    RETURN_IF_ERROR(ReadSentenceTransformers(directory, model.config));
+    RETURN_IF_ERROR(ReadMaxSequenceLength(directory, model));
   }
   if (!std::filesystem::exists(directory + "/tokenizer.json")) {
     return absl::NotFoundError(
@@ -181,8 +175,8 @@ absl::StatusOr<ImportedModel> ImportHuggingFace(const std::string& directory, co
   }
   model.config.tokenizer.type = "huggingface";
   model.config.tokenizer.file = "tokenizer.json";
-  model.weights_path = tensors->first_path();
-  model.weight_file = tensors->first_file_bytes();
+  model.weights_path = tensors.first_path();
+  model.weight_file = tensors.first_file_bytes();
   return model;
 }
 

@@ -3,6 +3,7 @@
 // the LM head tied to the token embedding unless tie_word_embeddings says otherwise.
 #include "absl/strings/str_cat.h"
 #include "engine/model/hf_importers.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 
@@ -28,10 +29,9 @@ absl::Status ImportGpt2(FieldReader& read, HfTensors& tensors, ImportedModel& mo
   }
   // n_inner: null means four times n_embd.
   c.ffn_dim = read.Int("n_inner", 1, 1 << 20, 4 * c.model_dim);
-  if (!read.status().ok()) return read.status();
-  auto head_dim = HeadDim(read, c.model_dim, c.num_heads, "n_head");
-  if (!head_dim.ok()) return head_dim.status();
-  c.head_dim_qk = c.head_dim_v = *head_dim;
+  RETURN_IF_ERROR(read.status());
+  ASSIGN_OR_RETURN(c.head_dim_qk, HeadDim(read, c.model_dim, c.num_heads, "n_head"));
+  c.head_dim_v = c.head_dim_qk;
   c.pre_norm = true;
   c.positions = PositionKind::kLearned;
 
@@ -40,9 +40,8 @@ absl::Status ImportGpt2(FieldReader& read, HfTensors& tensors, ImportedModel& mo
   auto& out = model.tensors;
   auto take = [&](const std::string& from, const std::string& to, const Shape& shape,
                   bool transpose = false) -> absl::Status {
-    auto tensor = tensors.Take(from, shape);
-    if (!tensor.ok()) return tensor.status();
-    out[to] = transpose ? Transposed(*tensor) : *std::move(tensor);
+    ASSIGN_OR_RETURN(Tensor tensor, tensors.Take(from, shape));
+    out[to] = transpose ? Transposed(tensor) : std::move(tensor);
     return absl::OkStatus();
   };
   auto take_norm = [&](const std::string& from, const std::string& to) {
@@ -57,7 +56,7 @@ absl::Status ImportGpt2(FieldReader& read, HfTensors& tensors, ImportedModel& mo
   for (const absl::Status& status : {take("wte.weight", "embed_tokens.weight", {c.vocab_size, d}),
                                      take("wpe.weight", "embed_positions", {c.max_positions, d}),
                                      take_norm("ln_f", "final_norm")}) {
-    if (!status.ok()) return status;
+    RETURN_IF_ERROR(status);
   }
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string from = absl::StrCat("h.", i);
@@ -69,7 +68,7 @@ absl::Status ImportGpt2(FieldReader& read, HfTensors& tensors, ImportedModel& mo
           take_conv(from + ".mlp.c_fc", to + ".ffn.fc1", d, f),
           take_conv(from + ".mlp.c_proj", to + ".ffn.fc2", f, d),
           take_norm(from + ".ln_2", to + ".ffn_norm")}) {
-      if (!status.ok()) return status;
+      RETURN_IF_ERROR(status);
     }
     // c_attn's rows, once transposed, are q's, then k's, then v's.
     const Tensor qkv = out[to + ".qkv.weight"], qkv_bias = out[to + ".qkv.bias"];
@@ -83,9 +82,7 @@ absl::Status ImportGpt2(FieldReader& read, HfTensors& tensors, ImportedModel& mo
   }
   if (!c.tie_embeddings) {
     tensors.set_prefix("");
-    if (auto status = take("lm_head.weight", "lm_head.weight", {c.vocab_size, d}); !status.ok()) {
-      return status;
-    }
+    RETURN_IF_ERROR(take("lm_head.weight", "lm_head.weight", {c.vocab_size, d}));
   }
   // The causal mask buffers of older checkpoints; a tied head saved anyway.
   return tensors.CheckAllTaken({"lm_head."}, {".attn.bias", ".attn.masked_bias"});

@@ -7,6 +7,7 @@
 // the others get zero biases: the engine's bias setting covers every projection of a layer.
 #include "absl/strings/str_cat.h"
 #include "engine/model/hf_importers.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 namespace {
@@ -58,7 +59,7 @@ absl::Status ImportLlamaFamily(const std::string& model_type, FieldReader& read,
   const bool attention_bias = !qwen2 && read.Bool("attention_bias", false);
   const bool mlp_bias = model_type == "llama" && read.Bool("mlp_bias", false);
   c.rotary.theta = read.Real("rope_theta", 1.0, 1e12, 10000.0);
-  if (!read.status().ok()) return read.status();
+  RETURN_IF_ERROR(read.status());
   ReadRopeScaling(read, c);
   if (model_type == "mistral") {
     c.attention_window = read.Int("sliding_window", 1, 1 << 24, 0);
@@ -72,14 +73,12 @@ absl::Status ImportLlamaFamily(const std::string& model_type, FieldReader& read,
               absl::StrCat("is ", c.num_kv_heads, ", which does not divide num_attention_heads (",
                            c.num_heads, ")"));
   }
-  if (!read.status().ok()) return read.status();
+  RETURN_IF_ERROR(read.status());
   if (qwen2) {
-    auto head_dim = HeadDim(read, c.model_dim, c.num_heads, "num_attention_heads");
-    if (!head_dim.ok()) return head_dim.status();
-    c.head_dim_qk = *head_dim;
+    ASSIGN_OR_RETURN(c.head_dim_qk, HeadDim(read, c.model_dim, c.num_heads, "num_attention_heads"));
   } else {
     c.head_dim_qk = read.Int("head_dim", 1, 1 << 16, c.model_dim / c.num_heads);
-    if (!read.status().ok()) return read.status();
+    RETURN_IF_ERROR(read.status());
   }
   c.head_dim_v = c.head_dim_qk;
   c.rotary.dims = c.head_dim_qk;
@@ -93,10 +92,10 @@ absl::Status ImportLlamaFamily(const std::string& model_type, FieldReader& read,
   const int64_t d = c.model_dim, f = c.ffn_dim;
   const int64_t q = c.num_heads * c.head_dim_qk, kv = c.num_kv_heads * c.head_dim_qk;
   auto& out = model.tensors;
-  auto take = [&](const std::string& from, const std::string& to, const Shape& shape) {
-    auto tensor = tensors.Take(from, shape);
-    if (tensor.ok()) out[to] = *std::move(tensor);
-    return tensor.status();
+  auto take = [&](const std::string& from, const std::string& to,
+                  const Shape& shape) -> absl::Status {
+    ASSIGN_OR_RETURN(out[to], tensors.Take(from, shape));
+    return absl::OkStatus();
   };
   // A projection and, where the engine expects one, its bias: from the checkpoint when it has
   // one, else zero.
@@ -111,7 +110,7 @@ absl::Status ImportLlamaFamily(const std::string& model_type, FieldReader& read,
   for (const absl::Status& status :
        {take("embed_tokens.weight", "embed_tokens.weight", {c.vocab_size, d}),
         take("norm.weight", "final_norm.weight", {d})}) {
-    if (!status.ok()) return status;
+    RETURN_IF_ERROR(status);
   }
   const bool qkv_bias = qwen2 || attention_bias;
   for (int64_t i = 0; i < c.num_layers; ++i) {
@@ -127,14 +126,12 @@ absl::Status ImportLlamaFamily(const std::string& model_type, FieldReader& read,
           take_linear(from + ".mlp.up_proj", to + ".ffn.fc1", f, d, mlp_bias),
           take_linear(from + ".mlp.down_proj", to + ".ffn.fc2", d, f, mlp_bias),
           take(from + ".post_attention_layernorm.weight", to + ".ffn_norm.weight", {d})}) {
-      if (!status.ok()) return status;
+      RETURN_IF_ERROR(status);
     }
   }
   if (!c.tie_embeddings) {
     tensors.set_prefix("");
-    if (auto status = take("lm_head.weight", "lm_head.weight", {c.vocab_size, d}); !status.ok()) {
-      return status;
-    }
+    RETURN_IF_ERROR(take("lm_head.weight", "lm_head.weight", {c.vocab_size, d}));
   }
   // Rotary frequency buffers of older checkpoints; a tied head saved anyway.
   return tensors.CheckAllTaken({"lm_head."}, {".rotary_emb.inv_freq"});

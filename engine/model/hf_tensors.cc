@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/model/hf_importers.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 
@@ -18,10 +19,9 @@ absl::StatusOr<HfTensors> HfTensors::Open(const std::string& directory) {
   if (std::filesystem::exists(single)) {
     shards.push_back("model.safetensors");
   } else if (std::filesystem::exists(index_path)) {
-    auto index = ReadJsonFile(index_path);
-    if (!index.ok()) return index.status();
-    const auto map = index->is_object() ? index->find("weight_map") : index->end();
-    if (map == index->end() || !map->is_object()) {
+    ASSIGN_OR_RETURN(const nlohmann::json index, ReadJsonFile(index_path));
+    const auto map = index.is_object() ? index.find("weight_map") : index.end();
+    if (map == index.end() || !map->is_object()) {
       return absl::InvalidArgumentError(
           absl::StrCat(index_path, ": field weight_map (tensor name -> file) is missing"));
     }
@@ -44,9 +44,8 @@ absl::StatusOr<HfTensors> HfTensors::Open(const std::string& directory) {
         "read: save the model with safe_serialization=True)"));
   }
   for (const std::string& shard : shards) {
-    auto file = SafetensorsFile::Open(directory + "/" + shard);
-    if (!file.ok()) return file.status();
-    tensors.files_.push_back(std::make_shared<SafetensorsFile>(*std::move(file)));
+    ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(directory + "/" + shard));
+    tensors.files_.push_back(std::make_shared<SafetensorsFile>(std::move(file)));
     for (const std::string& name : tensors.files_.back()->names()) {
       if (tensors.file_of_.count(name)) {
         return absl::InvalidArgumentError(absl::StrCat(tensors.files_.back()->path(), ": tensor '",
@@ -69,11 +68,10 @@ absl::StatusOr<Tensor> HfTensors::Take(const std::string& name, const Shape& sha
     return absl::InvalidArgumentError(absl::StrCat(first_path(), ": missing tensor '", full,
                                                    "' of shape ", ShapeToString(shape)));
   }
-  auto tensor = file->second->Float32(full);
-  if (!tensor.ok()) return tensor.status();
-  if (tensor->shape() != shape) {
+  ASSIGN_OR_RETURN(Tensor tensor, file->second->Float32(full));
+  if (tensor.shape() != shape) {
     return absl::InvalidArgumentError(absl::StrCat(file->second->path(), ": tensor '", full,
-                                                   "' has shape ", tensor->ShapeString(),
+                                                   "' has shape ", tensor.ShapeString(),
                                                    ", config.json implies ", ShapeToString(shape)));
   }
   taken_[full] = true;

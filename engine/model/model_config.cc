@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/model/field_reader.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 namespace {
@@ -161,10 +162,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& text, const std:
       }
     }
     fields.RejectUnread();
-    if (!fields.status().ok()) return fields.status();
+    RETURN_IF_ERROR(fields.status());
   }
   read.RejectUnread();
-  if (!read.status().ok()) return read.status();
+  RETURN_IF_ERROR(read.status());
 
   if (c.token_inputs() == (c.input_dim > 0)) {
     return absl::InvalidArgumentError(

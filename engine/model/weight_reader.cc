@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 
@@ -17,18 +18,18 @@ absl::StatusOr<Tensor> WeightReader::Take(const std::string& name, const Shape& 
     return absl::InvalidArgumentError(
         absl::StrCat(path_, ": missing tensor '", name, "' of shape ", ShapeToString(shape)));
   }
-  auto tensor = file_ ? file_->Float32(name) : absl::StatusOr<Tensor>(tensors_.at(name));
-  if (!tensor.ok()) return tensor.status();
-  if (tensor->shape() != shape) {
+  ASSIGN_OR_RETURN(Tensor tensor,
+                   file_ ? file_->Float32(name) : absl::StatusOr<Tensor>(tensors_.at(name)));
+  if (tensor.shape() != shape) {
     return absl::InvalidArgumentError(absl::StrCat(path_, ": tensor '", name, "' has shape ",
-                                                   tensor->ShapeString(), ", the config implies ",
+                                                   tensor.ShapeString(), ", the config implies ",
                                                    ShapeToString(shape)));
   }
   // A NaN or infinity in a weight would reach every answer as NaN.
-  if (const int64_t bad = FirstNonFinite(tensor->data(), tensor->size()); bad >= 0) {
+  if (const int64_t bad = FirstNonFinite(tensor.data(), tensor.size()); bad >= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path_, ": tensor '", name, "' holds ", std::isnan(tensor->data()[bad]) ? "NaN" : "infinity",
-        " at element ", bad, " of ", tensor->size()));
+        path_, ": tensor '", name, "' holds ", std::isnan(tensor.data()[bad]) ? "NaN" : "infinity",
+        " at element ", bad, " of ", tensor.size()));
   }
   taken_.insert(name);
   return tensor;
@@ -42,11 +43,9 @@ absl::StatusOr<Tensor> WeightReader::TakeIf(bool present, const std::string& nam
 
 absl::StatusOr<LinearWeights> WeightReader::TakeLinear(const std::string& prefix, int64_t out,
                                                        int64_t in, bool bias) {
-  auto weight = Take(prefix + ".weight", {out, in});
-  if (!weight.ok()) return weight.status();
-  auto bias_tensor = TakeIf(bias, prefix + ".bias", {out});
-  if (!bias_tensor.ok()) return bias_tensor.status();
-  return PrepareLinear(*std::move(weight), *std::move(bias_tensor), format_);
+  ASSIGN_OR_RETURN(Tensor weight, Take(prefix + ".weight", {out, in}));
+  ASSIGN_OR_RETURN(Tensor bias_tensor, TakeIf(bias, prefix + ".bias", {out}));
+  return PrepareLinear(std::move(weight), std::move(bias_tensor), format_);
 }
 
 absl::Status WeightReader::CheckAllTaken() const {

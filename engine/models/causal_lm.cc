@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/matmul.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 
@@ -11,17 +12,11 @@ absl::StatusOr<std::unique_ptr<CausalLM>> CausalLM::Load(const ModelConfig& conf
                                                          WeightReader& weights) {
   auto model = std::unique_ptr<CausalLM>(new CausalLM());
   model->config_ = config;
-  auto embedding = InputEmbedding::Load(weights, config);
-  if (!embedding.ok()) return embedding.status();
-  model->embedding_ = *std::move(embedding);
+  ASSIGN_OR_RETURN(model->embedding_, InputEmbedding::Load(weights, config));
   BlockConfig block = BlockConfigFor(config);
   block.causal = true;
-  auto stack = LayerStack::Load(weights, "", config, block, config.num_layers);
-  if (!stack.ok()) return stack.status();
-  model->stack_.emplace(*std::move(stack));
-  auto head = LoadLmHead(weights, config, model->embedding_);
-  if (!head.ok()) return head.status();
-  model->lm_head_ = *std::move(head);
+  ASSIGN_OR_RETURN(model->stack_, LayerStack::Load(weights, "", config, block, config.num_layers));
+  ASSIGN_OR_RETURN(model->lm_head_, LoadLmHead(weights, config, model->embedding_));
   return model;
 }
 
@@ -112,24 +107,20 @@ absl::Status CheckRoomFor(std::span<DecoderState* const> states, const TokenSequ
 }
 
 absl::StatusOr<PaddedBatch> CausalLM::Forward(const TokenSequences& sequences) const {
-  auto x = embedding_.EmbedTokens(sequences);
-  if (!x.ok()) return x.status();
-  return stack_->Forward(*std::move(x));
+  ASSIGN_OR_RETURN(PaddedBatch x, embedding_.EmbedTokens(sequences));
+  return stack_->Forward(std::move(x));
 }
 
 absl::StatusOr<Tensor> CausalLM::Logits(const TokenSequences& sequences) const {
-  auto h = Forward(sequences);
-  if (!h.ok()) return h.status();
-  auto logits = LinearRows(h->values, lm_head_);
-  if (!logits.ok()) return logits.status();
-  ZeroPadding(*logits, h->lengths);
+  ASSIGN_OR_RETURN(PaddedBatch h, Forward(sequences));
+  ASSIGN_OR_RETURN(Tensor logits, LinearRows(h.values, lm_head_));
+  ZeroPadding(logits, h.lengths);
   return logits;
 }
 
 absl::StatusOr<Tensor> CausalLM::LastLogits(const TokenSequences& sequences) const {
-  auto h = Forward(sequences);
-  if (!h.ok()) return h.status();
-  return LinearRows(LastRows(*h), lm_head_);
+  ASSIGN_OR_RETURN(PaddedBatch h, Forward(sequences));
+  return LinearRows(LastRows(h), lm_head_);
 }
 
 std::optional<KvBlockShape> CausalLM::CacheShape(int64_t block_tokens) const {
@@ -177,19 +168,18 @@ absl::StatusOr<Tensor> CausalLM::Advance(std::span<GenerationState* const> state
 absl::StatusOr<Tensor> CausalLM::Advance(std::span<DecoderState* const> states,
                                          const TokenSequences& tokens) const {
   for (DecoderState* state : states) state->FollowTable();
-  if (auto status = CheckRoomFor(states, tokens); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckRoomFor(states, tokens));
   std::vector<int64_t> starts;
   for (const DecoderState* state : states) starts.push_back(state->position);
   // Embedding validates ids and positions before any cache is touched.
-  auto x = embedding_.EmbedTokens(tokens, starts);
-  if (!x.ok()) return x.status();
-  auto h = stack_->Forward(*std::move(x), {}, CachesByLayer(states, stack_->layers().size()));
-  if (!h.ok()) return h.status();
+  ASSIGN_OR_RETURN(PaddedBatch x, embedding_.EmbedTokens(tokens, starts));
+  ASSIGN_OR_RETURN(PaddedBatch h, stack_->Forward(std::move(x), {},
+                                                  CachesByLayer(states, stack_->layers().size())));
   for (size_t b = 0; b < states.size(); ++b) {
-    states[b]->position += h->lengths[b];
+    states[b]->position += h.lengths[b];
     states[b]->table->Commit(tokens[b]);
   }
-  return LinearRows(LastRows(*h), lm_head_);
+  return LinearRows(LastRows(h), lm_head_);
 }
 
 }  // namespace attnserve

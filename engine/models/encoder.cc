@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/attention/head_contributions.h"
 #include "engine/kernels/vector_ops.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 
@@ -15,17 +16,11 @@ absl::StatusOr<std::unique_ptr<Encoder>> Encoder::Load(const ModelConfig& config
                                                        WeightReader& weights) {
   auto model = std::unique_ptr<Encoder>(new Encoder());
   model->config_ = config;
-  auto embedding = InputEmbedding::Load(weights, config);
-  if (!embedding.ok()) return embedding.status();
-  model->embedding_ = *std::move(embedding);
+  ASSIGN_OR_RETURN(model->embedding_, InputEmbedding::Load(weights, config));
   const BlockConfig block = BlockConfigFor(config);
-  auto stack = LayerStack::Load(weights, "", config, block, config.num_layers);
-  if (!stack.ok()) return stack.status();
-  model->stack_.emplace(*std::move(stack));
+  ASSIGN_OR_RETURN(model->stack_, LayerStack::Load(weights, "", config, block, config.num_layers));
   if (config.pooling == Pooling::kPma) {
-    auto pma = PoolingByAttention::Load(weights, "pool", block, 1);
-    if (!pma.ok()) return pma.status();
-    model->pma_.emplace(*std::move(pma));
+    ASSIGN_OR_RETURN(model->pma_, PoolingByAttention::Load(weights, "pool", block, 1));
   }
   return model;
 }
@@ -38,16 +33,13 @@ absl::StatusOr<PaddedBatch> EmbedInputs(const InputEmbedding& embedding, const M
 
 absl::StatusOr<PaddedBatch> Encoder::States(const ModelInputs& inputs,
                                             std::map<int64_t, Tensor>* contributions) const {
-  auto x = EmbedInputs(embedding_, config_, inputs);
-  if (!x.ok()) return x.status();
-  auto states = stack_->Forward(*std::move(x), {}, {}, contributions);
-  if (!states.ok() || contributions == nullptr) return states;
+  ASSIGN_OR_RETURN(PaddedBatch x, EmbedInputs(embedding_, config_, inputs));
+  ASSIGN_OR_RETURN(PaddedBatch states, stack_->Forward(std::move(x), {}, {}, contributions));
+  if (contributions == nullptr) return states;
   for (auto& [layer, heads] : *contributions) {
     const MultiHeadAttention& attention = *stack_->layers()[layer].self_attention();
-    auto per_head =
-        HeadContributions(heads, attention.OutputWeight(), attention.config().num_heads);
-    if (!per_head.ok()) return per_head.status();
-    heads = *std::move(per_head);
+    ASSIGN_OR_RETURN(
+        heads, HeadContributions(heads, attention.OutputWeight(), attention.config().num_heads));
   }
   return states;
 }
@@ -64,9 +56,8 @@ absl::StatusOr<Tensor> Encoder::Embed(const ModelInputs& inputs,
   if (mode == Pooling::kPma && !pma_) {
     return absl::InvalidArgumentError("PMA pooling needs a model trained with it");
   }
-  auto states = States(inputs);
-  if (!states.ok()) return states.status();
-  return Pool(*states, mode);
+  ASSIGN_OR_RETURN(PaddedBatch states, States(inputs));
+  return Pool(states, mode);
 }
 
 namespace {
@@ -115,13 +106,11 @@ absl::StatusOr<EmbedOutput> Encoder::Embed(const ModelInputs& inputs,
     for (const std::vector<size_t>& group : groups) {
       ModelInputs part;
       for (size_t i : group) part.tokens.push_back(inputs.tokens[i]);
-      auto states = States(part);
-      if (!states.ok()) return states.status();
-      absl::StatusOr<Tensor> pooled = per_token ? states->values : Pool(*states, pooling);
-      if (!pooled.ok()) return pooled.status();
+      ASSIGN_OR_RETURN(PaddedBatch states, States(part));
+      ASSIGN_OR_RETURN(Tensor pooled, per_token ? states.values : Pool(states, pooling));
       for (size_t j = 0; j < group.size(); ++j) {
-        const Tensor rows = per_token ? pooled->Select(static_cast<int64_t>(j))
-                                      : pooled->Slice(0, static_cast<int64_t>(j), 1);
+        const Tensor rows = per_token ? pooled.Select(static_cast<int64_t>(j))
+                                      : pooled.Slice(0, static_cast<int64_t>(j), 1);
         const int64_t count = per_token ? out.lengths[group[j]] : 1;
         std::memcpy(out.values.Select(static_cast<int64_t>(group[j])).data(), rows.data(),
                     count * dim * sizeof(float));
@@ -131,18 +120,17 @@ absl::StatusOr<EmbedOutput> Encoder::Embed(const ModelInputs& inputs,
   }
   // One pass gives the states, the contributions asked for, and the pooled vectors.
   for (int64_t layer : contribution_layers) out.contributions[layer] = Tensor();
-  auto states = States(inputs, out.contributions.empty() ? nullptr : &out.contributions);
-  if (!states.ok()) return states.status();
-  out.lengths = states->lengths;
+  ASSIGN_OR_RETURN(PaddedBatch states,
+                   States(inputs, out.contributions.empty() ? nullptr : &out.contributions));
+  out.lengths = states.lengths;
   if (per_token) {
-    out.rows = states->lengths;
-    out.values = states->values;
+    out.rows = states.lengths;
+    out.values = states.values;
     return out;
   }
-  auto pooled = Pool(*states, pooling);
-  if (!pooled.ok()) return pooled.status();
-  out.rows.assign(states->batch(), 1);
-  out.values = pooled->Reshape({states->batch(), 1, pooled->dim(1)});
+  ASSIGN_OR_RETURN(Tensor pooled, Pool(states, pooling));
+  out.rows.assign(states.batch(), 1);
+  out.values = pooled.Reshape({states.batch(), 1, pooled.dim(1)});
   return out;
 }
 
@@ -164,10 +152,9 @@ absl::StatusOr<Tensor> Encoder::Pool(const PaddedBatch& states_batch,
   }
   Tensor pooled = Tensor::Zeros({batch, dim});
   if (mode == Pooling::kPma) {
-    auto seeds = pma_->Forward(*states);
-    if (!seeds.ok()) return seeds.status();
+    ASSIGN_OR_RETURN(Tensor seeds, pma_->Forward(*states));
     for (int64_t b = 0; b < batch; ++b) {
-      std::memcpy(pooled.row(b), seeds->Select(b).row(0), dim * sizeof(float));
+      std::memcpy(pooled.row(b), seeds.Select(b).row(0), dim * sizeof(float));
     }
   } else {
     for (int64_t b = 0; b < batch; ++b) {

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/kernels/embedding.h"
 #include "engine/matmul.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 
@@ -14,31 +15,27 @@ absl::StatusOr<InputEmbedding> InputEmbedding::Load(WeightReader& weights,
   embedding.dim_ = config.model_dim;
   embedding.max_positions_ = config.max_positions;
   if (config.token_inputs()) {
-    auto table = weights.Take("embed_tokens.weight", {config.vocab_size, config.model_dim});
-    if (!table.ok()) return table.status();
+    ASSIGN_OR_RETURN(Tensor table,
+                     weights.Take("embed_tokens.weight", {config.vocab_size, config.model_dim}));
     if (weights.format().int8) {
       // Each token's row has its own scales, as an output column of a linear layer does.
-      embedding.quantized_tokens_ = QuantizedWeight::Quantize(*table, weights.format().group_size);
+      embedding.quantized_tokens_ = QuantizedWeight::Quantize(table, weights.format().group_size);
     } else {
-      embedding.tokens_ = *std::move(table);
+      embedding.tokens_ = std::move(table);
     }
   } else {
-    auto input_proj =
-        weights.TakeLinear("input_proj", config.model_dim, config.input_dim, config.bias);
-    if (!input_proj.ok()) return input_proj.status();
-    embedding.input_proj_ = *std::move(input_proj);
+    ASSIGN_OR_RETURN(embedding.input_proj_, weights.TakeLinear("input_proj", config.model_dim,
+                                                               config.input_dim, config.bias));
   }
   if (config.positions == PositionKind::kLearned) {
-    auto table = weights.Take("embed_positions", {config.max_positions, config.model_dim});
-    if (!table.ok()) return table.status();
-    embedding.positions_ = *std::move(table);
+    ASSIGN_OR_RETURN(embedding.positions_,
+                     weights.Take("embed_positions", {config.max_positions, config.model_dim}));
   } else if (config.positions == PositionKind::kSinusoidal) {
     embedding.positions_ = SinusoidalPositions(config.max_positions, config.model_dim);
   }
   if (config.embed_norm) {
-    auto norm = Norm::Load(weights, "embed_norm", config.norm, config.model_dim, config.norm_eps);
-    if (!norm.ok()) return norm.status();
-    embedding.norm_.emplace(*std::move(norm));
+    ASSIGN_OR_RETURN(embedding.norm_, Norm::Load(weights, "embed_norm", config.norm,
+                                                 config.model_dim, config.norm_eps));
   }
   return embedding;
 }
@@ -61,7 +58,7 @@ absl::Status InputEmbedding::Finish(const std::vector<int64_t>& starts, PaddedBa
     }
   }
   if (norm_) {
-    if (auto status = norm_->Apply(x.values, x.values); !status.ok()) return status;
+    RETURN_IF_ERROR(norm_->Apply(x.values, x.values));
     ZeroPadding(x.values, x.lengths);  // the norm's bias would fill the padding
   }
   return absl::OkStatus();
@@ -92,7 +89,7 @@ absl::StatusOr<PaddedBatch> InputEmbedding::EmbedTokens(const TokenSequences& se
       return absl::InvalidArgumentError(absl::StrCat("sequence ", b, ": ", status.message()));
     }
   }
-  if (auto status = Finish(starts, x); !status.ok()) return status;
+  RETURN_IF_ERROR(Finish(starts, x));
   return x;
 }
 
@@ -100,15 +97,11 @@ absl::StatusOr<PaddedBatch> InputEmbedding::EmbedFeatures(const PaddedBatch& fea
   if (input_proj_.empty()) {
     return absl::InvalidArgumentError("this model takes token ids");
   }
-  if (auto status = CheckPaddedBatch("features", features, input_proj_.in_features());
-      !status.ok()) {
-    return status;
-  }
-  auto projected = LinearRows(features.values, input_proj_);
-  if (!projected.ok()) return projected.status();
-  PaddedBatch x{*std::move(projected), features.lengths};
+  RETURN_IF_ERROR(CheckPaddedBatch("features", features, input_proj_.in_features()));
+  ASSIGN_OR_RETURN(Tensor projected, LinearRows(features.values, input_proj_));
+  PaddedBatch x{std::move(projected), features.lengths};
   ZeroPadding(x.values, x.lengths);
-  if (auto status = Finish({}, x); !status.ok()) return status;
+  RETURN_IF_ERROR(Finish({}, x));
   return x;
 }
 
@@ -121,10 +114,10 @@ absl::StatusOr<LinearWeights> LoadLmHead(WeightReader& weights, const ModelConfi
   if (config.tie_embeddings) {
     return LinearWeights{embedding.token_table(), {}, {}, embedding.quantized_token_table()};
   }
-  auto head = weights.Take("lm_head.weight", {config.vocab_size, config.model_dim});
-  if (!head.ok()) return head.status();
-  if (weights.format().int8) return PrepareLinear(*std::move(head), Tensor(), weights.format());
-  return LinearWeights{*std::move(head), {}, {}, {}};
+  ASSIGN_OR_RETURN(Tensor head,
+                   weights.Take("lm_head.weight", {config.vocab_size, config.model_dim}));
+  if (weights.format().int8) return PrepareLinear(std::move(head), Tensor(), weights.format());
+  return LinearWeights{std::move(head), {}, {}, {}};
 }
 
 }  // namespace attnserve

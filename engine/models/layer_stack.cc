@@ -1,6 +1,7 @@
 #include "engine/models/layer_stack.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 
@@ -9,15 +10,13 @@ absl::StatusOr<LayerStack> LayerStack::Load(WeightReader& weights, const std::st
                                             int64_t count) {
   LayerStack stack;
   for (int64_t i = 0; i < count; ++i) {
-    auto layer = TransformerBlock::Load(weights, absl::StrCat(prefix, "layers.", i), block);
-    if (!layer.ok()) return layer.status();
-    stack.layers_.push_back(*std::move(layer));
+    ASSIGN_OR_RETURN(TransformerBlock layer,
+                     TransformerBlock::Load(weights, absl::StrCat(prefix, "layers.", i), block));
+    stack.layers_.push_back(std::move(layer));
   }
   if (config.pre_norm) {
-    auto norm =
-        Norm::Load(weights, prefix + "final_norm", config.norm, config.model_dim, config.norm_eps);
-    if (!norm.ok()) return norm.status();
-    stack.final_norm_ = *std::move(norm);
+    ASSIGN_OR_RETURN(stack.final_norm_, Norm::Load(weights, prefix + "final_norm", config.norm,
+                                                   config.model_dim, config.norm_eps));
   }
   return stack;
 }
@@ -33,12 +32,10 @@ absl::StatusOr<PaddedBatch> LayerStack::Forward(PaddedBatch x, std::span<const K
     if (heads != nullptr && heads->count(static_cast<int64_t>(i))) {
       layer_heads = &(*heads)[static_cast<int64_t>(i)];
     }
-    auto h = layers_[i].Forward(x, memory, layer_caches, layer_heads);
-    if (!h.ok()) return h.status();
-    x.values = *std::move(h);
+    ASSIGN_OR_RETURN(x.values, layers_[i].Forward(x, memory, layer_caches, layer_heads));
   }
   if (final_norm_) {
-    if (auto status = final_norm_->Apply(x.values, x.values); !status.ok()) return status;
+    RETURN_IF_ERROR(final_norm_->Apply(x.values, x.values));
     ZeroPadding(x.values, x.lengths);
   }
   return x;

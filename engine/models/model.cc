@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/model/hf_checkpoint.h"
 #include "engine/packed_weight.h"
+#include "engine/status_macros.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "engine/tokenizer/hf_tokenizer.h"
 
@@ -22,23 +23,21 @@ absl::StatusOr<std::shared_ptr<const Tokenizer>> LoadTokenizer(const std::string
     return std::make_shared<const ByteTokenizer>(config.tokenizer.special_tokens);
   }
   const std::string path = absl::StrCat(directory, "/", config.tokenizer.file);
-  auto tokenizer = HfTokenizer::FromFile(path);
-  if (!tokenizer.ok()) return tokenizer.status();
+  ASSIGN_OR_RETURN(HfTokenizer tokenizer, HfTokenizer::FromFile(path));
   // The model must have a row for every id the tokenizer gives.
-  if (tokenizer->vocab_size() > config.vocab_size) {
+  if (tokenizer.vocab_size() > config.vocab_size) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": the tokenizer has ids up to ", tokenizer->vocab_size() - 1,
+        absl::StrCat(path, ": the tokenizer has ids up to ", tokenizer.vocab_size() - 1,
                      ", but the model's vocab_size is ", config.vocab_size));
   }
-  return std::make_shared<const HfTokenizer>(*std::move(tokenizer));
+  return std::make_shared<const HfTokenizer>(std::move(tokenizer));
 }
 
 template <typename Architecture>
 absl::StatusOr<std::unique_ptr<ServableModel>> LoadAs(const ModelConfig& config,
                                                       WeightReader& weights) {
-  auto loaded = Architecture::Load(config, weights);
-  if (!loaded.ok()) return loaded.status();
-  return std::unique_ptr<ServableModel>(*std::move(loaded));
+  ASSIGN_OR_RETURN(auto loaded, Architecture::Load(config, weights));
+  return std::unique_ptr<ServableModel>(std::move(loaded));
 }
 
 }  // namespace
@@ -53,30 +52,27 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
   std::stringstream text;
   text << config_file.rdbuf();
   auto model = std::make_unique<Model>();
-  absl::StatusOr<ModelConfig> config;
+  ModelConfig config;
   std::optional<WeightReader> reader;
   // A Hugging Face snapshot names its model_type; the engine's own format does not.
   const auto json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (IsHuggingFaceConfig(json)) {
-    auto imported = ImportHuggingFace(directory, json);
-    if (!imported.ok()) return imported.status();
-    config = imported->config;
-    model->weight_file = imported->weight_file;
-    reader.emplace(imported->weights_path, std::move(imported->tensors));
+    ASSIGN_OR_RETURN(ImportedModel imported, ImportHuggingFace(directory, json));
+    config = imported.config;
+    model->weight_file = imported.weight_file;
+    reader.emplace(imported.weights_path, std::move(imported.tensors));
   } else {
-    config = ParseModelConfig(text.str(), config_path);
-    if (!config.ok()) return config.status();
-    auto file = SafetensorsFile::Open(directory + "/model.safetensors");
-    if (!file.ok()) return file.status();
-    model->weight_file = file->bytes();
-    reader.emplace(*std::move(file));
+    ASSIGN_OR_RETURN(config, ParseModelConfig(text.str(), config_path));
+    ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(directory + "/model.safetensors"));
+    model->weight_file = file.bytes();
+    reader.emplace(std::move(file));
   }
   WeightReader& weights = *reader;
   weights.set_format(options.weights);
-  config->weights = options.weights;
+  config.weights = options.weights;
 
   model->directory = directory;
-  model->config = *config;
+  model->config = config;
   // Architectures by config.json's name: nothing else in the engine or the server names them.
   using Loader =
       absl::StatusOr<std::unique_ptr<ServableModel>> (*)(const ModelConfig&, WeightReader&);
@@ -84,21 +80,17 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
       {"causal_lm", &LoadAs<CausalLM>},       {"encoder", &LoadAs<Encoder>},
       {"next_word", &LoadAs<NextWordModel>},  {"seq2seq", &LoadAs<Seq2Seq>},
       {"perceiver_io", &LoadAs<PerceiverIO>}, {"set_transformer", &LoadAs<SetTransformer>}};
-  auto servable = kArchitectures.at(config->architecture)(*config, weights);
-  if (!servable.ok()) return servable.status();
-  model->servable = *std::move(servable);
-  if (auto status = weights.CheckAllTaken(); !status.ok()) return status;
-  if (config->token_inputs()) {
-    auto tokenizer = LoadTokenizer(directory, *config);
-    if (!tokenizer.ok()) return tokenizer.status();
-    model->tokenizer = *std::move(tokenizer);
-    for (int64_t id = 0; id < config->vocab_size; ++id) {
+  ASSIGN_OR_RETURN(model->servable, kArchitectures.at(config.architecture)(config, weights));
+  RETURN_IF_ERROR(weights.CheckAllTaken());
+  if (config.token_inputs()) {
+    ASSIGN_OR_RETURN(model->tokenizer, LoadTokenizer(directory, config));
+    for (int64_t id = 0; id < config.vocab_size; ++id) {
       model->max_token_text_bytes =
           std::max<int64_t>(model->max_token_text_bytes,
                             static_cast<int64_t>(model->tokenizer->TokenText(id).size()));
     }
-    const std::string& end = config->tokenizer.end_of_text;
-    model->end_of_text = config->tokenizer.end_of_text_ids;
+    const std::string& end = config.tokenizer.end_of_text;
+    model->end_of_text = config.tokenizer.end_of_text_ids;
     const int64_t end_id = model->tokenizer->TokenToId(end.empty() ? "<|endoftext|>" : end);
     if (model->end_of_text.empty() && end_id >= 0) model->end_of_text.push_back(end_id);
     if (!end.empty() && end_id < 0) {
@@ -108,7 +100,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
   }
   // Every layer has a [model_dim, model_dim]-sized projection or larger (out_proj).
   model->weights_packed =
-      options.weights.int8 || PackedWeight::WorthPacking(config->model_dim, config->model_dim);
+      options.weights.int8 || PackedWeight::WorthPacking(config.model_dim, config.model_dim);
   return model;
 }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/matmul.h"
+#include "engine/status_macros.h"
 
 namespace attnserve {
 namespace {
@@ -39,23 +40,16 @@ absl::StatusOr<std::unique_ptr<Seq2Seq>> Seq2Seq::Load(const ModelConfig& config
                                                        WeightReader& weights) {
   auto model = std::unique_ptr<Seq2Seq>(new Seq2Seq());
   model->config_ = config;
-  auto embedding = InputEmbedding::Load(weights, config);
-  if (!embedding.ok()) return embedding.status();
-  model->embedding_ = *std::move(embedding);
+  ASSIGN_OR_RETURN(model->embedding_, InputEmbedding::Load(weights, config));
   const BlockConfig block = BlockConfigFor(config);
-  auto encoder = LayerStack::Load(weights, "encoder.", config, block, config.num_layers);
-  if (!encoder.ok()) return encoder.status();
-  model->encoder_.emplace(*std::move(encoder));
+  ASSIGN_OR_RETURN(model->encoder_,
+                   LayerStack::Load(weights, "encoder.", config, block, config.num_layers));
   BlockConfig decoder_block = block;
   decoder_block.causal = true;
   decoder_block.cross_attention = true;
-  auto decoder =
-      LayerStack::Load(weights, "decoder.", config, decoder_block, config.num_decoder_layers);
-  if (!decoder.ok()) return decoder.status();
-  model->decoder_.emplace(*std::move(decoder));
-  auto head = LoadLmHead(weights, config, model->embedding_);
-  if (!head.ok()) return head.status();
-  model->lm_head_ = *std::move(head);
+  ASSIGN_OR_RETURN(model->decoder_, LayerStack::Load(weights, "decoder.", config, decoder_block,
+                                                     config.num_decoder_layers));
+  ASSIGN_OR_RETURN(model->lm_head_, LoadLmHead(weights, config, model->embedding_));
   return model;
 }
 
@@ -65,17 +59,15 @@ absl::StatusOr<PaddedBatch> Seq2Seq::Encode(const TokenSequences& sources) const
       return absl::InvalidArgumentError(absl::StrCat("source ", b, " is empty"));
     }
   }
-  auto x = embedding_.EmbedTokens(sources);
-  if (!x.ok()) return x.status();
-  return encoder_->Forward(*std::move(x));
+  ASSIGN_OR_RETURN(PaddedBatch x, embedding_.EmbedTokens(sources));
+  return encoder_->Forward(std::move(x));
 }
 
 absl::StatusOr<std::vector<KeyValues>> Seq2Seq::ProjectSources(const PaddedBatch& memory) const {
   std::vector<KeyValues> projected;
   for (const TransformerBlock& layer : decoder_->layers()) {
-    auto kv = layer.ProjectMemory(memory);
-    if (!kv.ok()) return kv.status();
-    projected.push_back(*std::move(kv));
+    ASSIGN_OR_RETURN(KeyValues kv, layer.ProjectMemory(memory));
+    projected.push_back(std::move(kv));
   }
   return projected;
 }
@@ -86,30 +78,24 @@ absl::StatusOr<PaddedBatch> Seq2Seq::Decode(const TokenSequences& sources,
     return absl::InvalidArgumentError(
         absl::StrCat(sources.size(), " sources for ", targets.size(), " targets"));
   }
-  auto memory = Encode(sources);
-  if (!memory.ok()) return memory.status();
-  auto projected = ProjectSources(*memory);
-  if (!projected.ok()) return projected.status();
-  auto x = embedding_.EmbedTokens(targets);
-  if (!x.ok()) return x.status();
-  return decoder_->Forward(*std::move(x), *projected);
+  ASSIGN_OR_RETURN(PaddedBatch memory, Encode(sources));
+  ASSIGN_OR_RETURN(std::vector<KeyValues> projected, ProjectSources(memory));
+  ASSIGN_OR_RETURN(PaddedBatch x, embedding_.EmbedTokens(targets));
+  return decoder_->Forward(std::move(x), projected);
 }
 
 absl::StatusOr<Tensor> Seq2Seq::Logits(const TokenSequences& sources,
                                        const TokenSequences& targets) const {
-  auto h = Decode(sources, targets);
-  if (!h.ok()) return h.status();
-  auto logits = LinearRows(h->values, lm_head_);
-  if (!logits.ok()) return logits.status();
-  ZeroPadding(*logits, h->lengths);
+  ASSIGN_OR_RETURN(PaddedBatch h, Decode(sources, targets));
+  ASSIGN_OR_RETURN(Tensor logits, LinearRows(h.values, lm_head_));
+  ZeroPadding(logits, h.lengths);
   return logits;
 }
 
 absl::StatusOr<Tensor> Seq2Seq::LastLogits(const TokenSequences& sources,
                                            const TokenSequences& targets) const {
-  auto h = Decode(sources, targets);
-  if (!h.ok()) return h.status();
-  return LinearRows(LastRows(*h), lm_head_);
+  ASSIGN_OR_RETURN(PaddedBatch h, Decode(sources, targets));
+  return LinearRows(LastRows(h), lm_head_);
 }
 
 std::optional<KvBlockShape> Seq2Seq::CacheShape(int64_t block_tokens) const {
@@ -118,31 +104,26 @@ std::optional<KvBlockShape> Seq2Seq::CacheShape(int64_t block_tokens) const {
 
 absl::StatusOr<std::unique_ptr<GenerationState>> Seq2Seq::Start(const std::vector<int64_t>& source,
                                                                 BlockTable* table) const {
-  auto state = EncodeSource(source);
-  if (!state.ok()) return state.status();
-  (*state)->self_attention = NewDecoderState(*decoder_, table);
-  return std::unique_ptr<GenerationState>(*std::move(state));
+  ASSIGN_OR_RETURN(std::unique_ptr<Seq2SeqState> state, EncodeSource(source));
+  state->self_attention = NewDecoderState(*decoder_, table);
+  return std::unique_ptr<GenerationState>(std::move(state));
 }
 
 absl::StatusOr<std::unique_ptr<Seq2SeqState>> Seq2Seq::Start(const std::vector<int64_t>& source,
                                                              int64_t capacity) const {
-  auto state = EncodeSource(source);
-  if (!state.ok()) return state.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<Seq2SeqState> state, EncodeSource(source));
   // The decoder's keys and values depend on the source too: its blocks are never shared. At
   // most max_positions, the model's maximum context.
-  (*state)->self_attention = NewDecoderState(*decoder_, nullptr, /*share_prefixes=*/false,
-                                             std::min(capacity, config_.max_positions));
+  state->self_attention = NewDecoderState(*decoder_, nullptr, /*share_prefixes=*/false,
+                                          std::min(capacity, config_.max_positions));
   return state;
 }
 
 absl::StatusOr<std::unique_ptr<Seq2SeqState>> Seq2Seq::EncodeSource(
     const std::vector<int64_t>& source) const {
-  auto memory = Encode({source});
-  if (!memory.ok()) return memory.status();
-  auto projected = ProjectSources(*memory);
-  if (!projected.ok()) return projected.status();
+  ASSIGN_OR_RETURN(PaddedBatch memory, Encode({source}));
   auto state = std::make_unique<Seq2SeqState>();
-  state->source = *std::move(projected);
+  ASSIGN_OR_RETURN(state->source, ProjectSources(memory));
   return state;
 }
 
@@ -163,21 +144,20 @@ absl::StatusOr<Tensor> Seq2Seq::Advance(std::span<Seq2SeqState* const> states,
     decoders.push_back(state->self_attention.get());
     starts.push_back(state->self_attention->position);
   }
-  if (auto status = CheckRoomFor(decoders, tokens); !status.ok()) return status;
-  auto x = embedding_.EmbedTokens(tokens, starts);
-  if (!x.ok()) return x.status();
+  RETURN_IF_ERROR(CheckRoomFor(decoders, tokens));
+  ASSIGN_OR_RETURN(PaddedBatch x, embedding_.EmbedTokens(tokens, starts));
   std::vector<KeyValues> sources;
   for (size_t i = 0; i < decoder_->layers().size(); ++i) {
     sources.push_back(StackSources(states, i));
   }
-  auto h =
-      decoder_->Forward(*std::move(x), sources, CachesByLayer(decoders, decoder_->layers().size()));
-  if (!h.ok()) return h.status();
+  ASSIGN_OR_RETURN(
+      PaddedBatch h,
+      decoder_->Forward(std::move(x), sources, CachesByLayer(decoders, decoder_->layers().size())));
   for (size_t b = 0; b < states.size(); ++b) {
-    decoders[b]->position += h->lengths[b];
+    decoders[b]->position += h.lengths[b];
     decoders[b]->table->Commit(tokens[b]);
   }
-  return LinearRows(LastRows(*h), lm_head_);
+  return LinearRows(LastRows(h), lm_head_);
 }
 
 }  // namespace attnserve

@@ -1,5 +1,7 @@
 #include "engine/models/servable_model.h"
 
+#include "engine/status_macros.h"
+
 namespace attnserve {
 namespace {
 
@@ -10,10 +12,10 @@ absl::Status NotAnswered(const char* method) {
 }  // namespace
 
 absl::StatusOr<EmbedOutput> VectorSets(absl::StatusOr<Tensor> output) {
-  if (!output.ok()) return output.status();
+  ASSIGN_OR_RETURN(Tensor values, std::move(output));
   EmbedOutput out;
-  out.rows.assign(output->dim(0), output->dim(1));
-  out.values = *std::move(output);
+  out.rows.assign(values.dim(0), values.dim(1));
+  out.values = std::move(values);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace attnserve {
@@ -53,7 +54,7 @@ absl::StatusOr<AddedVocabulary> AddedVocabulary::FromJson(
                               {"lstrip", &token.lstrip},
                               {"rstrip", &token.rstrip},
                               {"normalized", &token.normalized}}) {
-      if (auto status = read_flag(name, *flag); !status.ok()) return status;
+      RETURN_IF_ERROR(read_flag(name, *flag));
     }
     if (token.content.empty()) continue;
     auto& list = token.special ? special : others;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/status_macros.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace attnserve {
@@ -49,9 +50,7 @@ absl::StatusOr<std::pair<std::string, std::string>> MergePair(const nlohmann::js
 
 absl::StatusOr<std::unique_ptr<Bpe>> Bpe::FromJson(const nlohmann::json& model) {
   auto bpe = std::make_unique<Bpe>();
-  auto vocab = VocabularyFromJson(model);
-  if (!vocab.ok()) return vocab.status();
-  bpe->vocab_ = *std::move(vocab);
+  ASSIGN_OR_RETURN(bpe->vocab_, VocabularyFromJson(model));
   if (auto it = model.find("dropout"); it != model.end() && !it->is_null()) {
     // Dropout skips merges at random when it is not 0: the ids would not be reproducible.
     if (!it->is_number() || it->get<double>() != 0.0) {
@@ -59,23 +58,15 @@ absl::StatusOr<std::unique_ptr<Bpe>> Bpe::FromJson(const nlohmann::json& model) 
           "model.dropout: only null or 0 is supported (dropout is for training)");
     }
   }
-  auto unk = OptionalString(model, "unk_token");
-  auto prefix = OptionalString(model, "continuing_subword_prefix");
-  auto suffix = OptionalString(model, "end_of_word_suffix");
-  auto fuse_unk = OptionalFlag(model, "fuse_unk");
-  auto byte_fallback = OptionalFlag(model, "byte_fallback");
-  auto ignore_merges = OptionalFlag(model, "ignore_merges");
-  for (const absl::Status& status :
-       {unk.status(), prefix.status(), suffix.status(), fuse_unk.status(), byte_fallback.status(),
-        ignore_merges.status()}) {
-    if (!status.ok()) return status;
+  ASSIGN_OR_RETURN(std::string unk, OptionalString(model, "unk_token"));
+  ASSIGN_OR_RETURN(bpe->prefix_, OptionalString(model, "continuing_subword_prefix"));
+  ASSIGN_OR_RETURN(bpe->suffix_, OptionalString(model, "end_of_word_suffix"));
+  ASSIGN_OR_RETURN(bpe->fuse_unk_, OptionalFlag(model, "fuse_unk"));
+  ASSIGN_OR_RETURN(bpe->byte_fallback_, OptionalFlag(model, "byte_fallback"));
+  ASSIGN_OR_RETURN(bpe->ignore_merges_, OptionalFlag(model, "ignore_merges"));
+  if (model.contains("unk_token") && model["unk_token"].is_string()) {
+    bpe->unk_token_ = std::move(unk);
   }
-  if (model.contains("unk_token") && model["unk_token"].is_string()) bpe->unk_token_ = *unk;
-  bpe->prefix_ = *prefix;
-  bpe->suffix_ = *suffix;
-  bpe->fuse_unk_ = *fuse_unk;
-  bpe->byte_fallback_ = *byte_fallback;
-  bpe->ignore_merges_ = *ignore_merges;
   for (int b = 0; b < 256; ++b) {
     bpe->byte_ids_[b] = static_cast<int32_t>(bpe->vocab_.Id(absl::StrFormat("<0x%02X>", b)));
   }
@@ -98,9 +89,8 @@ absl::StatusOr<std::unique_ptr<Bpe>> Bpe::FromJson(const nlohmann::json& model) 
   for (size_t i = 0; i < merges->size(); ++i) {
     const nlohmann::json& merge = (*merges)[i];
     if (merge.is_string() && merge.get<std::string>().starts_with("#version")) continue;
-    auto pair = MergePair(merge, i);
-    if (!pair.ok()) return pair.status();
-    const auto& [left, right] = *pair;
+    ASSIGN_OR_RETURN(const auto pair, MergePair(merge, i));
+    const auto& [left, right] = pair;
     const int64_t left_id = bpe->vocab_.Id(left), right_id = bpe->vocab_.Id(right);
     if (right.size() < bpe->prefix_.size()) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace attnserve {
@@ -21,9 +22,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Component>>> ParseSteps(
   }
   std::vector<std::unique_ptr<Component>> steps;
   for (const nlohmann::json& step : json[key]) {
-    auto component = parse(step);
-    if (!component.ok()) return component.status();
-    if (*component) steps.push_back(*std::move(component));
+    ASSIGN_OR_RETURN(std::unique_ptr<Component> component, parse(step));
+    if (component) steps.push_back(std::move(component));
   }
   return steps;
 }

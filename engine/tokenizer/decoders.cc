@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "engine/status_macros.h"
 #include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/component_steps.h"
 #include "engine/tokenizer/metaspace_options.h"
@@ -272,9 +273,8 @@ absl::StatusOr<std::unique_ptr<Decoder>> DecoderFromJson(const nlohmann::json& j
   if (type == "ByteFallback") return std::make_unique<ByteFallbackDecoder>();
   if (type == "Fuse") return std::make_unique<FuseDecoder>();
   if (type == "Metaspace") {
-    auto options = MetaspaceOptions::FromJson(json, "decoder");
-    if (!options.ok()) return options.status();
-    return std::make_unique<MetaspaceDecoder>(*std::move(options));
+    ASSIGN_OR_RETURN(MetaspaceOptions options, MetaspaceOptions::FromJson(json, "decoder"));
+    return std::make_unique<MetaspaceDecoder>(std::move(options));
   }
   if (type == "Strip") {
     auto content = json.find("content");
@@ -282,26 +282,20 @@ absl::StatusOr<std::unique_ptr<Decoder>> DecoderFromJson(const nlohmann::json& j
         CodePoints(content->get<std::string>()).size() != 1) {
       return absl::InvalidArgumentError("decoder.content: one char is required");
     }
-    auto start = Count(json, "start");
-    auto stop = Count(json, "stop");
-    if (!start.ok()) return start.status();
-    if (!stop.ok()) return stop.status();
-    return std::make_unique<StripDecoder>(CodePoints(content->get<std::string>())[0], *start,
-                                          *stop);
+    ASSIGN_OR_RETURN(const size_t start, Count(json, "start"));
+    ASSIGN_OR_RETURN(const size_t stop, Count(json, "stop"));
+    return std::make_unique<StripDecoder>(CodePoints(content->get<std::string>())[0], start, stop);
   }
   if (type == "Replace") {
-    auto pattern = PatternFromJson(json, "decoder");
-    if (!pattern.ok()) return pattern.status();
+    ASSIGN_OR_RETURN(OnigRegex pattern, PatternFromJson(json, "decoder"));
     if (!json.contains("content") || !json["content"].is_string()) {
       return absl::InvalidArgumentError("decoder.content: a string is required");
     }
-    return std::make_unique<ReplaceDecoder>(*std::move(pattern),
-                                            json["content"].get<std::string>());
+    return std::make_unique<ReplaceDecoder>(std::move(pattern), json["content"].get<std::string>());
   }
   if (type == "Sequence") {
-    auto steps = ParseSteps<Decoder>(json, "decoder", "decoders", DecoderFromJson);
-    if (!steps.ok()) return steps.status();
-    return std::make_unique<DecoderSequence>(*std::move(steps));
+    ASSIGN_OR_RETURN(auto steps, ParseSteps<Decoder>(json, "decoder", "decoders", DecoderFromJson));
+    return std::make_unique<DecoderSequence>(std::move(steps));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("decoder type \"", type, "\" is not supported; supported: ",

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/status_macros.h"
 #include "engine/tokenizer/reference_json.h"
 #include "engine/tokenizer/unicode.h"
 
@@ -105,11 +106,10 @@ absl::StatusOr<Encoding> HfTokenizer::Encode(const std::string& text,
 
   Encoding encoding;
   for (const TextSplit& split : splits) {
-    absl::StatusOr<std::vector<ModelToken>> tokens =
-        split.added ? std::vector<ModelToken>{*split.added}
-                    : model_->Tokenize(split.text.normalized());
-    if (!tokens.ok()) return tokens.status();
-    for (const ModelToken& token : *tokens) {
+    ASSIGN_OR_RETURN(const std::vector<ModelToken> tokens,
+                     split.added ? std::vector<ModelToken>{*split.added}
+                                 : model_->Tokenize(split.text.normalized()));
+    for (const ModelToken& token : tokens) {
       ByteRange offsets = token.range;
       if (auto original = split.text.ToOriginal(token.range)) {
         offsets = {original->begin + split.text.original_shift(),

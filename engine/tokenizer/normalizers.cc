@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/status_macros.h"
 #include "engine/tokenizer/component_steps.h"
 #include "engine/tokenizer/onig_regex.h"
 #include "engine/tokenizer/unicode.h"
@@ -140,15 +141,11 @@ absl::StatusOr<std::unique_ptr<Normalizer>> NormalizerFromJson(const nlohmann::j
   }
   const std::string type = json["type"].get<std::string>();
   if (type == "BertNormalizer") {
-    auto clean = Flag(json, "clean_text", true);
-    auto chinese = Flag(json, "handle_chinese_chars", true);
-    auto lowercase = Flag(json, "lowercase", true);
-    if (!clean.ok()) return clean.status();
-    if (!chinese.ok()) return chinese.status();
-    if (!lowercase.ok()) return lowercase.status();
-    auto strip = Flag(json, "strip_accents", *lowercase);
-    if (!strip.ok()) return strip.status();
-    return std::make_unique<BertNormalizer>(*clean, *chinese, *strip, *lowercase);
+    ASSIGN_OR_RETURN(const bool clean, Flag(json, "clean_text", true));
+    ASSIGN_OR_RETURN(const bool chinese, Flag(json, "handle_chinese_chars", true));
+    ASSIGN_OR_RETURN(const bool lowercase, Flag(json, "lowercase", true));
+    ASSIGN_OR_RETURN(const bool strip, Flag(json, "strip_accents", lowercase));
+    return std::make_unique<BertNormalizer>(clean, chinese, strip, lowercase);
   }
   if (type == "NFC") return std::make_unique<UnicodeNormalizer>(NormalizedText::Form::kNfc);
   if (type == "NFD") return std::make_unique<UnicodeNormalizer>(NormalizedText::Form::kNfd);
@@ -157,11 +154,9 @@ absl::StatusOr<std::unique_ptr<Normalizer>> NormalizerFromJson(const nlohmann::j
   if (type == "Lowercase") return std::make_unique<Lowercase>();
   if (type == "StripAccents") return std::make_unique<StripAccents>();
   if (type == "Strip") {
-    auto left = Flag(json, "strip_left", true);
-    auto right = Flag(json, "strip_right", true);
-    if (!left.ok()) return left.status();
-    if (!right.ok()) return right.status();
-    return std::make_unique<Strip>(*left, *right);
+    ASSIGN_OR_RETURN(const bool left, Flag(json, "strip_left", true));
+    ASSIGN_OR_RETURN(const bool right, Flag(json, "strip_right", true));
+    return std::make_unique<Strip>(left, right);
   }
   if (type == "Prepend") {
     if (!json.contains("prepend") || !json["prepend"].is_string()) {
@@ -170,17 +165,16 @@ absl::StatusOr<std::unique_ptr<Normalizer>> NormalizerFromJson(const nlohmann::j
     return std::make_unique<Prepend>(json["prepend"].get<std::string>());
   }
   if (type == "Replace") {
-    auto pattern = PatternFromJson(json, "normalizer");
-    if (!pattern.ok()) return pattern.status();
+    ASSIGN_OR_RETURN(OnigRegex pattern, PatternFromJson(json, "normalizer"));
     if (!json.contains("content") || !json["content"].is_string()) {
       return absl::InvalidArgumentError("normalizer.content: a string is required");
     }
-    return std::make_unique<Replace>(*std::move(pattern), json["content"].get<std::string>());
+    return std::make_unique<Replace>(std::move(pattern), json["content"].get<std::string>());
   }
   if (type == "Sequence") {
-    auto steps = ParseSteps<Normalizer>(json, "normalizer", "normalizers", NormalizerFromJson);
-    if (!steps.ok()) return steps.status();
-    return std::make_unique<NormalizerSequence>(*std::move(steps));
+    ASSIGN_OR_RETURN(auto steps,
+                     ParseSteps<Normalizer>(json, "normalizer", "normalizers", NormalizerFromJson));
+    return std::make_unique<NormalizerSequence>(std::move(steps));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("normalizer type \"", type, "\" is not supported; supported: ",

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/status_macros.h"
 #include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/component_steps.h"
 #include "engine/tokenizer/unicode.h"
@@ -195,37 +196,29 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> PostProcessorFromJson(const nlohm
   const std::string type = json["type"].get<std::string>();
   if (type == "TemplateProcessing") return TemplateFromJson(json);
   if (type == "BertProcessing") {
-    auto cls = PairPiece(json, "cls");
-    auto sep = PairPiece(json, "sep");
-    if (!cls.ok()) return cls.status();
-    if (!sep.ok()) return sep.status();
+    ASSIGN_OR_RETURN(SpecialPiece cls, PairPiece(json, "cls"));
+    ASSIGN_OR_RETURN(SpecialPiece sep, PairPiece(json, "sep"));
     return std::make_unique<TemplateProcessing>(
-        std::vector<std::optional<SpecialPiece>>{*cls, std::nullopt, *sep});
+        std::vector<std::optional<SpecialPiece>>{std::move(cls), std::nullopt, std::move(sep)});
   }
   if (type == "RobertaProcessing") {
-    auto cls = PairPiece(json, "cls");
-    auto sep = PairPiece(json, "sep");
-    auto trim_offsets = RequiredFlag(json, "trim_offsets");
-    auto add_prefix_space = RequiredFlag(json, "add_prefix_space");
-    for (const absl::Status& status :
-         {cls.status(), sep.status(), trim_offsets.status(), add_prefix_space.status()}) {
-      if (!status.ok()) return status;
-    }
-    return std::make_unique<RobertaProcessing>(TemplateProcessing({*cls, std::nullopt, *sep}),
-                                               *trim_offsets, *add_prefix_space);
+    ASSIGN_OR_RETURN(SpecialPiece cls, PairPiece(json, "cls"));
+    ASSIGN_OR_RETURN(SpecialPiece sep, PairPiece(json, "sep"));
+    ASSIGN_OR_RETURN(const bool trim_offsets, RequiredFlag(json, "trim_offsets"));
+    ASSIGN_OR_RETURN(const bool add_prefix_space, RequiredFlag(json, "add_prefix_space"));
+    return std::make_unique<RobertaProcessing>(
+        TemplateProcessing({std::move(cls), std::nullopt, std::move(sep)}), trim_offsets,
+        add_prefix_space);
   }
   if (type == "ByteLevel") {
-    auto trim_offsets = RequiredFlag(json, "trim_offsets");
-    auto add_prefix_space = RequiredFlag(json, "add_prefix_space");
-    if (!trim_offsets.ok()) return trim_offsets.status();
-    if (!add_prefix_space.ok()) return add_prefix_space.status();
-    return std::make_unique<ByteLevelProcessing>(*trim_offsets, *add_prefix_space);
+    ASSIGN_OR_RETURN(const bool trim_offsets, RequiredFlag(json, "trim_offsets"));
+    ASSIGN_OR_RETURN(const bool add_prefix_space, RequiredFlag(json, "add_prefix_space"));
+    return std::make_unique<ByteLevelProcessing>(trim_offsets, add_prefix_space);
   }
   if (type == "Sequence") {
-    auto steps =
-        ParseSteps<PostProcessor>(json, "post_processor", "processors", PostProcessorFromJson);
-    if (!steps.ok()) return steps.status();
-    return std::make_unique<PostProcessorSequence>(*std::move(steps));
+    ASSIGN_OR_RETURN(auto steps, ParseSteps<PostProcessor>(json, "post_processor", "processors",
+                                                           PostProcessorFromJson));
+    return std::make_unique<PostProcessorSequence>(std::move(steps));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "post_processor type \"", type, "\" is not supported; supported: ",

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/status_macros.h"
 #include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/component_steps.h"
 #include "engine/tokenizer/metaspace_options.h"
@@ -258,49 +259,40 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizerFromJson(const nlohman
   if (type == "WhitespaceSplit") return std::make_unique<WhitespaceSplit>();
   if (type == "Whitespace") return std::make_unique<Whitespace>();
   if (type == "ByteLevel") {
-    auto add_prefix_space = Flag(json, "add_prefix_space", std::nullopt);
-    auto use_regex = Flag(json, "use_regex", true);
-    if (!add_prefix_space.ok()) return add_prefix_space.status();
-    if (!use_regex.ok()) return use_regex.status();
+    ASSIGN_OR_RETURN(const bool add_prefix_space, Flag(json, "add_prefix_space", std::nullopt));
+    ASSIGN_OR_RETURN(const bool use_regex, Flag(json, "use_regex", true));
     std::optional<OnigRegex> regex;
-    if (*use_regex) {
-      auto gpt2 = OnigRegex::Compile(
-          R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)");
-      if (!gpt2.ok()) return gpt2.status();
-      regex = *std::move(gpt2);
+    if (use_regex) {
+      ASSIGN_OR_RETURN(
+          regex,
+          OnigRegex::Compile(
+              R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"));
     }
-    return std::make_unique<ByteLevelPreTokenizer>(*add_prefix_space, std::move(regex));
+    return std::make_unique<ByteLevelPreTokenizer>(add_prefix_space, std::move(regex));
   }
   if (type == "Metaspace") {
-    auto options = MetaspaceOptions::FromJson(json, "pre_tokenizer");
-    if (!options.ok()) return options.status();
-    return std::make_unique<Metaspace>(*std::move(options));
+    ASSIGN_OR_RETURN(MetaspaceOptions options, MetaspaceOptions::FromJson(json, "pre_tokenizer"));
+    return std::make_unique<Metaspace>(std::move(options));
   }
   if (type == "Split") {
-    auto regex = PatternFromJson(json, "pre_tokenizer");
-    auto behavior = Behavior(json, std::nullopt);
-    auto invert = Flag(json, "invert", false);
-    if (!regex.ok()) return regex.status();
-    if (!behavior.ok()) return behavior.status();
-    if (!invert.ok()) return invert.status();
-    return std::make_unique<PatternSplit>(*std::move(regex), *behavior, *invert);
+    ASSIGN_OR_RETURN(OnigRegex regex, PatternFromJson(json, "pre_tokenizer"));
+    ASSIGN_OR_RETURN(const SplitBehavior behavior, Behavior(json, std::nullopt));
+    ASSIGN_OR_RETURN(const bool invert, Flag(json, "invert", false));
+    return std::make_unique<PatternSplit>(std::move(regex), behavior, invert);
   }
   if (type == "Punctuation") {
-    auto behavior = Behavior(json, SplitBehavior::kIsolated);
-    if (!behavior.ok()) return behavior.status();
-    return std::make_unique<CharClassSplit>(IsBertPunctuation, *behavior);
+    ASSIGN_OR_RETURN(const SplitBehavior behavior, Behavior(json, SplitBehavior::kIsolated));
+    return std::make_unique<CharClassSplit>(IsBertPunctuation, behavior);
   }
   if (type == "Digits") {
-    auto individual = Flag(json, "individual_digits", false);
-    if (!individual.ok()) return individual.status();
+    ASSIGN_OR_RETURN(const bool individual, Flag(json, "individual_digits", false));
     return std::make_unique<CharClassSplit>(
-        unicode::IsNumeric, *individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous);
+        unicode::IsNumeric, individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous);
   }
   if (type == "Sequence") {
-    auto steps =
-        ParseSteps<PreTokenizer>(json, "pre_tokenizer", "pretokenizers", PreTokenizerFromJson);
-    if (!steps.ok()) return steps.status();
-    return std::make_unique<PreTokenizerSequence>(*std::move(steps));
+    ASSIGN_OR_RETURN(auto steps, ParseSteps<PreTokenizer>(json, "pre_tokenizer", "pretokenizers",
+                                                          PreTokenizerFromJson));
+    return std::make_unique<PreTokenizerSequence>(std::move(steps));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("pre_tokenizer type \"", type, "\" is not supported; supported: ",

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
 #include "engine/tokenizer/bpe.h"
 #include "engine/tokenizer/unigram.h"
 #include "engine/tokenizer/wordpiece.h"
@@ -42,8 +43,8 @@ absl::StatusOr<std::unique_ptr<TokenizerModel>> TokenizerModelFromJson(const nlo
     type = "Unigram";
   }
   const auto upcast = [](auto model) -> absl::StatusOr<std::unique_ptr<TokenizerModel>> {
-    if (!model.ok()) return model.status();
-    return std::unique_ptr<TokenizerModel>(*std::move(model));
+    ASSIGN_OR_RETURN(auto concrete, std::move(model));
+    return std::unique_ptr<TokenizerModel>(std::move(concrete));
   };
   if (type == "BPE") return upcast(Bpe::FromJson(json));
   if (type == "WordPiece") return upcast(WordPiece::FromJson(json));

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/status_macros.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace attnserve {
@@ -120,14 +121,13 @@ absl::StatusOr<std::vector<std::pair<int64_t, size_t>>> Unigram::Viterbi(
 
 absl::StatusOr<std::vector<ModelToken>> Unigram::Tokenize(std::string_view word) const {
   if (word.empty()) return std::vector<ModelToken>();
-  auto path = Viterbi(word);
-  if (!path.ok()) return path.status();
+  ASSIGN_OR_RETURN(const auto path, Viterbi(word));
   // Pieces from the end; consecutive unknown pieces fuse into one.
   std::vector<ByteRange> pieces;
   size_t end = word.size();
-  for (size_t i = 0; i < path->size(); ++i) {
-    const auto [id, begin] = (*path)[i];
-    const bool fuse = id == unk_id_ && i > 0 && (*path)[i - 1].first == unk_id_;
+  for (size_t i = 0; i < path.size(); ++i) {
+    const auto [id, begin] = path[i];
+    const bool fuse = id == unk_id_ && i > 0 && path[i - 1].first == unk_id_;
     if (fuse) {
       pieces.back().begin = begin;
     } else {

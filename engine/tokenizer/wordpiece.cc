@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace attnserve {
@@ -16,9 +17,7 @@ absl::StatusOr<std::unique_ptr<WordPiece>> WordPiece::FromJson(const nlohmann::j
   const nlohmann::json* unk = field("unk_token");
   const nlohmann::json* prefix = field("continuing_subword_prefix");
   const nlohmann::json* max_chars = field("max_input_chars_per_word");
-  auto vocab = VocabularyFromJson(model);
-  if (!vocab.ok()) return vocab.status();
-  wordpiece->vocab_ = *std::move(vocab);
+  ASSIGN_OR_RETURN(wordpiece->vocab_, VocabularyFromJson(model));
   if (unk == nullptr || !unk->is_string()) {
     return absl::InvalidArgumentError("model.unk_token: a string is required");
   }
