@@ -5,20 +5,26 @@ This test renders deploy/k8s/base with kubectl's Kustomize, sets the image to th
 scripts/container-test.sh builds (IMAGE, attnserve:test), drops the containers' `ports` (podman
 4.3 would publish each on the host, where 50051 and 9090 may be taken) and plays the Deployment:
 its replicas each get their own network namespace and address on podman's bridge, as pods do.
-Then, for every pod:
-- it checks what podman applied of the pod spec: user, capabilities, no-new-privileges, seccomp,
-  read-only root, environment (the downward API too), volume mounts, CPU and memory limits (in
-  the cgroup, and as the server sees them);
+The pod has two containers from the one image: the server (`attnserve`, on the pod's loopback)
+and the HTTP/2 proxy in front of it (`proxy`, nghttpx, on the pod's gRPC port). Then, for every
+pod:
+- it checks what podman applied of each container's spec: user, capabilities,
+  no-new-privileges, seccomp, read-only root, environment (the downward API too), volume mounts,
+  CPU and memory limits (in the cgroup, and as the server sees them);
+- it checks that the server's port answers inside the pod but not at the pod's address;
 - it runs the probes the manifest declares itself, honoring their timing fields, as a kubelet
-  would (podman runs none of grpc, startup and readiness probes), from the host to the pod's
-  address; a probe or lifecycle handler kind it cannot run fails the test;
+  would (podman runs none of grpc, startup and readiness probes): exec probes in their
+  container, the others from the host to the pod's address; a probe or lifecycle handler kind it
+  cannot run fails the test;
 - it calls NextToken with the image's attn, the same through KServe v2 (Open Inference Protocol,
-  on the gRPC port) with Triton's Python client, and scrapes /metrics where the pod's
-  prometheus.io annotations point;
-then it stops the pods as a kubelet does: the preStop hook, then SIGTERM with what is left of
-terminationGracePeriodSeconds, while a Generate call is held in flight (its client stops reading,
-so the server pauses it). Meanwhile readiness must fail and a new call must be refused with
-UNAVAILABLE; released, the call must finish, and each server must log its drain and exit 0.
+  on the gRPC port) with Triton's Python client, both through the proxy, and scrapes /metrics
+  where the pod's prometheus.io annotations point;
+then it stops the pods as a kubelet does: every container's preStop hook at once, then SIGTERM
+to each container when its own hook returns, with what is left of
+terminationGracePeriodSeconds, while a Generate call is held in flight through the proxy (its
+client stops reading, so the server pauses it). After the server's SIGTERM readiness must fail
+and a new call must be refused with UNAVAILABLE; released, the call must finish, each server
+must log its drain and exit 0, and each proxy must be stopped only after its server exited.
 (Podman 4.3 would not: it runs no lifecycle hooks, ignores terminationGracePeriodSeconds, and its
 pod stop takes the pod's network down with the server, then kills it after 10 s.) Then
 `podman kube down` removes the pods, and the test checks that nothing is left (it also removes
@@ -53,6 +59,7 @@ KUSTOMIZATION = os.path.join(ROOT, "deploy", "k8s", "base")
 KUBE_NETWORK = "podman-default-kube-network"  # where podman kube play puts pods by default
 PAUSE_IMAGE = "localhost/podman-pause"        # the infra image podman builds on first use
 TEXT = "The meaning of life is"
+SERVER_CONTAINER = "attnserve"  # the pod's other containers are sidecars (the proxy)
 failures = []
 
 
@@ -126,28 +133,38 @@ def render(workdir):
     return objects, deployment, ports
 
 
+class Container:
+    """One of a pod's containers, as podman runs it (named <pod>-<container>)."""
+
+    def __init__(self, pod_name, spec):
+        self.spec = spec
+        self.name = f"{pod_name}-{spec['name']}"
+        self.pid = int(inspect(self.name, "{{.State.Pid}}"))
+
+    def exec(self, *command, timeout=30):
+        return podman("exec", self.name, *command, timeout=timeout, check_exit=False)
+
+    def logs(self):
+        result = podman("logs", self.name, check_exit=False)
+        return result.stdout + result.stderr
+
+
 class Pod:
     def __init__(self, name, template, ports):
         self.name = name
         self.metadata = template["metadata"]
         self.spec = spec = template["spec"]
-        self.container_spec = spec["containers"][0]
-        self.container = f"{name}-{self.container_spec['name']}"
-        self.ports = ports[self.container_spec["name"]]
+        self.containers = [Container(name, c) for c in spec["containers"]]
+        self.server = next(c for c in self.containers if c.spec["name"] == SERVER_CONTAINER)
+        # The containers share the pod's network namespace: a port name is the pod's.
+        self.ports = {name: port for c in spec["containers"] for name, port in
+                      ports[c["name"]].items()}
         infra = inspect(name, "{{.InfraContainerID}}")
         networks = json.loads(inspect(infra, "{{json .NetworkSettings.Networks}}"))
         self.ip = next(iter(networks.values()))["IPAddress"]
-        self.pid = int(inspect(self.container, "{{.State.Pid}}"))
 
     def port(self, port):
         return self.ports[port] if isinstance(port, str) else port
-
-    def exec(self, *command, timeout=30):
-        return podman("exec", self.container, *command, timeout=timeout, check_exit=False)
-
-    def logs(self):
-        result = podman("logs", self.container, check_exit=False)
-        return result.stdout + result.stderr
 
 
 # ------------------------------------------------------------------------------------------------
@@ -186,10 +203,12 @@ def cgroup_limits(pid):
     return memory, cpus
 
 
-def check_pod_spec(pod):
-    spec, container = pod.spec, pod.container_spec
+def check_pod_spec(pod, running):
+    """What podman applied of the spec of `running`, one of the pod's containers."""
+    spec, container = pod.spec, running.spec
+    where = f"{pod.name}/{container['name']}"
     status = {}
-    with open(f"/proc/{pod.pid}/status") as f:
+    with open(f"/proc/{running.pid}/status") as f:
         for line in f:
             key, _, value = line.partition(":")
             status[key] = value.split()
@@ -198,33 +217,33 @@ def check_pod_spec(pod):
     security = {**pod_security, **container.get("securityContext", {})}
     if "runAsUser" in security:
         check(int(status["Uid"][1]) == security["runAsUser"],
-              f"{pod.name}: runs as uid {status['Uid'][1]}, not runAsUser {security['runAsUser']}")
+              f"{where}: runs as uid {status['Uid'][1]}, not runAsUser {security['runAsUser']}")
         applied.append(f"uid {status['Uid'][1]}")
     if "runAsGroup" in security:
         check(int(status["Gid"][1]) == security["runAsGroup"],
-              f"{pod.name}: runs as gid {status['Gid'][1]}, not runAsGroup "
+              f"{where}: runs as gid {status['Gid'][1]}, not runAsGroup "
               f"{security['runAsGroup']}")
         applied.append(f"gid {status['Gid'][1]}")
     if security.get("runAsNonRoot"):
-        check(status["Uid"][1] != "0", f"{pod.name}: runAsNonRoot, yet it runs as root")
+        check(status["Uid"][1] != "0", f"{where}: runAsNonRoot, yet it runs as root")
     if security.get("capabilities", {}).get("drop") == ["ALL"]:
         check(int(status["CapEff"][0], 16) == 0 and int(status["CapBnd"][0], 16) == 0,
-              f"{pod.name}: capabilities left: CapEff {status['CapEff'][0]}, "
+              f"{where}: capabilities left: CapEff {status['CapEff'][0]}, "
               f"CapBnd {status['CapBnd'][0]}")
         applied.append("no capabilities")
     if security.get("allowPrivilegeEscalation") is False:
-        check(status["NoNewPrivs"] == ["1"], f"{pod.name}: no_new_privs is not set")
+        check(status["NoNewPrivs"] == ["1"], f"{where}: no_new_privs is not set")
         applied.append("no_new_privs")
     if security.get("seccompProfile", {}).get("type") == "RuntimeDefault":
-        check(status["Seccomp"] == ["2"], f"{pod.name}: no seccomp filter")
+        check(status["Seccomp"] == ["2"], f"{where}: no seccomp filter")
         applied.append("seccomp filter")
     if security.get("readOnlyRootFilesystem"):
-        result = pod.exec("sh", "-c", "touch /kube-test-probe")
-        check(result.returncode != 0, f"{pod.name}: the root filesystem is writable")
+        result = running.exec("sh", "-c", "touch /kube-test-probe")
+        check(result.returncode != 0, f"{where}: the root filesystem is writable")
         applied.append("read-only /")
 
     # Environment, the downward API's resourceFieldRef included.
-    env = dict(e.split("=", 1) for e in json.loads(inspect(pod.container, "{{json .Config.Env}}")))
+    env = dict(e.split("=", 1) for e in json.loads(inspect(running.name, "{{json .Config.Env}}")))
     resources = container.get("resources", {})
     for variable in container.get("env", []):
         name = variable["name"]
@@ -236,50 +255,50 @@ def check_pod_spec(pod):
             expected = str(math.ceil(quantity(resources[kind][resource]) /
                                      quantity(ref.get("divisor", "1"))))
         else:
-            check(False, f"{pod.name}: env {name}: a source the test does not know how to check")
+            check(False, f"{where}: env {name}: a source the test does not know how to check")
             continue
         check(env.get(name) == expected,
-              f"{pod.name}: env {name}={env.get(name)!r}, the manifest says {expected!r}")
+              f"{where}: env {name}={env.get(name)!r}, the manifest says {expected!r}")
     applied.append(f"{len(container.get('env', []))} env")
 
     # Volume mounts: present, and writable unless read-only.
-    mounts = {m["Destination"]: m for m in json.loads(inspect(pod.container, "{{json .Mounts}}"))}
+    mounts = {m["Destination"]: m for m in json.loads(inspect(running.name, "{{json .Mounts}}"))}
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
     for mount in container.get("volumeMounts", []):
         path = mount["mountPath"]
         if not check(path in mounts,
-                     f"{pod.name}: volume {mount['name']} is not mounted at {path}"):
+                     f"{where}: volume {mount['name']} is not mounted at {path}"):
             continue
         if not mount.get("readOnly"):
-            result = pod.exec("sh", "-c", f"touch {path}/.kube-test && rm {path}/.kube-test")
-            check(result.returncode == 0, f"{pod.name}: {path} is not writable: {result.stderr}")
+            result = running.exec("sh", "-c", f"touch {path}/.kube-test && rm {path}/.kube-test")
+            check(result.returncode == 0, f"{where}: {path} is not writable: {result.stderr}")
         kind = next(k for k in volumes[mount["name"]] if k != "name")
         applied.append(f"{kind} at {path} (podman: {mounts[path]['Type']} {mounts[path]['Name']})")
 
     # Limits: what podman configured, what the kernel enforces, what the server sees.
     limits = resources.get("limits", {})
-    memory, cpus = cgroup_limits(pod.pid)
-    logs = pod.logs()
+    memory, cpus = cgroup_limits(running.pid)
+    logs = running.logs()
     if "memory" in limits:
         want = int(quantity(limits["memory"]))
-        check(int(inspect(pod.container, "{{.HostConfig.Memory}}")) == want and memory == want,
-              f"{pod.name}: memory limit {memory} in the cgroup, the manifest says {want}")
+        check(int(inspect(running.name, "{{.HostConfig.Memory}}")) == want and memory == want,
+              f"{where}: memory limit {memory} in the cgroup, the manifest says {want}")
         seen = re.search(r"memory limit (\d+) MiB \(([^)]*)\)", logs)
-        check(seen and int(seen.group(1)) == want >> 20,
-              f"{pod.name}: the server budgets for "
+        check(running is not pod.server or seen and int(seen.group(1)) == want >> 20,
+              f"{where}: the server budgets for "
               f"{seen.group(0) if seen else 'an unknown limit'}, not the {want >> 20} MiB "
               f"limit its cgroup enforces")
         applied.append(f"memory limit {want >> 20} MiB")
     if "cpu" in limits:
         want = quantity(limits["cpu"])
         check(cpus is not None and abs(cpus - want) < 1e-6,
-              f"{pod.name}: {cpus} CPUs in the cgroup, the manifest says {want}")
+              f"{where}: {cpus} CPUs in the cgroup, the manifest says {want}")
         threads = re.search(r"with (\d+) compute thread", logs)
-        check(threads and int(threads.group(1)) == math.ceil(want),
-              f"{pod.name}: the server runs {threads.group(1) if threads else '?'} compute "
+        check(running is not pod.server or threads and int(threads.group(1)) == math.ceil(want),
+              f"{where}: the server runs {threads.group(1) if threads else '?'} compute "
               f"threads, not {math.ceil(want)} for its CPU limit")
         applied.append(f"{want:g} CPUs")
-    log(f"{pod.name}: applied: {', '.join(applied)}")
+    log(f"{where}: applied: {', '.join(applied)}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -298,15 +317,16 @@ def grpc_health(target, service="", timeout=1.0):
             return e.code().name
 
 
-def probe_once(pod, probe, timeout):
-    """One attempt of a probe: (success, what it saw)."""
+def probe_once(pod, container, probe, timeout):
+    """One attempt of a probe of `container` (exec runs there; the others dial the pod's
+    address): (success, what it saw)."""
     if "grpc" in probe:
         status = grpc_health(f"{pod.ip}:{probe['grpc']['port']}",
                              probe["grpc"].get("service", ""), timeout)
         return status == "SERVING", status
     if "exec" in probe:
         try:
-            result = pod.exec(*probe["exec"]["command"], timeout=timeout)
+            result = container.exec(*probe["exec"]["command"], timeout=timeout)
         except subprocess.TimeoutExpired:
             return False, "timed out"
         return result.returncode == 0, f"exit {result.returncode}"
@@ -343,11 +363,11 @@ def describe(probe):
     return f"{kind} {what}"
 
 
-def run_probe(pod, which, started):
+def run_probe(pod, container, which, started):
     """Runs the container's `which` probe until it succeeds successThreshold times in a row, or
     fails failureThreshold times in a row (a kubelet would then restart the container, or keep
     the pod out of its Services); returns what it did."""
-    probe = pod.container_spec.get(which)
+    probe = container.spec.get(which)
     if probe is None:
         return None
     period = probe.get("periodSeconds", 10)
@@ -360,13 +380,14 @@ def run_probe(pod, which, started):
         time.sleep(max(0.0, next_attempt - time.monotonic()))
         next_attempt = time.monotonic() + period
         attempts += 1
-        ok, seen = probe_once(pod, probe, timeout)
+        ok, seen = probe_once(pod, container, probe, timeout)
         successes, failures_in_a_row = (successes + 1, 0) if ok else (0, failures_in_a_row + 1)
         if successes >= success_threshold:
             return (f"{which} {describe(probe)}: passed at attempt {attempts}, "
                     f"{time.monotonic() - started:.1f} s after the start")
         if failures_in_a_row >= failure_threshold:
-            raise Fatal(f"{pod.name}: {which} {describe(probe)} failed {failures_in_a_row} times "
+            raise Fatal(f"{pod.name}/{container.spec['name']}: {which} {describe(probe)} failed "
+                        f"{failures_in_a_row} times "
                         f"in a row (last: {seen})")
 
 
@@ -381,13 +402,36 @@ def check_handlers_known(container):
                         f"it (podman runs no lifecycle handlers)")
 
 
+def check_server_port_is_private(pod):
+    """The server listens where its environment says (ATTNSERVE_HOST, ATTNSERVE_PORT): when
+    that is the loopback, nothing outside the pod reaches it but through the proxy."""
+    env = {e["name"]: e.get("value") for e in pod.server.spec.get("env", [])}
+    host, port = env.get("ATTNSERVE_HOST"), env.get("ATTNSERVE_PORT")
+    if host not in ("127.0.0.1", "localhost", "::1") or not port:
+        return
+    try:
+        socket.create_connection((pod.ip, int(port)), timeout=2).close()
+        reached = "connected"
+    except OSError as e:
+        reached = str(e)
+    check(reached != "connected", f"{pod.name}: the server's port {port} is reachable at the "
+                                  f"pod's address {pod.ip}; only the proxy's should be")
+    status = pod.server.exec("attn", "health", "--target", f"{host}:{port}", "--retries", "1")
+    check(status.stdout.strip() == "SERVING", f"{pod.name}: attn health on {host}:{port} inside "
+                                              f"the pod: {status.stdout.strip()} "
+                                              f"{status.stderr.strip()}")
+    log(f"{pod.name}: the server answers on {host}:{port} inside the pod, not at {pod.ip}:{port} "
+        f"({reached})")
+
+
 # ------------------------------------------------------------------------------------------------
 # Calls
 
 
 def next_token(pod):
-    """NextToken with the image's own attn inside the pod: the top 3 (id, probability)."""
-    result = pod.exec("attn", "next-token", "--target", f"localhost:{pod.ports['grpc']}",
+    """NextToken with the image's own attn inside the server's container, at the pod's gRPC port
+    (the proxy's): the top 3 (id, probability)."""
+    result = pod.server.exec("attn", "next-token", "--target", f"localhost:{pod.ports['grpc']}",
                       "--text", TEXT, "--top_k", "3", "--json")
     if not check(result.returncode == 0, f"{pod.name}: attn next-token: {result.stderr.strip()}"):
         return None
@@ -515,91 +559,126 @@ class HeldStream(threading.Thread):
 
 
 def stop_and_check_drain(pods, grace):
+    """Stops the pods as a kubelet does, with a Generate call held in flight on the first: every
+    container's preStop hook at once, then SIGTERM to each container as soon as its own hook
+    returns, with what is left of the grace period."""
     from attnserve.v1 import inference_pb2 as pb, inference_pb2_grpc as pb_grpc
-    started = time.monotonic()
-    # preStop hooks, all pods at once; the pods keep serving meanwhile.
-    hooks = {}
-    with concurrent.futures.ThreadPoolExecutor(len(pods)) as pool:
-        for pod in pods:
-            command = pod.container_spec.get("lifecycle", {}).get("preStop", {}).get("exec")
-            if command:
-                hooks[pod.name] = pool.submit(pod.exec, *command["command"], timeout=grace)
-        for pod in pods:
-            readiness = pod.container_spec.get("readinessProbe")
-            if readiness and hooks:
-                ok, seen = probe_once(pod, readiness, readiness.get("timeoutSeconds", 1))
-                check(ok, f"{pod.name}: not ready during its preStop hook ({seen})")
-        for name, hook in hooks.items():
-            result = hook.result()
-            check(result.returncode == 0, f"{name}: preStop hook exited {result.returncode}: "
-                                          f"{result.stderr.strip()}")
-    pause = time.monotonic() - started
-    if hooks:
-        command = " ".join(pods[0].container_spec["lifecycle"]["preStop"]["exec"]["command"])
-        log(f"preStop hooks ({command}) ran in {pause:.1f} s; readiness passed meanwhile")
-
-    # A Generate call held in flight on the first pod, then SIGTERM to every pod with what is
-    # left of the grace period.
     pod = pods[0]
     target = f"{pod.ip}:{pod.ports['grpc']}"
     held = HeldStream(target, 500)
     held.start()
     if not held.reading.wait(60) or held.error:
         raise Fatal(f"{pod.name}: Generate: {held.error or 'no token in 60 s'}")
-    remaining = max(1, math.ceil(grace - pause))
-    stop_started = time.monotonic()
-    stop = subprocess.Popen(["podman", "stop", "--time", str(remaining),
-                             *[p.container for p in pods]], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    stopped = {}
-    waiter = threading.Thread(target=lambda: (stop.wait(), stopped.update(
-        at=time.monotonic() - stop_started)), daemon=True)
-    waiter.start()
-    # While the call is held: readiness fails, and a new call is refused.
-    readiness = pod.container_spec.get("readinessProbe")
-    seen = None
-    while readiness and time.monotonic() < stop_started + 10:
-        ok, seen = probe_once(pod, readiness, readiness.get("timeoutSeconds", 1))
-        if not ok:
-            break
-        time.sleep(0.05)
-    if readiness:
-        check(seen == "NOT_SERVING", f"{pod.name}: readiness said {seen} after SIGTERM, with a "
-                                     f"call in flight; NOT_SERVING expected")
-    with grpc.insecure_channel(target) as channel:
-        try:
-            pb_grpc.InferenceStub(channel).NextToken(
-                pb.NextTokenRequest(model="demo", sequences=[pb.Sequence(text=TEXT)]), timeout=10)
-            refused = "OK"
-        except grpc.RpcError as e:
-            refused = e.code().name
-    check(refused == "UNAVAILABLE", f"{pod.name}: a new call during the drain got {refused}, "
-                                    f"not UNAVAILABLE")
-    check(held.is_alive(), f"{pod.name}: the held call ended before it was released")
-    held.release.set()
-    held.join(120)
-    check(held.error is None and held.finish == "FINISH_REASON_MAX_TOKENS"
-          and held.tokens == held.max_tokens,
-          f"{pod.name}: the call in flight at SIGTERM ended with {held.tokens} token(s), "
-          f"{held.finish or held.error}")
-    waiter.join(remaining + 30)
-    stop_errors = stop.stderr.read() if stop.returncode is not None else "still running"
-    check(stop.returncode == 0, f"podman stop exited {stop.returncode}: {stop_errors.strip()}")
-    log(f"SIGTERM with {remaining} s of grace left, a Generate call held in flight on "
-        f"{pod.name}: readiness said {seen}, a new call got {refused}; released, the call "
-        f"finished ({held.tokens} tokens, {held.finish or held.error}); pods stopped "
-        f"{stopped.get('at', float('nan')):.1f} s after SIGTERM")
+
+    started = time.monotonic()
+    sigterm = {(p.name, c.spec["name"]): threading.Event() for p in pods for c in p.containers}
+    records = {}
+
+    def terminate(p, c):
+        record = records.setdefault((p.name, c.spec["name"]), {})
+        command = c.spec.get("lifecycle", {}).get("preStop", {}).get("exec")
+        if command:
+            result = c.exec(*command["command"], timeout=grace)
+            record["hook"] = (result.returncode, result.stderr.strip(),
+                              time.monotonic() - started)
+        remaining = max(1, math.ceil(grace - (time.monotonic() - started)))
+        record["sigterm_at"] = time.monotonic() - started
+        record["grace_left"] = remaining
+        sigterm[(p.name, c.spec["name"])].set()
+        result = podman("stop", "--time", str(remaining), c.name, timeout=remaining + 30,
+                        check_exit=False)
+        record["stopped_at"] = time.monotonic() - started
+        record["stop"] = (result.returncode, result.stderr.strip())
+
+    containers = [(p, c) for p in pods for c in p.containers]
+    with concurrent.futures.ThreadPoolExecutor(len(containers)) as pool:
+        futures = [pool.submit(terminate, p, c) for p, c in containers]
+        # During the hooks the pods keep serving: every readiness probe passes.
+        for p, c in containers:
+            readiness = c.spec.get("readinessProbe")
+            if readiness and c.spec.get("lifecycle", {}).get("preStop"):
+                ok, seen = probe_once(p, c, readiness, readiness.get("timeoutSeconds", 1))
+                check(ok, f"{p.name}/{c.spec['name']}: not ready during its preStop hook "
+                          f"({seen})")
+        # The server of the first pod drains once it has its SIGTERM: while the call is held,
+        # every readiness probe of the pod fails (the proxy's sees the server's NOT_SERVING),
+        # and a new call through the proxy is refused.
+        if not sigterm[(pod.name, SERVER_CONTAINER)].wait(grace):
+            raise Fatal(f"{pod.name}: no SIGTERM for the server within {grace} s")
+        # (The server stops listening when its drain begins, so a probe that dials it sees
+        # the refusal, or the proxy's 502, rather than NOT_SERVING: either keeps the pod out of
+        # its Services.)
+        seen = {}
+        deadline = time.monotonic() + 10
+        for c in pod.containers:
+            readiness = c.spec.get("readinessProbe")
+            ok = True
+            while readiness and time.monotonic() < deadline:
+                ok, seen[c.spec["name"]] = probe_once(pod, c, readiness,
+                                                      readiness.get("timeoutSeconds", 1))
+                if not ok:
+                    break
+                time.sleep(0.05)
+            if readiness:
+                check(not ok, f"{pod.name}/{c.spec['name']}: readiness ({describe(readiness)}) "
+                              f"still passed 10 s after the server's SIGTERM, with a call in "
+                              f"flight")
+        with grpc.insecure_channel(target) as channel:
+            try:
+                pb_grpc.InferenceStub(channel).NextToken(
+                    pb.NextTokenRequest(model="demo", sequences=[pb.Sequence(text=TEXT)]),
+                    timeout=10)
+                refused = "OK"
+            except grpc.RpcError as e:
+                refused = e.code().name
+        check(refused == "UNAVAILABLE", f"{pod.name}: a new call during the drain got "
+                                        f"{refused}, not UNAVAILABLE")
+        check(held.is_alive(), f"{pod.name}: the held call ended before it was released")
+        held.release.set()
+        held.join(120)
+        check(held.error is None and held.finish == "FINISH_REASON_MAX_TOKENS"
+              and held.tokens == held.max_tokens,
+              f"{pod.name}: the call in flight at SIGTERM ended with {held.tokens} token(s), "
+              f"{held.finish or held.error}")
+        for future in futures:
+            future.result()
+    log(f"a Generate call held in flight on {pod.name} through its proxy; after the server's "
+        f"SIGTERM readiness said {', '.join(f'{k}: {v}' for k, v in seen.items())}, a new call "
+        f"got {refused}; released, the call finished ({held.tokens} tokens, "
+        f"{held.finish or held.error})")
     for p in pods:
-        exit_code = inspect(p.container, "{{.State.ExitCode}}")
-        logs = p.logs()
-        check(exit_code == "0", f"{p.name}: exit code {exit_code} after SIGTERM"
-                                f"{' (SIGKILL)' if exit_code == '137' else ''}")
-        check("SIGTERM: draining" in logs, f"{p.name}: no drain on SIGTERM")
-        check("drain timeout" not in logs, f"{p.name}: the drain timed out")
-        answered = re.search(r"drained, exiting; answered (.*)", logs)
-        check(answered, f"{p.name}: did not finish draining")
-        if answered:
-            log(f"{p.name}: drained and exited {exit_code}: answered {answered.group(1)}")
+        for c in p.containers:
+            record = records[(p.name, c.spec["name"])]
+            where = f"{p.name}/{c.spec['name']}"
+            if "hook" in record:
+                code, errors, at = record["hook"]
+                check(code == 0, f"{where}: preStop hook exited {code}: {errors}")
+            code, errors = record["stop"]
+            check(code == 0, f"{where}: podman stop exited {code}: {errors}")
+            check(record["stopped_at"] <= grace, f"{where}: stopped {record['stopped_at']:.1f} s "
+                                                 f"after the hooks began, past the {grace} s grace")
+            exit_code = inspect(c.name, "{{.State.ExitCode}}")
+            log(f"{where}: preStop hook done {record['hook'][2] if 'hook' in record else 0:.1f} s "
+                f"after the start, SIGTERM with {record['grace_left']} s of grace left, exited "
+                f"{exit_code} at {record['stopped_at']:.1f} s")
+            if c is p.server:
+                logs = c.logs()
+                check(exit_code == "0", f"{where}: exit code {exit_code} after SIGTERM"
+                                        f"{' (SIGKILL)' if exit_code == '137' else ''}")
+                check("SIGTERM: draining" in logs, f"{where}: no drain on SIGTERM")
+                check("drain timeout" not in logs, f"{where}: the drain timed out")
+                answered = re.search(r"drained, exiting; answered (.*)", logs)
+                check(answered, f"{where}: did not finish draining")
+                if answered:
+                    log(f"{where}: drained: answered {answered.group(1)}")
+            else:
+                # A sidecar in front of the server must outlive its drain, or it cuts the calls
+                # the server is finishing.
+                server = records[(p.name, SERVER_CONTAINER)]
+                check(record["sigterm_at"] >= server["stopped_at"] - 0.5,
+                      f"{where}: SIGTERM at {record['sigterm_at']:.1f} s, before the server "
+                      f"had exited ({server['stopped_at']:.1f} s)")
+                check(exit_code != "137", f"{where}: killed (SIGKILL) after SIGTERM")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -650,14 +729,18 @@ def main():
         objects, deployment, ports = render(workdir)
         template = deployment["spec"]["template"]
         spec = template["spec"]
-        if len(spec["containers"]) != 1 or spec.get("initContainers"):
-            raise Fatal("the test knows pods of one container and no init containers")
-        check_handlers_known(spec["containers"][0])
+        names = [c["name"] for c in spec["containers"]]
+        if SERVER_CONTAINER not in names or spec.get("initContainers"):
+            raise Fatal(f"the test knows pods with a container named {SERVER_CONTAINER} and "
+                        f"no init containers, not {names}")
+        for container in spec["containers"]:
+            check_handlers_known(container)
         replicas = deployment["spec"].get("replicas", 1)
         name = deployment["metadata"]["name"]
         skipped = [f"{o['kind']} {o['metadata']['name']}" for o in objects if o is not deployment]
         log(f"rendered {os.path.relpath(KUSTOMIZATION, ROOT)}: Deployment {name}, {replicas} "
-            f"replica(s), image {spec['containers'][0]['image']}, ports dropped; podman does not "
+            f"replica(s) of {len(names)} container(s) ({', '.join(names)}), image "
+            f"{spec['containers'][0]['image']}, ports dropped; podman does not "
             f"play: {', '.join(skipped)}")
         pod_names = [f"{name}-pod-{i}" for i in range(replicas)]
         for pod_name in pod_names:
@@ -682,18 +765,22 @@ def main():
             ", ".join(f"{p.name} at {p.ip}" for p in pods))
 
         for pod in pods:
-            for which in ("startupProbe", "readinessProbe", "livenessProbe"):
-                done = run_probe(pod, which, play_started)
-                if done:
-                    log(f"{pod.name}: {done}")
-            # Podman's own health check, from an exec liveness probe. It turns an HTTP one into
-            # a curl inside the container, which the image need not have: those are left out.
-            if "exec" in pod.container_spec.get("livenessProbe", {}):
-                result = podman("healthcheck", "run", pod.container, check_exit=False)
-                if check(result.returncode == 0, f"{pod.name}: podman healthcheck run: "
-                                                 f"{(result.stdout + result.stderr).strip()}"):
-                    log(f"{pod.name}: podman's healthcheck (its livenessProbe) passes")
-            check_pod_spec(pod)
+            for container in pod.containers:
+                where = f"{pod.name}/{container.spec['name']}"
+                for which in ("startupProbe", "readinessProbe", "livenessProbe"):
+                    done = run_probe(pod, container, which, play_started)
+                    if done:
+                        log(f"{where}: {done}")
+                # Podman's own health check, from an exec liveness probe. It turns an HTTP one
+                # into a curl inside the container, which the image need not have: those are
+                # left out.
+                if "exec" in container.spec.get("livenessProbe", {}):
+                    result = podman("healthcheck", "run", container.name, check_exit=False)
+                    if check(result.returncode == 0, f"{where}: podman healthcheck run: "
+                                                     f"{(result.stdout + result.stderr).strip()}"):
+                        log(f"{where}: podman's healthcheck (its livenessProbe) passes")
+                check_pod_spec(pod, container)
+            check_server_port_is_private(pod)
 
         for pod in pods:
             top = next_token(pod)
@@ -710,16 +797,18 @@ def main():
     finally:
         if failures:
             for pod in pods:
-                print(f"--- {pod.container} logs", file=sys.stderr)
-                print(pod.logs().rstrip(), file=sys.stderr)
+                for container in pod.containers:
+                    print(f"--- {container.name} logs", file=sys.stderr)
+                    print(container.logs().rstrip(), file=sys.stderr)
         if played:
             down = podman("kube", "down", played, check_exit=False)
             for pod in pods:
                 check(podman("pod", "exists", pod.name, check_exit=False).returncode != 0,
                       f"{pod.name} is left after podman kube down: {down.stderr.strip()}")
-                check(podman("container", "exists", pod.container,
-                             check_exit=False).returncode != 0,
-                      f"{pod.container} is left after podman kube down")
+                for container in pod.containers:
+                    check(podman("container", "exists", container.name,
+                                 check_exit=False).returncode != 0,
+                          f"{container.name} is left after podman kube down")
                 podman("pod", "rm", "--force", pod.name, check_exit=False)
             for volume in spec.get("volumes", []):
                 check(podman("volume", "exists", volume["name"], check_exit=False).returncode != 0,

@@ -156,10 +156,10 @@ class ManifestTest(unittest.TestCase):
         self.assertEqual(deployment["spec"]["selector"]["matchLabels"].items() - labels.items(),
                          set())
         server, proxy = container(pod["spec"], "attnserve"), container(pod["spec"], "proxy")
-        # gRPC reaches the pod through the proxy only; metrics come from the server.
-        ports = {p["name"]: p["containerPort"] for c in (server, proxy) for p in c["ports"]}
+        # gRPC and the server's /metrics reach the pod through the proxy only.
+        ports = {p["name"]: p["containerPort"] for c in (server, proxy) for p in c.get("ports", [])}
         self.assertEqual(ports, {"grpc": 50051, "metrics": 9090})
-        self.assertEqual([p["name"] for p in proxy["ports"]], ["grpc"])
+        self.assertNotIn("ports", server)
         for service in by_kind(self.base, "Service"):
             self.assertEqual(service["spec"]["selector"].items() - labels.items(), set())
             for port in service["spec"]["ports"]:
@@ -191,12 +191,12 @@ class ManifestTest(unittest.TestCase):
         drain = int(env["ATTNSERVE_DRAIN_TIMEOUT_S"]["value"])
         pause = int(server["lifecycle"]["preStop"]["exec"]["command"][1])
         self.assertGreater(spec["terminationGracePeriodSeconds"], pause + drain)
-        # The proxy outlives the drain: its preStop hook returns (and SIGTERM, which stops
-        # nghttpx at once, follows) only once the server no longer answers on its port.
-        hook = " ".join(container(spec, "proxy")["lifecycle"]["preStop"]["exec"]["command"])
-        self.assertIn(f"sleep {pause};", hook)
-        self.assertIn(f"--target {env['ATTNSERVE_HOST']['value']}:"
-                      f"{env['ATTNSERVE_PORT']['value']}", hook)
+        # The proxy outlives the server's pause and drain: SIGTERM, which stops nghttpx, comes
+        # after its own preStop pause, and within the grace period.
+        hook = container(spec, "proxy")["lifecycle"]["preStop"]["exec"]["command"]
+        self.assertEqual(hook[0], "sleep")
+        self.assertGreater(int(hook[1]), pause + drain)
+        self.assertGreater(spec["terminationGracePeriodSeconds"], int(hook[1]))
         # Compute threads follow the CPU limit.
         self.assertEqual(env["ATTNSERVE_THREADS"]["valueFrom"]["resourceFieldRef"]["resource"],
                          "limits.cpu")
@@ -230,20 +230,24 @@ class ManifestTest(unittest.TestCase):
             self.assertIn("COPY deploy/proxy/nghttpx.conf /etc/attnserve/nghttpx.conf", f.read())
         self.assertEqual(proxy["command"], ["nghttpx", "--conf=/etc/attnserve/nghttpx.conf"])
         self.assertEqual(proxy["image"], server["image"])
-        # Its frontend is the pod's gRPC port; its backend is where the server listens, on the
-        # loopback, which nothing outside the pod reaches.
-        (frontend,) = settings["frontend"]
-        host, port = frontend.split(";")[0].split(",")
-        self.assertEqual((host, int(port)), ("*", proxy["ports"][0]["containerPort"]))
-        self.assertIn("no-tls", frontend)
-        (backend,) = settings["backend"]
-        address, _, options = backend.partition(";")
+        # Its frontends are the pod's ports; its backends are where the server listens, on the
+        # loopback, which nothing outside the pod reaches: gRPC for every path but /metrics.
+        fronts = [f.split(";")[0].split(",") for f in settings["frontend"]]
+        self.assertEqual([(h, int(p)) for h, p in fronts],
+                         [("*", p["containerPort"]) for p in proxy["ports"]])
+        self.assertTrue(all("no-tls" in f for f in settings["frontend"]))
+        backends = {}
+        for backend in settings["backend"]:
+            address, pattern, options = backend.split(";")
+            backends[pattern] = (address, options)
         env = {e["name"]: e.get("value") for e in server["env"]}
-        self.assertEqual(address, f"{env['ATTNSERVE_HOST']},{env['ATTNSERVE_PORT']}")
         self.assertEqual(env["ATTNSERVE_HOST"], "127.0.0.1")
-        self.assertIn("proto=h2", options)
-        self.assertNotIn(int(env["ATTNSERVE_PORT"]),
-                         [p["containerPort"] for c in spec["containers"] for p in c["ports"]])
+        self.assertEqual(backends[""], (f"{env['ATTNSERVE_HOST']},{env['ATTNSERVE_PORT']}",
+                                        "proto=h2"))
+        self.assertEqual(backends["/metrics"], (f"127.0.0.1,{env['ATTNSERVE_METRICS_PORT']}",
+                                                "proto=http/1.1"))
+        self.assertEqual(int(spec_annotations(self.base)["prometheus.io/port"]),
+                         {p["name"]: p["containerPort"] for p in proxy["ports"]}["metrics"])
         # The limits that matter, and timeouts that do not cut what the server keeps.
         self.assertEqual(settings["frontend-http2-max-concurrent-streams"], ["100"])
         self.assertEqual(settings["request-header-field-buffer"], ["64K"])  # --max_metadata_bytes
@@ -307,6 +311,11 @@ class MonitoringTest(unittest.TestCase):
                    not in exported}
         self.assertEqual(unknown, set())
         self.assertIn("attnserve_queue_length", used)
+
+
+def spec_annotations(objects):
+    return by_kind(objects, "Deployment", "attnserve")["spec"]["template"]["metadata"][
+        "annotations"]
 
 
 def quantity(text):

@@ -84,8 +84,8 @@ class PeakSampler(threading.Thread):
 
 
 class Proxy:
-    def __init__(self, kind, backend_port, config=None):
-        self.kind, self.port = kind, free_port()
+    def __init__(self, kind, backend_port, config=None, metrics_port=None):
+        self.kind, self.port, self.metrics_port = kind, free_port(), free_port()
         self.log = tempfile.NamedTemporaryFile("w+", prefix=f"{kind}-{self.port}-", suffix=".log")
         self.workdir = tempfile.mkdtemp(prefix=f"{kind}-")
         binary = shutil.which(kind)
@@ -99,8 +99,17 @@ class Proxy:
         elif kind == "nghttpx":
             with open(config or NGHTTPX_CONFIG) as f:
                 text = f.read()
-            text = re.sub(r"(?m)^frontend=.*$", f"frontend=127.0.0.1,{self.port};no-tls", text)
-            text = re.sub(r"(?m)^backend=[^;]*", f"backend=127.0.0.1,{backend_port}", text)
+            # The first frontend is gRPC's, the second /metrics'; the catch-all backend (no
+            # pattern) is the server's gRPC port, the /metrics one its metrics port.
+            fronts = iter([self.port, self.metrics_port])
+            text = re.sub(r"(?m)^frontend=.*$",
+                          lambda m: f"frontend=127.0.0.1,{next(fronts)};no-tls", text)
+
+            def backend(match):
+                pattern = match.group(1)
+                port = metrics_port if pattern == "/metrics" else backend_port
+                return f"backend=127.0.0.1,{port or backend_port};{pattern};"
+            text = re.sub(r"(?m)^backend=[^;]*;([^;]*);", backend, text)
             path = os.path.join(self.workdir, "nghttpx.conf")
             with open(path, "w") as f:
                 f.write(text)

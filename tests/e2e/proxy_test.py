@@ -9,6 +9,7 @@ Env: as the other end-to-end tests (server_harness.py); nghttpx from Debian's ng
 (scripts/install-deps.sh)."""
 import time
 import unittest
+import urllib.request
 
 import grpc
 
@@ -30,7 +31,7 @@ class ThroughTheProxyTest(unittest.TestCase):
     def setUpClass(cls):
         cls.server = Server()
         try:
-            cls.proxy = Proxy("nghttpx", cls.server.port)
+            cls.proxy = Proxy("nghttpx", cls.server.port, metrics_port=cls.server.metrics_port)
         except Exception:
             cls.server.stop()
             raise
@@ -81,6 +82,13 @@ class ThroughTheProxyTest(unittest.TestCase):
                 self.server.metric_value("attnserve_active_sequences") > 0:
             time.sleep(0.05)
         self.assertEqual(self.server.metric_value("attnserve_active_sequences"), 0)
+
+    def test_metrics_pass_at_their_own_port(self):
+        self.stub.NextToken(next_token_request(), timeout=10)
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.proxy.metrics_port}/metrics",
+                                    timeout=5) as response:
+            text = response.read().decode()
+        self.assertIn('attnserve_requests_total{code="OK",method="NextToken",model="demo"}', text)
 
     def test_health_and_reflection(self):
         from grpc_health.v1 import health_pb2_grpc
