@@ -108,7 +108,17 @@ Tensor Tensor::Wrap(float* data, Shape shape, std::shared_ptr<const void> owner)
 
 int64_t Tensor::size() const { return Product(shape_); }
 
-bool Tensor::is_contiguous() const { return strides_ == ContiguousStrides(shape_); }
+// As strides_ == ContiguousStrides(shape_), without allocating: kernels' checks call it on every
+// call of a decoding step.
+bool Tensor::is_contiguous() const {
+  if (strides_.size() != shape_.size()) return false;
+  int64_t stride = 1;
+  for (int i = static_cast<int>(shape_.size()) - 1; i >= 0; --i) {
+    if (strides_[i] != stride) return false;
+    stride *= shape_[i];
+  }
+  return true;
+}
 
 Tensor Tensor::Slice(int axis, int64_t start, int64_t length) const {
   if (axis < 0) axis += rank();
