@@ -109,7 +109,8 @@ def main():
             from grpc_health.v1 import health_pb2_grpc
             status = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service="attnserve.v1.Inference"), timeout=5)
-            passes.append(f"health {health_pb2.HealthCheckResponse.ServingStatus.Name(status.status)}")
+            name = health_pb2.HealthCheckResponse.ServingStatus.Name(status.status)
+            passes.append(f"health {name}")
             services = next(reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(
                 iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5))
             passes.append(f"reflection {len(services.list_services_response.service)} services")
