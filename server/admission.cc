@@ -1,4 +1,4 @@
-#include "server/dispatcher.h"
+#include "server/admission.h"
 
 #include <algorithm>
 #include <vector>
@@ -8,14 +8,14 @@
 
 namespace attnserve::server {
 
-std::string Dispatcher::ModelLabel(const std::string& model) const {
+std::string Admission::ModelLabel(const std::string& model) const {
   return repository_.Find(model) != nullptr ? model : "_unknown";
 }
 
-absl::StatusOr<ModelWorker*> Dispatcher::Route(const std::string& model,
-                                               const std::string& method) const {
+absl::StatusOr<EngineLoop*> Admission::Route(const std::string& model,
+                                             const std::string& method) const {
   if (model.empty()) return absl::InvalidArgumentError("model is empty");
-  ModelWorker* worker = repository_.Find(model);
+  EngineLoop* worker = repository_.Find(model);
   if (worker == nullptr) {
     return absl::NotFoundError(absl::StrCat("no model named \"", model.substr(0, 128),
                                             "\"; ListModels shows what is served"));

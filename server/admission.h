@@ -18,10 +18,10 @@
 
 namespace attnserve::server {
 
-class Dispatcher {
+class Admission {
  public:
   // Inference calls are admitted through `gate`, which shutdown closes.
-  Dispatcher(const ModelRepository& repository, ServerMetrics& metrics, CallGate& gate)
+  Admission(const ModelRepository& repository, ServerMetrics& metrics, CallGate& gate)
       : repository_(repository), metrics_(metrics), gate_(gate) {}
 
   const ModelRepository& repository() const { return repository_; }
@@ -33,29 +33,24 @@ class Dispatcher {
   // server does not serve (a caller's arbitrary string would create unbounded series).
   std::string ModelLabel(const std::string& model) const;
   // The worker for `model` if it exists and answers `method` (e.g. "NextToken").
-  absl::StatusOr<ModelWorker*> Route(const std::string& model, const std::string& method) const;
-
-  template <typename Request>
-  using Validator = absl::Status (*)(const Request&, const ModelWorker&, Task&);
+  absl::StatusOr<EngineLoop*> Route(const std::string& model, const std::string& method) const;
 
   // Every inference call: admit, route, validate, queue; the scheduler answers `call` from then
   // on. A request refused on the way (`prepared` not OK: it did not decode or translate) is
-  // answered here.
-  // `validate(request, worker, task)` checks the request and fills in the task's inputs.
-  template <typename Request, typename Validate, typename Call>
-  void Start(grpc::CallbackServerContext* context, const std::string& method, TaskKind kind,
-             const Request& request, const absl::Status& prepared, Validate validate,
-             Call* call) const {
+  // answered here. `validate(worker, task)` checks the method's input, in the words of the
+  // protocol that carried it, and fills in the task's inputs.
+  template <typename Validate, typename Call>
+  void Start(grpc::CallbackServerContext* context, const std::string& model,
+             const std::string& method, TaskKind kind, const absl::Status& prepared,
+             Validate validate, Call* call) const {
     const bool admitted = gate_.Enter();
     call->Admitted(&gate_);
     if (!admitted) return call->Complete(absl::UnavailableError("the server is shutting down"));
     if (!prepared.ok()) return call->Complete(prepared);
-    auto worker = Route(request.model(), method);
+    auto worker = Route(model, method);
     if (!worker.ok()) return call->Complete(worker.status());
     auto task = std::make_shared<Task>(kind, call);
-    if (auto status = validate(request, **worker, *task); !status.ok()) {
-      return call->Complete(status);
-    }
+    if (auto status = validate(**worker, *task); !status.ok()) return call->Complete(status);
     task->deadline = absl::FromChrono(context->deadline());
     task->client = context->peer();
     task->wake = [worker = *worker] { worker->Poke(); };

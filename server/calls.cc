@@ -2,8 +2,8 @@
 
 namespace attnserve::server {
 
-void GenerateCall::Send(v1::GenerateResponse event) {
-  grpc::ByteBuffer bytes = EncodeMessage(event);
+void GenerateCall::Send(GenerationEvent event) {
+  grpc::ByteBuffer bytes = encode_(event);
   std::lock_guard lock(mutex_);
   if (broken_) return;
   pending_.push_back(std::move(bytes));

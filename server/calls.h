@@ -51,7 +51,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public TaskSink, public
       : scope_(std::move(scope)), response_(response), encode_(std::move(encode)) {}
 
   // A Generate answered in one message collects its events for the encoder.
-  void Send(v1::GenerateResponse event) override { task_->events.push_back(std::move(event)); }
+  void Send(GenerationEvent event) override { task_->events.push_back(std::move(event)); }
   void Complete(absl::Status status) override {
     if (status.ok()) *response_ = encode_(*task_);
     Finish(scope_.Finish(status));  // may delete this at once
@@ -74,14 +74,15 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public TaskSink, public
 };
 
 // A Generate stream. gRPC allows one write in flight, so events queue here until the previous
-// one is on the wire; the status follows the last event.
+// one is on the wire; the status follows the last event. `encode` makes the protocol's message.
 class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                            public TaskSink,
                            public CallTask {
  public:
-  explicit GenerateCall(RpcScope scope) : scope_(std::move(scope)) {}
+  using Encoder = grpc::ByteBuffer (*)(const GenerationEvent&);
+  GenerateCall(RpcScope scope, Encoder encode) : scope_(std::move(scope)), encode_(encode) {}
 
-  void Send(v1::GenerateResponse event) override;
+  void Send(GenerationEvent event) override;
   void Complete(absl::Status status) override;
   void OnWriteDone(bool ok) override;
   int64_t Unsent() const override { return unsent_.load(std::memory_order_relaxed); }
@@ -97,6 +98,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   std::optional<grpc::Status> Advance();
 
   RpcScope scope_;
+  const Encoder encode_;
   std::mutex mutex_;                      // guards what follows
   std::deque<grpc::ByteBuffer> pending_;  // serialized events; front: being written
   std::atomic<int64_t> unsent_{0};        // pending_.size(), for the scheduler

@@ -1,4 +1,4 @@
-#include "server/model_worker.h"
+#include "server/engine_loop.h"
 
 #include <omp.h>
 
@@ -53,10 +53,10 @@ constexpr absl::Duration kPausedPoll = absl::Milliseconds(20);
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ModelWorker>> ModelWorker::Create(std::string name,
-                                                                 std::unique_ptr<Model> model,
-                                                                 WorkerOptions options,
-                                                                 ServerMetrics& metrics) {
+absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(std::string name,
+                                                               std::unique_ptr<Model> model,
+                                                               EngineLoopOptions options,
+                                                               ServerMetrics& metrics) {
   const ModelConfig& config = model->config;
   // The most tokens one engine call may take: what the activation budget holds for one
   // sequence (the cheapest shape per token), at most the configured figure.
@@ -101,12 +101,12 @@ absl::StatusOr<std::unique_ptr<ModelWorker>> ModelWorker::Create(std::string nam
     if (!created.ok()) return created.status();
     pool = *std::move(created);
   }
-  return std::unique_ptr<ModelWorker>(
-      new ModelWorker(std::move(name), std::move(model), options, std::move(pool), metrics));
+  return std::unique_ptr<EngineLoop>(
+      new EngineLoop(std::move(name), std::move(model), options, std::move(pool), metrics));
 }
 
-ModelWorker::ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerOptions options,
-                         std::unique_ptr<KvBlockPool> pool, ServerMetrics& metrics)
+EngineLoop::EngineLoop(std::string name, std::unique_ptr<Model> model, EngineLoopOptions options,
+                       std::unique_ptr<KvBlockPool> pool, ServerMetrics& metrics)
     : name_(std::move(name)),
       model_(std::move(model)),
       options_(options),
@@ -129,8 +129,10 @@ ModelWorker::ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerO
               .prefill_chunk_tokens = options_.prefill_chunk_tokens,
               .max_unsent_events = options_.max_unsent_events,
               .activation_budget = options_.budget.activation_bytes,
-              .activation_bytes = [config = &model_->config](
-                                      const EngineCall& call) { return ActivationBytes(*config, call); },
+              .activation_bytes =
+                  [config = &model_->config](const EngineCall& call) {
+                    return ActivationBytes(*config, call);
+                  },
               .takes_sources = model_->servable->takes_sources(),
           },
           KvCacheManager(std::move(pool), model_->servable->SharesCachePrefixes())),
@@ -146,14 +148,14 @@ ModelWorker::ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerO
   UpdateGauges(StepPlan{});
 }
 
-ModelWorker::~ModelWorker() { Drain(); }
+EngineLoop::~EngineLoop() { Drain(); }
 
-absl::Status ModelWorker::Refuse(const char* budget, absl::Status status) {
+absl::Status EngineLoop::Refuse(const char* budget, absl::Status status) {
   metrics_.refused.Add({{"model", name_}, {"budget", budget}}).Increment();
   return status;
 }
 
-absl::Status ModelWorker::CheckFits(const Task& task, const RequestCost& cost) {
+absl::Status EngineLoop::CheckFits(const Task& task, const RequestCost& cost) {
   if (cost.response_bytes > options_.max_response_bytes) {
     return Refuse("response_bytes",
                   absl::ResourceExhaustedError(absl::StrCat(
@@ -203,7 +205,7 @@ absl::Status ModelWorker::CheckFits(const Task& task, const RequestCost& cost) {
   return absl::OkStatus();
 }
 
-absl::Status ModelWorker::Submit(std::shared_ptr<Task> task) {
+absl::Status EngineLoop::Submit(std::shared_ptr<Task> task) {
   const RequestCost cost = CostOf(*task, *model_);
   if (auto status = CheckFits(*task, cost); !status.ok()) return status;
   const int64_t tokens = InputTokens(*task);
@@ -267,12 +269,12 @@ absl::Status ModelWorker::Submit(std::shared_ptr<Task> task) {
   return absl::OkStatus();
 }
 
-bool ModelWorker::PushOutFor(const Task& task) {
+bool EngineLoop::PushOutFor(const Task& task) {
   const auto own = queued_by_client_.find(task.client);
   const size_t held = own == queued_by_client_.end() ? 0 : own->second.size();
-  const auto largest =
-      std::max_element(queued_by_client_.begin(), queued_by_client_.end(),
-                       [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+  const auto largest = std::max_element(
+      queued_by_client_.begin(), queued_by_client_.end(),
+      [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
   if (largest == queued_by_client_.end() || largest->second.size() <= held + 1) return false;
   Task* newest = largest->second.back();
   largest->second.pop_back();
@@ -285,13 +287,13 @@ bool ModelWorker::PushOutFor(const Task& task) {
   return true;
 }
 
-void ModelWorker::Poke() {
+void EngineLoop::Poke() {
   poked_.store(true, std::memory_order_release);
   std::lock_guard lock(mutex_);  // so the scheduler cannot miss it between its check and wait
   work_ready_.notify_one();
 }
 
-void ModelWorker::Drain() {
+void EngineLoop::Drain() {
   {
     std::lock_guard lock(mutex_);
     draining_ = true;
@@ -300,7 +302,7 @@ void ModelWorker::Drain() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool ModelWorker::AwaitWork() {
+bool EngineLoop::AwaitWork() {
   const bool runnable = scheduler_.HasRunnable();
   if (!runnable && !scheduler_.has_waiting() && options_.idle_spin > absl::ZeroDuration()) {
     // Meanwhile, re-cache the weights' page translations, a few pages between looks at the queue.
@@ -330,9 +332,8 @@ bool ModelWorker::AwaitWork() {
                                                        : submitted_.front()->enqueued;
     const absl::Time deadline = oldest + options_.max_queue_delay;
     if (absl::Now() < deadline) {
-      work_ready_.wait_until(lock, absl::ToChronoTime(deadline), [&] {
-        return queued() >= options_.max_batch_size || draining_;
-      });
+      work_ready_.wait_until(lock, absl::ToChronoTime(deadline),
+                             [&] { return queued() >= options_.max_batch_size || draining_; });
     }
   }
   for (auto& task : submitted_) scheduler_.Add(std::move(task));
@@ -340,7 +341,7 @@ bool ModelWorker::AwaitWork() {
   return !(draining_ && scheduler_.idle());
 }
 
-void ModelWorker::Run() {
+void EngineLoop::Run() {
   omp_set_num_threads(options_.compute_threads);
   while (AwaitWork()) {
     const absl::Time now = absl::Now();
@@ -382,7 +383,7 @@ void ModelWorker::Run() {
   }
 }
 
-void ModelWorker::UpdateGauges(const StepPlan& plan) {
+void EngineLoop::UpdateGauges(const StepPlan& plan) {
   reused_tokens_.Increment(static_cast<double>(plan.reused_tokens));
   preemptions_.Increment(static_cast<double>(plan.preemptions));
   paused_streams_.Set(static_cast<double>(scheduler_.paused()));

@@ -33,7 +33,7 @@
 
 namespace attnserve::server {
 
-struct WorkerOptions {
+struct EngineLoopOptions {
   int64_t max_batch_size = 32;  // sequences decoding at once; requests per batch
   absl::Duration max_queue_delay = absl::ZeroDuration();
   int64_t max_queue_size = 256;
@@ -61,15 +61,15 @@ struct WorkerOptions {
   WeightFormat weights;
 };
 
-class ModelWorker {
+class EngineLoop {
  public:
   // Sizes the KV cache and the token budget from options.budget; refuses a budget that cannot
   // hold the model's context or one request of it.
-  static absl::StatusOr<std::unique_ptr<ModelWorker>> Create(std::string name,
-                                                             std::unique_ptr<Model> model,
-                                                             WorkerOptions options,
-                                                             ServerMetrics& metrics);
-  ~ModelWorker();  // drains, then joins the thread
+  static absl::StatusOr<std::unique_ptr<EngineLoop>> Create(std::string name,
+                                                            std::unique_ptr<Model> model,
+                                                            EngineLoopOptions options,
+                                                            ServerMetrics& metrics);
+  ~EngineLoop();  // drains, then joins the thread
 
   // Queues a validated task. INVALID_ARGUMENT or RESOURCE_EXHAUSTED (naming the limit) for a
   // request that can never fit; UNAVAILABLE (retryable) when the queue is full, when the
@@ -83,13 +83,13 @@ class ModelWorker {
 
   const std::string& name() const { return name_; }
   const Model& model() const { return *model_; }
-  const WorkerOptions& options() const { return options_; }
+  const EngineLoopOptions& options() const { return options_; }
   int64_t max_context() const { return model_->config.max_positions; }
   int64_t kv_cache_tokens() const { return kv_cache_tokens_; }
 
  private:
-  ModelWorker(std::string name, std::unique_ptr<Model> model, WorkerOptions options,
-              std::unique_ptr<KvBlockPool> pool, ServerMetrics& metrics);
+  EngineLoop(std::string name, std::unique_ptr<Model> model, EngineLoopOptions options,
+             std::unique_ptr<KvBlockPool> pool, ServerMetrics& metrics);
 
   // Refusals of work that can never fit, counted by budget.
   absl::Status CheckFits(const Task& task, const RequestCost& cost);
@@ -106,7 +106,7 @@ class ModelWorker {
 
   const std::string name_;
   const std::unique_ptr<Model> model_;
-  const WorkerOptions options_;
+  const EngineLoopOptions options_;
   const int64_t kv_cache_tokens_;
   const KvBlockShape kv_block_shape_;
   ServerMetrics& metrics_;
@@ -138,8 +138,8 @@ class ModelWorker {
   // when their call is done.
   const std::shared_ptr<std::atomic<int64_t>> response_bytes_ =
       std::make_shared<std::atomic<int64_t>>(0);
-  Scheduler scheduler_;     // scheduler thread only
-  Executor executor_;       // scheduler thread only
+  Scheduler scheduler_;      // scheduler thread only
+  Executor executor_;        // scheduler thread only
   PageWarmer weight_pages_;  // scheduler thread only
   std::thread thread_;
 };

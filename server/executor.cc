@@ -73,10 +73,12 @@ Executor::Result Executor::Run(const StepPlan& plan) {
     }
     generations_.at(g->id).state = *std::move(state);
   }
+  // Feeds of sequences whose engine state could not be started have ended already.
   const auto live = [&](const std::vector<struct Feed>& feeds) {
     std::vector<struct Feed> kept;
     for (const auto& feed : feeds) {
-      if (feed.sequence->state != SequenceState::kFinished) kept.push_back(feed);
+      const auto it = generations_.find(feed.sequence->id);
+      if (it != generations_.end() && it->second.state != nullptr) kept.push_back(feed);
     }
     return kept;
   };
@@ -131,35 +133,31 @@ bool Executor::Emit(Sequence& g, Generation& generation, const float* logits, Re
   if (g.generated() == 0) {
     first_token_.Observe(absl::ToDoubleSeconds(absl::Now() - g.task->enqueued));
   }
-  const auto finish = [&](v1::FinishReason reason, int64_t generated) {
-    v1::GenerateResponse event;
-    event.mutable_finish()->set_reason(reason);
-    event.mutable_finish()->set_prompt_tokens(g.prompt_tokens);
-    event.mutable_finish()->set_generated_tokens(generated);
-    event.mutable_finish()->set_text(generation.text.Finish());
-    g.task->Emit(std::move(event));
+  const auto finish = [&](FinishReason reason, int64_t generated) {
+    g.task->Emit({.finished = true,
+                  .text = generation.text.Finish(),
+                  .reason = reason,
+                  .prompt_tokens = g.prompt_tokens,
+                  .generated_tokens = generated});
     End(g, absl::OkStatus(), result);
     return false;
   };
   const std::vector<int64_t>& end_of_text = model_.end_of_text;
   if (std::find(end_of_text.begin(), end_of_text.end(), id) != end_of_text.end()) {
-    return finish(v1::FINISH_REASON_END_OF_TEXT, g.generated());
+    return finish(FinishReason::kEndOfText, g.generated());
   }
   const int64_t generated = g.generated() + 1;
   generated_tokens_.Increment();
-  v1::GenerateResponse event;
-  event.mutable_token()->set_id(id);
-  event.mutable_token()->set_text(generation.text.Push(id));
-  event.mutable_token()->set_log_probability(logits[id] - LogSumExp(logits, vocab));
-  g.task->Emit(std::move(event));
+  g.task->Emit({.id = id,
+                .text = generation.text.Push(id),
+                .log_probability = logits[id] - LogSumExp(logits, vocab)});
   if (generated >= options.max_tokens) {
-    return finish(options.context_limited ? v1::FINISH_REASON_CONTEXT_FULL
-                                          : v1::FINISH_REASON_MAX_TOKENS,
+    return finish(options.context_limited ? FinishReason::kContextFull : FinishReason::kMaxTokens,
                   generated);
   }
   for (const std::string& stop : options.stop) {
     if (absl::EndsWith(generation.text.text(), stop)) {
-      return finish(v1::FINISH_REASON_STOP_SEQUENCE, generated);
+      return finish(FinishReason::kStopSequence, generated);
     }
   }
   result.outcome.sampled.emplace_back(&g, id);
@@ -205,13 +203,11 @@ void Executor::RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks) {
       task->Finish(std::move(finite));
       continue;
     }
-    v1::NextTokenResponse response;
-    response.set_model(name_);
     for (const auto& ids : task->sequences) {
-      AddNextTokenResult(logits->row(row++), logits->dim(1), static_cast<int64_t>(ids.size()),
-                         *task, *model_.tokenizer, response);
+      task->next_token.push_back(MakeNextTokenRow(logits->row(row++), logits->dim(1),
+                                                  static_cast<int64_t>(ids.size()), *task,
+                                                  *model_.tokenizer));
     }
-    task->next_token = std::move(response);
     task->Finish(absl::OkStatus());
   }
 }
@@ -239,8 +235,7 @@ void Executor::RunScore(const std::vector<std::shared_ptr<Task>>& tasks) {
       tasks[b]->Finish(std::move(finite));
       continue;
     }
-    tasks[b]->score = MakeScoreResponse(scores, sequences[b], *model_.tokenizer);
-    tasks[b]->score.set_model(name_);
+    tasks[b]->score = MakeScoreResult(scores, sequences[b], *model_.tokenizer);
     tasks[b]->Finish(absl::OkStatus());
   }
 }
@@ -303,11 +298,10 @@ void Executor::RunEmbed(const std::vector<std::shared_ptr<Task>>& tasks) {
       task->Finish(std::move(finite));
       continue;
     }
-    task->embed = MakeEmbedResponse(values, rows, task->normalize, output->contributions, lengths);
-    task->embed.set_model(name_);
+    task->embeddings =
+        MakeEmbeddings(values, rows, task->normalize, output->contributions, lengths);
     task->Finish(absl::OkStatus());
   }
 }
-
 
 }  // namespace attnserve::server

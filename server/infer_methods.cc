@@ -19,7 +19,7 @@ constexpr std::pair<InferMethod, const char*> kSuffixes[] = {
     {InferMethod::kScore, "score"},          {InferMethod::kGenerate, "generate"},
     {InferMethod::kTokenize, "tokenize"},    {InferMethod::kDetokenize, "detokenize"}};
 
-bool Answers(const ModelWorker& worker, InferMethod method) {
+bool Answers(const EngineLoop& worker, InferMethod method) {
   const std::vector<std::string> methods = SupportedMethods(worker.model());
   return std::find(methods.begin(), methods.end(), MethodName(method)) != methods.end();
 }
@@ -200,10 +200,10 @@ absl::Status CheckRows(const std::string& input, int64_t rows) {
 
 // The sequences of `prefix`text or `prefix`input_ids (with `prefix`attention_mask), one per row;
 // `used` is set to the input they came from.
-absl::StatusOr<std::vector<v1::Sequence>> ReadSequences(const InferInputs& inputs,
-                                                        const std::string& prefix,
-                                                        const ModelWorker& worker,
-                                                        std::string& used) {
+absl::StatusOr<std::vector<SequenceInput>> ReadSequences(const InferInputs& inputs,
+                                                         const std::string& prefix,
+                                                         const EngineLoop& worker,
+                                                         std::string& used) {
   const std::string text = prefix + "text", ids = prefix + "input_ids",
                     mask = prefix + "attention_mask";
   const bool has_text = inputs.Has(text), has_ids = inputs.Has(ids);
@@ -212,7 +212,7 @@ absl::StatusOr<std::vector<v1::Sequence>> ReadSequences(const InferInputs& input
                                 worker.model().tokenizer ? text + "' or '" : "", ids, "'",
                                 has_text ? ", not both" : ""));
   }
-  std::vector<v1::Sequence> sequences;
+  std::vector<SequenceInput> sequences;
   if (has_text) {
     used = text;
     if (inputs.Has(mask)) return Invalid(absl::StrCat("input '", mask, "' goes with '", ids, "'"));
@@ -228,7 +228,7 @@ absl::StatusOr<std::vector<v1::Sequence>> ReadSequences(const InferInputs& input
       if (SanitizeUtf8((*texts)[i]) != (*texts)[i]) {
         return Invalid(absl::StrCat("input '", text, "' row ", i, " is not UTF-8"));
       }
-      sequences.emplace_back().set_text(std::move((*texts)[i]));
+      sequences.push_back(SequenceInput::Text(std::move((*texts)[i])));
     }
     return sequences;
   }
@@ -254,7 +254,7 @@ absl::StatusOr<std::vector<v1::Sequence>> ReadSequences(const InferInputs& input
   }
   const int64_t vocab = worker.model().config.vocab_size;
   for (int64_t row = 0; row < shape[0]; ++row) {
-    v1::TokenIds& tokens = *sequences.emplace_back().mutable_tokens();
+    std::vector<int64_t>& tokens = sequences.emplace_back(SequenceInput::Tokens({})).ids;
     for (int64_t column = 0; column < shape[1]; ++column) {
       const size_t at = row * shape[1] + column;
       if (keep[at] != 0 && keep[at] != 1) {
@@ -266,16 +266,16 @@ absl::StatusOr<std::vector<v1::Sequence>> ReadSequences(const InferInputs& input
         return Invalid(absl::StrCat("input '", ids, "' [", row, ", ", column, "] = ", (*values)[at],
                                     " is outside the vocabulary [0, ", vocab, ")"));
       }
-      tokens.add_ids((*values)[at]);
+      tokens.push_back((*values)[at]);
     }
   }
   return sequences;
 }
 
 // The one sequence of a method that takes one per request (`what`: "Score takes one sequence").
-absl::StatusOr<v1::Sequence> ReadOneSequence(const InferInputs& inputs, const std::string& prefix,
-                                             const ModelWorker& worker, std::string& used,
-                                             const std::string& what) {
+absl::StatusOr<SequenceInput> ReadOneSequence(const InferInputs& inputs, const std::string& prefix,
+                                              const EngineLoop& worker, std::string& used,
+                                              const std::string& what) {
   auto sequences = ReadSequences(inputs, prefix, worker, used);
   if (!sequences.ok()) return sequences.status();
   if (sequences->size() != 1) {
@@ -285,7 +285,7 @@ absl::StatusOr<v1::Sequence> ReadOneSequence(const InferInputs& inputs, const st
   return std::move(sequences->front());
 }
 
-absl::StatusOr<std::vector<v1::FeatureSet>> ReadFeatureSets(const InferInputs& inputs) {
+absl::StatusOr<std::vector<FeatureSetInput>> ReadFeatureSets(const InferInputs& inputs) {
   if (!inputs.Has("features")) return Invalid("give input 'features'");
   const std::vector<int64_t> shape = inputs.Shape("features");
   if (shape.size() != 3) {
@@ -295,20 +295,23 @@ absl::StatusOr<std::vector<v1::FeatureSet>> ReadFeatureSets(const InferInputs& i
   if (auto status = CheckRows("features", shape[0]); !status.ok()) return status;
   auto values = inputs.Floats("features");
   if (!values.ok()) return values.status();
-  std::vector<v1::FeatureSet> sets;
+  std::vector<FeatureSetInput> sets;
   const int64_t set_size = shape[1] * shape[2];
   for (int64_t b = 0; b < shape[0]; ++b) {
-    v1::FeatureSet& set = sets.emplace_back();
-    set.set_width(shape[2]);
-    set.mutable_values()->Add(values->begin() + b * set_size, values->begin() + (b + 1) * set_size);
+    sets.push_back({shape[2], std::vector<float>(values->begin() + b * set_size,
+                                                 values->begin() + (b + 1) * set_size)});
   }
   return sets;
 }
 
-absl::StatusOr<v1::Pooling> ParsePooling(const std::string& name) {
-  static constexpr std::pair<const char*, v1::Pooling> kPoolings[] = {
-      {"", v1::POOLING_DEFAULT},  {"mean", v1::POOLING_MEAN}, {"first", v1::POOLING_FIRST},
-      {"last", v1::POOLING_LAST}, {"pma", v1::POOLING_PMA},   {"none", v1::POOLING_NONE}};
+// nullopt: the model's own.
+absl::StatusOr<std::optional<Pooling>> ParsePooling(const std::string& name) {
+  static constexpr std::pair<const char*, Pooling> kPoolings[] = {{"mean", Pooling::kMean},
+                                                                  {"first", Pooling::kFirst},
+                                                                  {"last", Pooling::kLast},
+                                                                  {"pma", Pooling::kPma},
+                                                                  {"none", Pooling::kNone}};
+  if (name.empty()) return std::nullopt;
   for (const auto& [text, pooling] : kPoolings) {
     if (name == text) return pooling;
   }
@@ -340,7 +343,7 @@ absl::StatusOr<InferModel> FindInferModel(const ModelRepository& repository,
                                           const std::string& name) {
   const size_t slash = name.rfind('/');
   const std::string model = name.substr(0, slash);
-  ModelWorker* worker = repository.Find(model);
+  EngineLoop* worker = repository.Find(model);
   if (worker == nullptr) {
     return absl::NotFoundError(absl::StrCat("no model named \"", model.substr(0, 128),
                                             "\"; ListModels shows what is served"));
@@ -361,7 +364,7 @@ absl::StatusOr<InferModel> FindInferModel(const ModelRepository& repository,
       "\"; it has ", names.empty() ? "none" : absl::StrJoin(names, ", ")));
 }
 
-std::vector<std::string> InferModelNames(const ModelWorker& worker) {
+std::vector<std::string> InferModelNames(const EngineLoop& worker) {
   std::vector<std::string> names;
   for (const auto& [method, suffix] : kSuffixes) {
     if (!Answers(worker, method)) continue;
@@ -388,7 +391,7 @@ void DescribeInferModel(const InferModel& model, inference::ModelMetadataRespons
 
 absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
                                                 const inference::ModelInferRequest& request) {
-  const ModelWorker& worker = *model.worker;
+  const EngineLoop& worker = *model.worker;
   const Signature signature = SignatureOf(model);
   auto inputs = InferInputs::Read(request, Names(signature.inputs));
   if (!inputs.ok()) return inputs.status();
@@ -405,53 +408,50 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
       if (auto status = parameters.OnlyThese({"top_k", "temperature"}); !status.ok()) {
         return status;
       }
-      v1::NextTokenRequest& next = call.next_token;
+      NextTokenInput& next = call.next_token;
       auto top_k = parameters.Integer("top_k", 0, 0, worker.model().config.vocab_size);
       if (!top_k.ok()) return top_k.status();
-      next.set_top_k(static_cast<int32_t>(*top_k));
+      next.top_k = *top_k;
       auto temperature = parameters.Number("temperature", 0.0);
       if (!temperature.ok()) return temperature.status();
-      next.set_temperature(static_cast<float>(*temperature));
+      next.temperature = static_cast<float>(*temperature);
       auto sequences = ReadSequences(*inputs, "", worker, answer.sequence_input);
       if (!sequences.ok()) return sequences.status();
-      next.mutable_sequences()->Add(sequences->begin(), sequences->end());
+      next.sequences = *std::move(sequences);
       if (worker.model().servable->takes_sources()) {
         auto sources = ReadSequences(*inputs, "source_", worker, answer.source_input);
         if (!sources.ok()) return sources.status();
-        next.mutable_sources()->Add(sources->begin(), sources->end());
+        next.sources = *std::move(sources);
       }
-      next.set_model(worker.name());
       break;
     }
     case InferMethod::kEmbed: {
       if (auto status = parameters.OnlyThese({"pooling", "normalize"}); !status.ok()) {
         return status;
       }
-      v1::EmbedRequest& embed = call.embed;
+      EmbedInput& embed = call.embed;
       auto pooling_name = parameters.String("pooling");
       if (!pooling_name.ok()) return pooling_name.status();
       auto pooling = ParsePooling(*pooling_name);
       if (!pooling.ok()) return pooling.status();
-      embed.set_pooling(*pooling);
+      embed.pooling = *pooling;
       auto normalize = parameters.Boolean("normalize");
       if (!normalize.ok()) return normalize.status();
-      embed.set_normalize(*normalize);
+      embed.normalize = *normalize;
       if (worker.model().config.token_inputs()) {
         auto sequences = ReadSequences(*inputs, "", worker, answer.sequence_input);
         if (!sequences.ok()) return sequences.status();
-        embed.mutable_sequences()->Add(sequences->begin(), sequences->end());
+        embed.sequences = *std::move(sequences);
       } else {
         answer.sequence_input = "features";
         auto sets = ReadFeatureSets(*inputs);
         if (!sets.ok()) return sets.status();
-        embed.mutable_feature_sets()->Add(sets->begin(), sets->end());
+        embed.feature_sets = *std::move(sets);
       }
-      embed.set_model(worker.name());
       // Per-token states (pooling none, asked for or the model's own) come in their own tensors.
-      answer.token_states =
-          worker.model().servable->gives_token_states() &&
-          (*pooling == v1::POOLING_NONE ||
-           (*pooling == v1::POOLING_DEFAULT && worker.model().config.pooling == Pooling::kNone));
+      answer.token_states = worker.model().servable->gives_token_states() &&
+                            (*pooling == Pooling::kNone ||
+                             (!*pooling && worker.model().config.pooling == Pooling::kNone));
       if (answer.token_states) {
         outputs = {"token_embeddings", "token_counts"};
       } else {
@@ -465,24 +465,23 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
           !status.ok()) {
         return status;
       }
-      v1::GenerateRequest& generate = call.generate;
+      GenerateInput& generate = call.generate;
       auto max_tokens = parameters.Integer("max_tokens", 0, 0, worker.max_context());
       if (!max_tokens.ok()) return max_tokens.status();
-      generate.set_max_tokens(static_cast<int32_t>(*max_tokens));
+      generate.max_tokens = *max_tokens;
       auto top_k = parameters.Integer("top_k", 0, 0, worker.model().config.vocab_size);
       if (!top_k.ok()) return top_k.status();
-      generate.set_top_k(static_cast<int32_t>(*top_k));
-      for (const auto& [name, set] :
-           {std::pair{"temperature", &v1::GenerateRequest::set_temperature},
-            std::pair{"top_p", &v1::GenerateRequest::set_top_p}}) {
+      generate.top_k = *top_k;
+      for (const auto& [name, field] : {std::pair{"temperature", &GenerateInput::temperature},
+                                        std::pair{"top_p", &GenerateInput::top_p}}) {
         auto value = parameters.Number(name, 0.0);
         if (!value.ok()) return value.status();
-        (generate.*set)(static_cast<float>(*value));
+        generate.*field = static_cast<float>(*value);
       }
       if (parameters.Find("seed") != nullptr) {
         const std::optional<uint64_t> seed = parameters.Unsigned("seed");
         if (!seed) return Invalid("parameter 'seed' must be a non-negative integer");
-        generate.set_seed(*seed);
+        generate.seed = *seed;
       }
       if (inputs->Has("stop")) {
         const std::vector<int64_t> shape = inputs->Shape("stop");
@@ -495,20 +494,19 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
         for (const std::string& stop : *stops) {
           if (SanitizeUtf8(stop) != stop)
             return Invalid("input 'stop' holds text that is not UTF-8");
-          generate.add_stop(stop);
+          generate.stop.push_back(stop);
         }
       }
       auto prompt =
           ReadOneSequence(*inputs, "", worker, answer.sequence_input, "Generate takes one prompt");
       if (!prompt.ok()) return prompt.status();
-      *generate.mutable_prompt() = *std::move(prompt);
+      generate.prompt = *std::move(prompt);
       if (worker.model().servable->takes_sources()) {
         auto source = ReadOneSequence(*inputs, "source_", worker, answer.source_input,
                                       "Generate takes one source");
         if (!source.ok()) return source.status();
-        *generate.mutable_source() = *std::move(source);
+        generate.source = *std::move(source);
       }
-      generate.set_model(worker.name());
       break;
     }
     case InferMethod::kTokenize: {
@@ -517,12 +515,11 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
       }
       auto omit = parameters.Boolean("omit_special_tokens");
       if (!omit.ok()) return omit.status();
-      call.tokenize.set_omit_special_tokens(*omit);
+      call.tokenize.omit_special_tokens = *omit;
       auto text =
           ReadOneSequence(*inputs, "", worker, answer.sequence_input, "Tokenize takes one text");
       if (!text.ok()) return text.status();
-      call.tokenize.set_text(text->text());
-      call.tokenize.set_model(worker.name());
+      call.tokenize.text = std::move(text->text);
       break;
     }
     case InferMethod::kDetokenize: {
@@ -531,7 +528,7 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
       }
       auto skip = parameters.Boolean("skip_special_tokens");
       if (!skip.ok()) return skip.status();
-      call.detokenize.set_skip_special_tokens(*skip);
+      call.detokenize.skip_special_tokens = *skip;
       answer.sequence_input = "input_ids";
       if (!inputs->Has("input_ids")) return Invalid("give input 'input_ids'");
       const std::vector<int64_t> shape = inputs->Shape("input_ids");
@@ -541,24 +538,22 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
       }
       auto ids = inputs->Integers("input_ids");
       if (!ids.ok()) return ids.status();
-      call.detokenize.mutable_ids()->Add(ids->begin(), ids->end());
-      call.detokenize.set_model(worker.name());
+      call.detokenize.ids = *std::move(ids);
       break;
     }
     case InferMethod::kScore: {
       if (auto status = parameters.OnlyThese({}); !status.ok()) return status;
-      v1::ScoreRequest& score = call.score;
+      ScoreInput& score = call.score;
       auto sequence =
           ReadOneSequence(*inputs, "", worker, answer.sequence_input, "Score takes one sequence");
       if (!sequence.ok()) return sequence.status();
-      *score.mutable_sequence() = *std::move(sequence);
+      score.sequence = *std::move(sequence);
       if (worker.model().servable->takes_sources()) {
         auto source = ReadOneSequence(*inputs, "source_", worker, answer.source_input,
                                       "Score takes one source");
         if (!source.ok()) return source.status();
-        *score.mutable_source() = *std::move(source);
+        score.source = *std::move(source);
       }
-      score.set_model(worker.name());
       break;
     }
   }
@@ -577,49 +572,79 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
     return selected.status();
   }
   answer.outputs = *std::move(selected);
-  call.next_token.set_full_distribution(answer.outputs.Wants("probabilities"));
+  call.next_token.full_distribution = answer.outputs.Wants("probabilities");
   return call;
 }
 
-absl::Status InTensorTerms(const absl::Status& status, const InferAnswer& answer) {
-  if (status.ok()) return status;
-  const std::string full(status.message());
-  const std::string_view message = full;
-  for (const auto& [field, input] :
-       {std::pair<std::string_view, const std::string&>{"sequences", answer.sequence_input},
-        {"sequence", answer.sequence_input},
-        {"prompt", answer.sequence_input},
-        {"feature_sets", answer.sequence_input},
-        {"sources", answer.source_input},
-        {"source", answer.source_input},
-        {"text", answer.sequence_input},    // Tokenize
-        {"ids", answer.sequence_input}}) {  // Detokenize: one row, indexed by column
-    if (input.empty() || !message.starts_with(field)) continue;
-    std::string_view rest = message.substr(field.size());
-    std::string row =
-        field == "sequences" || field == "sources" || field == "feature_sets" ? "" : " row 0";
-    if (rest.starts_with("[")) {
-      const size_t close = rest.find(']');
-      if (close == std::string_view::npos) continue;
-      const std::string index(rest.substr(1, close - 1));
-      row = field == "ids" ? absl::StrCat(" [0, ", index, "]") : absl::StrCat(" row ", index);
-      rest.remove_prefix(close + 1);
-    } else if (!rest.starts_with(" ")) {
-      continue;
-    }
-    std::string subfield;  // a feature set's width is the tensor's last dimension
-    for (std::string_view part : {".text", ".tokens", ".values", ".width"}) {
-      if (!rest.starts_with(part)) continue;
-      rest.remove_prefix(part.size());
-      if (part == ".width") subfield = " width";
-    }
-    return absl::Status(status.code(),
-                        absl::StrCat("input '", input, "'", row, subfield, std::string(rest)));
+std::string InferFieldNames::Name(const FieldPath& path) const {
+  using Field = FieldPath::Field;
+  using Part = FieldPath::Part;
+  const char* parameter = nullptr;
+  switch (path.field) {
+    case Field::kSequences:
+    case Field::kSequence:
+    case Field::kPrompt:
+    case Field::kFeatureSets:
+    case Field::kText:
+    case Field::kIds:
+    case Field::kSources:
+    case Field::kSource:
+      break;
+    case Field::kTopK:
+      parameter = "top_k";
+      break;
+    case Field::kTemperature:
+      parameter = "temperature";
+      break;
+    case Field::kTopP:
+      parameter = "top_p";
+      break;
+    case Field::kMaxTokens:
+      parameter = "max_tokens";
+      break;
+    case Field::kPooling:
+      parameter = "pooling";
+      break;
+    case Field::kHeadLayers:
+      parameter = "head_contribution_layers";
+      break;
+    case Field::kStop:
+      return path.row >= 0 ? absl::StrCat("input 'stop' row ", path.row) : "input 'stop'";
   }
-  return status;
+  if (parameter != nullptr) return absl::StrCat("parameter '", parameter, "'");
+  const bool source = path.field == Field::kSources || path.field == Field::kSource;
+  std::string name =
+      absl::StrCat("input '", source ? answer_.source_input : answer_.sequence_input, "'");
+  // A method that takes one sequence reads it from row 0; Detokenize's ids are row 0's columns.
+  const bool one = path.field == Field::kSequence || path.field == Field::kPrompt ||
+                   path.field == Field::kSource || path.field == Field::kText;
+  if (path.field == Field::kIds) {
+    if (path.element >= 0) absl::StrAppend(&name, " [0, ", path.element, "]");
+  } else if (path.part == Part::kTokenIds) {
+    absl::StrAppend(&name, " [", std::max<int64_t>(path.row, 0), ", ", path.element, "]");
+  } else if (path.row >= 0 || one) {
+    absl::StrAppend(&name, " row ", std::max<int64_t>(path.row, 0));
+  }
+  if (path.part == Part::kWidth) absl::StrAppend(&name, " width");
+  return name;
 }
 
 namespace {
+
+// The protocol's finish reasons: "max_tokens", "stop_sequence", "end_of_text", "context_full".
+std::string FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kMaxTokens:
+      return "max_tokens";
+    case FinishReason::kStopSequence:
+      return "stop_sequence";
+    case FinishReason::kEndOfText:
+      return "end_of_text";
+    case FinishReason::kContextFull:
+      return "context_full";
+  }
+  return "";
+}
 
 inference::ModelInferResponse ResponseFor(const InferAnswer& answer) {
   inference::ModelInferResponse response;
@@ -632,33 +657,32 @@ inference::ModelInferResponse ResponseFor(const InferAnswer& answer) {
 }  // namespace
 
 inference::ModelInferResponse InferResponse(const InferAnswer& answer,
-                                            const v1::TokenizeResponse& tokenized) {
+                                            const std::vector<TokenSpan>& tokens) {
   inference::ModelInferResponse response = ResponseFor(answer);
   std::vector<int64_t> ids, offsets, special;
-  std::vector<std::string> tokens;
-  for (const v1::Token& token : tokenized.tokens()) {
-    ids.push_back(token.id());
-    tokens.push_back(token.text());
-    offsets.insert(offsets.end(), {token.start(), token.end()});
-    special.push_back(token.special() ? 1 : 0);
+  std::vector<std::string> texts;
+  for (const TokenSpan& token : tokens) {
+    ids.push_back(token.id);
+    texts.push_back(token.text);
+    offsets.insert(offsets.end(), {token.start, token.end});
+    special.push_back(token.special ? 1 : 0);
   }
   const int64_t n = ids.size();
   const InferOutputs& out = answer.outputs;
   out.AddIntegers("input_ids", {1, n}, ids, response);
-  out.AddStrings("tokens", {1, n}, tokens, response);
+  out.AddStrings("tokens", {1, n}, texts, response);
   out.AddIntegers("offsets", {1, n, 2}, offsets, response);
   out.AddIntegers("special_tokens_mask", {1, n}, special, response);
   return response;
 }
 
-inference::ModelInferResponse InferResponse(const InferAnswer& answer,
-                                            const v1::DetokenizeResponse& detokenized) {
+inference::ModelInferResponse InferResponse(const InferAnswer& answer, const std::string& text) {
   inference::ModelInferResponse response = ResponseFor(answer);
-  answer.outputs.AddStrings("text", {1}, std::span(&detokenized.text(), 1), response);
+  answer.outputs.AddStrings("text", {1}, std::span(&text, 1), response);
   return response;
 }
 
-inference::ModelInferResponse InferResponse(const InferAnswer& answer, const Task& task) {
+inference::ModelInferResponse InferResponse(const InferAnswer& answer, Task& task) {
   inference::ModelInferResponse response = ResponseFor(answer);
   const InferOutputs& out = answer.outputs;
   switch (answer.model.method) {
@@ -666,27 +690,23 @@ inference::ModelInferResponse InferResponse(const InferAnswer& answer, const Tas
     case InferMethod::kDetokenize:
       break;  // answered without a task
     case InferMethod::kNextToken: {
-      const auto& results = task.next_token.results();
-      const int64_t batch = results.size();
-      const int64_t k = batch > 0 ? results[0].top_size() : 0;
+      const std::vector<NextTokenRow>& rows = task.next_token;
+      const int64_t batch = rows.size();
+      const int64_t k = batch > 0 ? static_cast<int64_t>(rows[0].top.size()) : 0;
       std::vector<int64_t> ids, counts;
       std::vector<std::string> texts;
       std::vector<float> probabilities, log_probabilities, distribution;
-      for (const v1::NextTokenResult& result : results) {
-        for (const v1::TokenProbability& top : result.top()) {
-          ids.push_back(top.id());
-          texts.push_back(top.text());
-          probabilities.push_back(top.probability());
-          log_probabilities.push_back(top.log_probability());
+      for (const NextTokenRow& row : rows) {
+        for (const TokenChoice& top : row.top) {
+          ids.push_back(top.id);
+          texts.push_back(top.text);
+          probabilities.push_back(top.probability);
+          log_probabilities.push_back(top.log_probability);
         }
-        counts.push_back(result.input_tokens());
-        const std::string& floats = result.distribution();  // empty unless asked for
-        if (floats.empty()) continue;
-        const size_t at = distribution.size();
-        distribution.resize(at + floats.size() / sizeof(float));
-        std::memcpy(distribution.data() + at, floats.data(),
-                    floats.size() / sizeof(float) * sizeof(float));
+        counts.push_back(row.input_tokens);
+        distribution.insert(distribution.end(), row.distribution.begin(), row.distribution.end());
       }
+      task.next_token = {};
       out.AddIntegers("top_k_ids", {batch, k}, ids, response);
       out.AddStrings("top_k_tokens", {batch, k}, texts, response);
       out.AddFloats("top_k_probabilities", {batch, k}, probabilities, response);
@@ -697,20 +717,21 @@ inference::ModelInferResponse InferResponse(const InferAnswer& answer, const Tas
       break;
     }
     case InferMethod::kEmbed: {
-      const auto& embeddings = task.embed.embeddings();
+      const std::vector<Embedding>& embeddings = task.embeddings;
       const int64_t batch = embeddings.size();
-      const int64_t width = batch > 0 ? embeddings[0].width() : 0;
+      const int64_t width = batch > 0 ? embeddings[0].width : 0;
       int64_t rows = 0;
-      for (const v1::Embedding& e : embeddings) rows = std::max(rows, e.rows());
+      for (const Embedding& e : embeddings) rows = std::max(rows, e.rows);
       // Per-token states are zero-padded to the longest input; token_counts says how many rows
       // of each are real.
       std::vector<float> values(batch * rows * width, 0.0f);
       std::vector<int64_t> counts;
       for (int64_t b = 0; b < batch; ++b) {
-        std::copy(embeddings[b].values().begin(), embeddings[b].values().end(),
+        std::copy(embeddings[b].values.begin(), embeddings[b].values.end(),
                   values.begin() + b * rows * width);
-        counts.push_back(embeddings[b].rows());
+        counts.push_back(embeddings[b].rows);
       }
+      task.embeddings = {};
       if (answer.token_states) {
         out.AddFloats("token_embeddings", {batch, rows, width}, values, response);
         out.AddIntegers("token_counts", {batch}, counts, response);
@@ -723,19 +744,19 @@ inference::ModelInferResponse InferResponse(const InferAnswer& answer, const Tas
       break;
     }
     case InferMethod::kScore: {
-      const int64_t n = task.score.tokens_size();
+      const int64_t n = task.score.tokens.size();
       std::vector<int64_t> ids;
       std::vector<std::string> texts;
       std::vector<float> log_probabilities;
-      for (const v1::TokenScore& token : task.score.tokens()) {
-        ids.push_back(token.id());
-        texts.push_back(token.text());
-        log_probabilities.push_back(token.log_probability());
+      for (const ScoredToken& token : task.score.tokens) {
+        ids.push_back(token.id);
+        texts.push_back(token.text);
+        log_probabilities.push_back(token.log_probability);
       }
       out.AddIntegers("token_ids", {1, n}, ids, response);
       out.AddStrings("tokens", {1, n}, texts, response);
       out.AddFloats("token_log_probabilities", {1, n}, log_probabilities, response);
-      const double total = task.score.total_log_probability();
+      const double total = task.score.total_log_probability;
       out.AddDoubles("total_log_probability", {1}, std::span(&total, 1), response);
       break;
     }
@@ -744,28 +765,27 @@ inference::ModelInferResponse InferResponse(const InferAnswer& answer, const Tas
       std::vector<std::string> texts;
       std::vector<float> log_probabilities;
       std::string text;
-      v1::GenerateFinish finish;
-      for (const v1::GenerateResponse& event : task.events) {
-        if (event.has_finish()) {
-          finish = event.finish();
+      GenerationEvent finish;
+      for (const GenerationEvent& event : task.events) {
+        if (event.finished) {
+          finish = event;
           continue;
         }
-        ids.push_back(event.token().id());
-        texts.push_back(event.token().text());
-        log_probabilities.push_back(event.token().log_probability());
-        text += event.token().text();
+        ids.push_back(event.id);
+        texts.push_back(event.text);
+        log_probabilities.push_back(event.log_probability);
+        text += event.text;
       }
-      text += finish.text();  // what the stream held back: the end of a cut character
+      task.events = {};
+      text += finish.text;  // what the stream held back: the end of a cut character
       const int64_t n = ids.size();
       out.AddStrings("text_output", {1}, std::span(&text, 1), response);
       out.AddIntegers("output_ids", {1, n}, ids, response);
       out.AddStrings("output_tokens", {1, n}, texts, response);
       out.AddFloats("output_log_probabilities", {1, n}, log_probabilities, response);
-      // FINISH_REASON_MAX_TOKENS: "max_tokens".
-      std::string reason = absl::AsciiStrToLower(
-          v1::FinishReason_Name(finish.reason()).substr(std::string("FINISH_REASON_").size()));
+      std::string reason = FinishReasonName(finish.reason);
       out.AddStrings("finish_reason", {1}, std::span(&reason, 1), response);
-      const int64_t prompt_tokens = finish.prompt_tokens();
+      const int64_t prompt_tokens = finish.prompt_tokens;
       out.AddIntegers("prompt_tokens", {1}, std::span(&prompt_tokens, 1), response);
       break;
     }

@@ -1,7 +1,8 @@
 // attnserve's methods as Open Inference Protocol (KServe v2) models: which name reaches which
-// method, the tensors each takes and returns (docs/open-inference.md), and the translation of a
-// ModelInferRequest into the attnserve.v1 request that the same validation and queue take, and
-// of the attnserve.v1 answer back into output tensors.
+// method, the tensors each takes and returns (docs/open-inference.md), a ModelInferRequest's
+// tensors read into the method's input (server/method_inputs.h) that the same validation and
+// queue take as attnserve.v1's, its words for the fields in errors, and the core's results
+// (server/results.h) as output tensors.
 //
 // A model answers its first method under its own name (NextToken for language models, Embed for
 // encoders and feature-set models) and each method under "<model>/<method>": demo/score,
@@ -14,10 +15,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "proto/attnserve/v1/inference.pb.h"
 #include "proto/inference/grpc_predict_v2.pb.h"
 #include "server/infer_tensors.h"
+#include "server/method_inputs.h"
 #include "server/model_repository.h"
+#include "server/results.h"
 #include "server/task.h"
 
 namespace attnserve::server {
@@ -25,7 +27,7 @@ namespace attnserve::server {
 enum class InferMethod { kNextToken, kEmbed, kScore, kGenerate, kTokenize, kDetokenize };
 
 struct InferModel {
-  ModelWorker* worker = nullptr;
+  EngineLoop* worker = nullptr;
   InferMethod method = InferMethod::kNextToken;
 };
 
@@ -33,7 +35,7 @@ struct InferModel {
 absl::StatusOr<InferModel> FindInferModel(const ModelRepository& repository,
                                           const std::string& name);
 // Every name FindInferModel accepts for `worker`.
-std::vector<std::string> InferModelNames(const ModelWorker& worker);
+std::vector<std::string> InferModelNames(const EngineLoop& worker);
 // The attnserve.v1 method behind it: "NextToken", "Embed", "Score", "Generate", "Tokenize" or
 // "Detokenize".
 const char* MethodName(InferMethod method);
@@ -54,30 +56,37 @@ struct InferAnswer {
   std::string sequence_input, source_input;
 };
 
-// A ModelInferRequest as the attnserve.v1 request of its method (the one of the three that
-// model.method names), and what answering it takes.
+// The tensors and parameters of a request name its fields: "input 'text' row 2",
+// "input 'input_ids' [0, 4]", "parameter 'top_k'".
+class InferFieldNames final : public FieldNames {
+ public:
+  explicit InferFieldNames(const InferAnswer& answer) : answer_(answer) {}
+  std::string Name(const FieldPath& path) const override;
+
+ private:
+  const InferAnswer& answer_;
+};
+
+// A ModelInferRequest as the input of its method (the one model.method names), and what
+// answering it takes.
 struct InferCall {
   InferAnswer answer;
-  v1::NextTokenRequest next_token;
-  v1::EmbedRequest embed;
-  v1::ScoreRequest score;
-  v1::GenerateRequest generate;
-  v1::TokenizeRequest tokenize;
-  v1::DetokenizeRequest detokenize;
+  NextTokenInput next_token;
+  EmbedInput embed;
+  ScoreInput score;
+  GenerateInput generate;
+  TokenizeInput tokenize;
+  DetokenizeInput detokenize;
 };
 // INVALID_ARGUMENT naming the tensor or parameter for inputs that do not make a request.
 absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
                                                 const inference::ModelInferRequest& request);
-// A validation error of the translated request, which speaks in attnserve.v1's terms
-// (sequences[2], feature_sets[0]), put in the request's own (input 'text' row 2).
-absl::Status InTensorTerms(const absl::Status& status, const InferAnswer& answer);
 
-// The answer from the task's attnserve.v1 response.
-inference::ModelInferResponse InferResponse(const InferAnswer& answer, const Task& task);
+// The answer from the task's results, which it takes apart.
+inference::ModelInferResponse InferResponse(const InferAnswer& answer, Task& task);
 // Tokenize's and Detokenize's, which are answered at once, without a task.
 inference::ModelInferResponse InferResponse(const InferAnswer& answer,
-                                            const v1::TokenizeResponse& tokenized);
-inference::ModelInferResponse InferResponse(const InferAnswer& answer,
-                                            const v1::DetokenizeResponse& detokenized);
+                                            const std::vector<TokenSpan>& tokens);
+inference::ModelInferResponse InferResponse(const InferAnswer& answer, const std::string& text);
 
 }  // namespace attnserve::server

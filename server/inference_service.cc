@@ -8,6 +8,7 @@
 #include "server/request_validation.h"
 #include "server/rpc_scope.h"
 #include "server/tokenization.h"
+#include "server/v1_messages.h"
 #include "server/wire_format.h"
 
 namespace attnserve::server {
@@ -29,7 +30,7 @@ std::string PositionName(PositionKind kind) {
   return "";
 }
 
-void Describe(const ModelWorker& worker, v1::ModelInfo& info) {
+void Describe(const EngineLoop& worker, v1::ModelInfo& info) {
   const ModelConfig& c = worker.model().config;
   info.set_name(worker.name());
   info.set_architecture(c.architecture);
@@ -71,9 +72,9 @@ grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerConte
     return reactor;
   }
   v1::ListModelsResponse response;
-  for (const ModelWorker* worker : dispatcher_.repository().workers())
+  for (const EngineLoop* worker : admission_.repository().workers())
     Describe(*worker, *response.add_models());
-  for (const auto& [name, error] : dispatcher_.repository().failures()) {
+  for (const auto& [name, error] : admission_.repository().failures()) {
     v1::ModelLoadError* failure = response.add_failed();
     failure->set_name(name);
     failure->set_error(error);
@@ -92,7 +93,7 @@ grpc::ServerUnaryReactor* InferenceService::GetModel(grpc::CallbackServerContext
     reactor->Finish(ToGrpc(status));
     return reactor;
   }
-  ModelWorker* worker = dispatcher_.repository().Find(request.model());
+  EngineLoop* worker = admission_.repository().Find(request.model());
   if (worker == nullptr) {
     reactor->Finish(
         grpc::Status(grpc::StatusCode::NOT_FOUND,
@@ -106,57 +107,83 @@ grpc::ServerUnaryReactor* InferenceService::GetModel(grpc::CallbackServerContext
   return reactor;
 }
 
-template <typename Request, typename Response>
-grpc::ServerUnaryReactor* InferenceService::Unary(grpc::CallbackServerContext* context,
-                                                  const char* method, TaskKind kind,
-                                                  const grpc::ByteBuffer& bytes,
-                                                  grpc::ByteBuffer* response,
-                                                  Dispatcher::Validator<Request> validate,
-                                                  Response Task::*result) const {
+template <typename Request, typename Input>
+grpc::ServerUnaryReactor* InferenceService::Unary(
+    grpc::CallbackServerContext* context, const char* method, TaskKind kind,
+    const grpc::ByteBuffer& bytes, grpc::ByteBuffer* response,
+    absl::Status (*validate)(const Input&, const FieldNames&, const EngineLoop&, Task&),
+    grpc::ByteBuffer (*encode)(const std::string& model, Task& task)) const {
   Request request;
-  const absl::Status decoded = DecodeRequest(bytes, request);
+  absl::Status prepared = DecodeRequest(bytes, request);
+  absl::StatusOr<Input> input = absl::UnknownError("not read");
+  if (prepared.ok()) {
+    input = ReadInput(request);
+    prepared = input.status();
+  }
   auto* call = new UnaryCall(
-      RpcScope(dispatcher_.metrics(), dispatcher_.ModelLabel(request.model()), method), response,
-      [result](Task& task) { return EncodeMessage(task.*result); });
-  dispatcher_.Start(context, method, kind, request, decoded, validate, call);
+      RpcScope(admission_.metrics(), admission_.ModelLabel(request.model()), method), response,
+      [model = request.model(), encode](Task& task) { return encode(model, task); });
+  admission_.Start(
+      context, request.model(), method, kind, prepared,
+      [&](const EngineLoop& worker, Task& task) {
+        return validate(*input, V1FieldNames(), worker, task);
+      },
+      call);
   return call;
 }
 
 grpc::ServerUnaryReactor* InferenceService::NextToken(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
-  return Unary<v1::NextTokenRequest>(context, "NextToken", TaskKind::kNextToken, *request, response,
-                                     ValidateNextToken, &Task::next_token);
+  return Unary<v1::NextTokenRequest, NextTokenInput>(
+      context, "NextToken", TaskKind::kNextToken, *request, response, ValidateNextToken,
+      [](const std::string& model, Task& task) {
+        v1::NextTokenResponse message = NextTokenMessage(task.next_token);
+        message.set_model(model);
+        return EncodeMessage(message);
+      });
 }
 
 grpc::ServerUnaryReactor* InferenceService::Score(grpc::CallbackServerContext* context,
                                                   const grpc::ByteBuffer* request,
                                                   grpc::ByteBuffer* response) {
-  return Unary<v1::ScoreRequest>(context, "Score", TaskKind::kScore, *request, response,
-                                 ValidateScore, &Task::score);
+  return Unary<v1::ScoreRequest, ScoreInput>(context, "Score", TaskKind::kScore, *request, response,
+                                             ValidateScore,
+                                             [](const std::string& model, Task& task) {
+                                               v1::ScoreResponse message = ScoreMessage(task.score);
+                                               message.set_model(model);
+                                               return EncodeMessage(message);
+                                             });
 }
 
 grpc::ServerUnaryReactor* InferenceService::Embed(grpc::CallbackServerContext* context,
                                                   const grpc::ByteBuffer* request,
                                                   grpc::ByteBuffer* response) {
-  return Unary<v1::EmbedRequest>(context, "Embed", TaskKind::kEmbed, *request, response,
-                                 ValidateEmbed, &Task::embed);
+  return Unary<v1::EmbedRequest, EmbedInput>(
+      context, "Embed", TaskKind::kEmbed, *request, response, ValidateEmbed,
+      [](const std::string& model, Task& task) {
+        v1::EmbedResponse message = EmbedMessage(task.embeddings);
+        message.set_model(model);
+        return EncodeMessage(message);
+      });
 }
 
-template <typename Request, typename Response>
-grpc::ServerUnaryReactor* InferenceService::Direct(
-    grpc::CallbackServerContext* context, const char* method, const grpc::ByteBuffer& bytes,
-    grpc::ByteBuffer* response,
-    absl::StatusOr<Response> (*answer)(const Request&, const ModelWorker&)) {
+template <typename Request, typename Input, typename Answer>
+grpc::ServerUnaryReactor* InferenceService::Direct(grpc::CallbackServerContext* context,
+                                                   const char* method,
+                                                   const grpc::ByteBuffer& bytes,
+                                                   grpc::ByteBuffer* response, Answer answer) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Request request;
   const absl::Status decoded = DecodeRequest(bytes, request);
-  RpcScope scope(dispatcher_.metrics(), dispatcher_.ModelLabel(request.model()), method);
+  RpcScope scope(admission_.metrics(), admission_.ModelLabel(request.model()), method);
   const absl::Status status = [&]() -> absl::Status {
     if (!decoded.ok()) return decoded;
-    auto worker = dispatcher_.Route(request.model(), method);
+    auto input = ReadInput(request);
+    if (!input.ok()) return input.status();
+    auto worker = admission_.Route(request.model(), method);
     if (!worker.ok()) return worker.status();
-    absl::StatusOr<Response> answered = answer(request, **worker);
+    auto answered = answer(*input, V1FieldNames(), **worker);
     if (!answered.ok()) return answered.status();
     *response = EncodeMessage(*answered);
     return absl::OkStatus();
@@ -168,25 +195,49 @@ grpc::ServerUnaryReactor* InferenceService::Direct(
 grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext* context,
                                                      const grpc::ByteBuffer* request,
                                                      grpc::ByteBuffer* response) {
-  return Direct<v1::TokenizeRequest, v1::TokenizeResponse>(context, "Tokenize", *request, response,
-                                                           server::Tokenize);
+  return Direct<v1::TokenizeRequest, TokenizeInput>(
+      context, "Tokenize", *request, response,
+      [](const TokenizeInput& input, const FieldNames& names,
+         const EngineLoop& worker) -> absl::StatusOr<v1::TokenizeResponse> {
+        auto tokens = server::Tokenize(input, names, worker);
+        if (!tokens.ok()) return tokens.status();
+        return TokenizeMessage(*tokens);
+      });
 }
 
 grpc::ServerUnaryReactor* InferenceService::Detokenize(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
-  return Direct<v1::DetokenizeRequest, v1::DetokenizeResponse>(context, "Detokenize", *request,
-                                                               response, server::Detokenize);
+  return Direct<v1::DetokenizeRequest, DetokenizeInput>(
+      context, "Detokenize", *request, response,
+      [](const DetokenizeInput& input, const FieldNames& names,
+         const EngineLoop& worker) -> absl::StatusOr<v1::DetokenizeResponse> {
+        auto text = server::Detokenize(input, names, worker);
+        if (!text.ok()) return text.status();
+        v1::DetokenizeResponse message;
+        message.set_text(*std::move(text));
+        return message;
+      });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
   v1::GenerateRequest request;
-  const absl::Status decoded = DecodeRequest(*bytes, request);
+  absl::Status prepared = DecodeRequest(*bytes, request);
+  absl::StatusOr<GenerateInput> input = absl::UnknownError("not read");
+  if (prepared.ok()) {
+    input = ReadInput(request);
+    prepared = input.status();
+  }
   auto* call = new GenerateCall(
-      RpcScope(dispatcher_.metrics(), dispatcher_.ModelLabel(request.model()), "Generate"));
-  dispatcher_.Start(context, "Generate", TaskKind::kGenerate, request, decoded, ValidateGenerate,
-                    call);
+      RpcScope(admission_.metrics(), admission_.ModelLabel(request.model()), "Generate"),
+      [](const GenerationEvent& event) { return EncodeMessage(GenerateMessage(event)); });
+  admission_.Start(
+      context, request.model(), "Generate", TaskKind::kGenerate, prepared,
+      [&](const EngineLoop& worker, Task& task) {
+        return ValidateGenerate(*input, V1FieldNames(), worker, task);
+      },
+      call);
   return call;
 }
 

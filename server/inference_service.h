@@ -6,8 +6,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "proto/attnserve/v1/inference.grpc.pb.h"
+#include "server/admission.h"
 #include "server/calls.h"
-#include "server/dispatcher.h"
+#include "server/method_inputs.h"
 
 namespace attnserve::server {
 
@@ -21,7 +22,7 @@ using RawInferenceService = v1::Inference::WithRawCallbackMethod_ListModels<
 
 class InferenceService final : public RawInferenceService {
  public:
-  explicit InferenceService(const Dispatcher& dispatcher) : dispatcher_(dispatcher) {}
+  explicit InferenceService(const Admission& admission) : admission_(admission) {}
 
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
@@ -49,21 +50,22 @@ class InferenceService final : public RawInferenceService {
                                        grpc::ByteBuffer* response) override;
 
  private:
-  // Decodes the request, routes it to a model that answers `method` and answers with
-  // `answer(request, worker)` on this thread.
-  template <typename Request, typename Response>
+  // Decodes the request, reads its input, routes it to a model that answers `method` and
+  // answers with `answer(input, names, worker)` on this thread.
+  template <typename Request, typename Input, typename Answer>
   grpc::ServerUnaryReactor* Direct(grpc::CallbackServerContext* context, const char* method,
                                    const grpc::ByteBuffer& bytes, grpc::ByteBuffer* response,
-                                   absl::StatusOr<Response> (*answer)(const Request&,
-                                                                      const ModelWorker&));
-  template <typename Request, typename Response>
-  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const char* method,
-                                  TaskKind kind, const grpc::ByteBuffer& bytes,
-                                  grpc::ByteBuffer* response,
-                                  Dispatcher::Validator<Request> validate,
-                                  Response Task::*result) const;
+                                   Answer answer);
+  // Decodes the request, reads its input and hands it to the model's scheduler through the
+  // admission; `encode` makes the answer from the task's results.
+  template <typename Request, typename Input>
+  grpc::ServerUnaryReactor* Unary(
+      grpc::CallbackServerContext* context, const char* method, TaskKind kind,
+      const grpc::ByteBuffer& bytes, grpc::ByteBuffer* response,
+      absl::Status (*validate)(const Input&, const FieldNames&, const EngineLoop&, Task&),
+      grpc::ByteBuffer (*encode)(const std::string& model, Task& task)) const;
 
-  const Dispatcher& dispatcher_;
+  const Admission& admission_;
 };
 
 }  // namespace attnserve::server

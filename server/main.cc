@@ -128,7 +128,7 @@ int Serve() {
   auto process_metrics = std::make_shared<ProcessMetrics>();
   ServerMetrics metrics(*registry);
 
-  WorkerOptions options;
+  EngineLoopOptions options;
   options.max_batch_size = std::max(1, absl::GetFlag(FLAGS_max_batch_size));
   options.max_queue_delay =
       absl::Milliseconds(std::max(0, absl::GetFlag(FLAGS_max_queue_delay_ms)));
@@ -184,9 +184,9 @@ int Serve() {
     return 1;
   }
   CallGate gate;
-  Dispatcher dispatcher(*repository, metrics, gate);
-  InferenceService service(dispatcher);
-  OpenInferenceService open_inference(dispatcher);
+  Admission admission(*repository, metrics, gate);
+  InferenceService service(admission);
+  OpenInferenceService open_inference(admission);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

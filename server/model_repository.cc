@@ -13,7 +13,7 @@
 namespace attnserve::server {
 
 std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
-                                                       const WorkerOptions& options,
+                                                       const EngineLoopOptions& options,
                                                        const MemoryLimit& limit,
                                                        ServerMetrics& metrics) {
   auto repository = std::make_unique<ModelRepository>();
@@ -33,7 +33,7 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
   struct Loaded {
     std::string name;
     std::unique_ptr<Model> model;
-    WorkerOptions options;
+    EngineLoopOptions options;
   };
   std::vector<Loaded> loaded;
   for (const auto& directory : directories) {
@@ -66,7 +66,7 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
     const bool caches_keys = entry.model->servable->Answers(ModelMethod::kGenerate);
     entry.options.budget = SplitModelBudget(plan.per_model, caches_keys);
     const std::string architecture = entry.model->config.architecture;
-    auto worker = ModelWorker::Create(entry.name, std::move(entry.model), entry.options, metrics);
+    auto worker = EngineLoop::Create(entry.name, std::move(entry.model), entry.options, metrics);
     if (!worker.ok()) {
       fail(entry.name, worker.status());
       continue;
@@ -79,8 +79,8 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
   return repository;
 }
 
-absl::StatusOr<WorkerOptions> ServingOptionsFor(const std::string& directory,
-                                                const WorkerOptions& defaults) {
+absl::StatusOr<EngineLoopOptions> ServingOptionsFor(const std::string& directory,
+                                                    const EngineLoopOptions& defaults) {
   const std::string path = directory + "/serving.json";
   std::ifstream file(path);
   if (!file) return defaults;
@@ -90,7 +90,7 @@ absl::StatusOr<WorkerOptions> ServingOptionsFor(const std::string& directory,
   if (json.is_discarded() || !json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
   }
-  WorkerOptions options = defaults;
+  EngineLoopOptions options = defaults;
   for (const auto& item : json.items()) {
     const std::string& key = item.key();
     const auto& value = item.value();
@@ -140,13 +140,13 @@ absl::StatusOr<bool> ParseWeightFormat(const std::string& name) {
       absl::StrCat("\"", name, "\" is not a weight format (float32 or int8)"));
 }
 
-ModelWorker* ModelRepository::Find(const std::string& name) const {
+EngineLoop* ModelRepository::Find(const std::string& name) const {
   auto it = workers_.find(name);
   return it == workers_.end() ? nullptr : it->second.get();
 }
 
-std::vector<const ModelWorker*> ModelRepository::workers() const {
-  std::vector<const ModelWorker*> list;
+std::vector<const EngineLoop*> ModelRepository::workers() const {
+  std::vector<const EngineLoop*> list;
   for (const auto& [name, worker] : workers_) list.push_back(worker.get());
   return list;
 }

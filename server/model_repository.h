@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "server/engine_loop.h"
 #include "server/memory_budget.h"
-#include "server/model_worker.h"
 
 namespace attnserve::server {
 
@@ -18,11 +18,11 @@ class ModelRepository {
   // Loads every model, then shares the memory the process may use (`limit`) among them
   // (PlanMemory) and starts each one's scheduler with its share.
   static std::unique_ptr<ModelRepository> Load(const std::string& root,
-                                               const WorkerOptions& options,
+                                               const EngineLoopOptions& options,
                                                const MemoryLimit& limit, ServerMetrics& metrics);
 
-  ModelWorker* Find(const std::string& name) const;
-  std::vector<const ModelWorker*> workers() const;
+  EngineLoop* Find(const std::string& name) const;
+  std::vector<const EngineLoop*> workers() const;
   const std::map<std::string, std::string>& failures() const { return failures_; }
   const MemoryPlan& memory_plan() const { return plan_; }
 
@@ -30,7 +30,7 @@ class ModelRepository {
   void DrainAll();
 
  private:
-  std::map<std::string, std::unique_ptr<ModelWorker>> workers_;
+  std::map<std::string, std::unique_ptr<EngineLoop>> workers_;
   std::map<std::string, std::string> failures_;
   MemoryPlan plan_;
 };
@@ -39,8 +39,8 @@ class ModelRepository {
 // serving.json ({"max_batch_size": 8, "max_queue_delay_ms": 1, "max_queue_size": 64,
 //   "max_batch_tokens": 4096, "step_tokens": 1024, "prefill_chunk_tokens": 128,
 //   "weights": "int8", "int8_group_size": 64}).
-absl::StatusOr<WorkerOptions> ServingOptionsFor(const std::string& directory,
-                                                const WorkerOptions& defaults);
+absl::StatusOr<EngineLoopOptions> ServingOptionsFor(const std::string& directory,
+                                                    const EngineLoopOptions& defaults);
 
 // "int8" (true) or "float32" (false): the --weights flag and serving.json's "weights".
 absl::StatusOr<bool> ParseWeightFormat(const std::string& name);

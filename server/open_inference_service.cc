@@ -61,7 +61,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ServerReady(grpc::CallbackServer
       context, *request, response,
       [this](const auto&) -> absl::StatusOr<inference::ServerReadyResponse> {
         inference::ServerReadyResponse ready;
-        ready.set_ready(dispatcher_.accepting());
+        ready.set_ready(admission_.accepting());
         return ready;
       });
 }
@@ -74,8 +74,8 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelReady(grpc::CallbackServerC
       [this](const inference::ModelReadyRequest& asked)
           -> absl::StatusOr<inference::ModelReadyResponse> {
         inference::ModelReadyResponse ready;
-        ready.set_ready(dispatcher_.accepting() &&
-                        FindInferModel(dispatcher_.repository(), asked.name()).ok() &&
+        ready.set_ready(admission_.accepting() &&
+                        FindInferModel(admission_.repository(), asked.name()).ok() &&
                         CheckVersion(asked.name(), asked.version()).ok());
         return ready;
       });
@@ -101,7 +101,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelMetadata(grpc::CallbackServ
       context, *request, response,
       [this](const inference::ModelMetadataRequest& asked)
           -> absl::StatusOr<inference::ModelMetadataResponse> {
-        auto model = FindInferModel(dispatcher_.repository(), asked.name());
+        auto model = FindInferModel(admission_.repository(), asked.name());
         if (!model.ok()) return model.status();
         if (auto status = CheckVersion(asked.name(), asked.version()); !status.ok()) return status;
         inference::ModelMetadataResponse metadata;
@@ -119,7 +119,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
   absl::StatusOr<InferCall> call = absl::UnknownError("not translated");
   std::string label = "_unknown";
   if (prepared.ok()) {
-    auto model = FindInferModel(dispatcher_.repository(), request.model_name());
+    auto model = FindInferModel(admission_.repository(), request.model_name());
     if (model.ok()) label = model->worker->name();
     prepared =
         model.ok() ? CheckVersion(request.model_name(), request.model_version()) : model.status();
@@ -131,60 +131,56 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
   // What answering needs, kept by the call; the request itself goes once validated.
   auto answer =
       std::make_shared<InferAnswer>(prepared.ok() ? std::move(call->answer) : InferAnswer());
-  auto* unary = new UnaryCall(
-      RpcScope(dispatcher_.metrics(), label, "ModelInfer"), response, [answer](Task& task) {
-        const inference::ModelInferResponse response = InferResponse(*answer, task);
-        // The attnserve.v1 answer goes before serializing, so that no more than two copies of
-        // the answer exist at once, as on attnserve.v1's own path.
-        task.next_token = {};
-        task.embed = {};
-        task.score = {};
-        task.events = {};
-        return EncodeMessage(response);
-      });
-  // Validation speaks of the attnserve.v1 request's fields; the error names the tensors.
-  auto in_tensor_terms = [answer](auto validate) {
-    return [answer, validate](const auto& translated, const ModelWorker& worker, Task& task) {
+  auto* unary = new UnaryCall(RpcScope(admission_.metrics(), label, "ModelInfer"), response,
+                              [answer](Task& task) {
+                                // Takes the results apart as it goes, so that no more than two
+                                // copies of the answer exist at once.
+                                return EncodeMessage(InferResponse(*answer, task));
+                              });
+  const InferFieldNames names(*answer);
+  const std::string model = prepared.ok() ? answer->model.worker->name() : "";
+  // Validation names the request's tensors and parameters.
+  auto validating = [&](auto validate, const auto& input) {
+    return [&, validate](const EngineLoop& worker, Task& task) {
       task.pad_token_states = answer->token_states;
       task.collect_events = answer->model.method == InferMethod::kGenerate;
-      return InTensorTerms(validate(translated, worker, task), *answer);
+      return validate(input, names, worker, task);
     };
   };
   if (!prepared.ok()) {
-    dispatcher_.Start(context, "", TaskKind::kNextToken, v1::NextTokenRequest(), prepared,
-                      ValidateNextToken, unary);
+    admission_.Start(
+        context, model, "", TaskKind::kNextToken, prepared,
+        [](const EngineLoop&, Task&) { return absl::OkStatus(); }, unary);
     return unary;
   }
   switch (answer->model.method) {
     case InferMethod::kNextToken:
-      dispatcher_.Start(context, "NextToken", TaskKind::kNextToken, call->next_token, prepared,
-                        in_tensor_terms(ValidateNextToken), unary);
+      admission_.Start(context, model, "NextToken", TaskKind::kNextToken, prepared,
+                       validating(ValidateNextToken, call->next_token), unary);
       break;
     case InferMethod::kEmbed:
-      dispatcher_.Start(context, "Embed", TaskKind::kEmbed, call->embed, prepared,
-                        in_tensor_terms(ValidateEmbed), unary);
+      admission_.Start(context, model, "Embed", TaskKind::kEmbed, prepared,
+                       validating(ValidateEmbed, call->embed), unary);
       break;
     case InferMethod::kScore:
-      dispatcher_.Start(context, "Score", TaskKind::kScore, call->score, prepared,
-                        in_tensor_terms(ValidateScore), unary);
+      admission_.Start(context, model, "Score", TaskKind::kScore, prepared,
+                       validating(ValidateScore, call->score), unary);
       break;
     case InferMethod::kGenerate:
-      dispatcher_.Start(context, "Generate", TaskKind::kGenerate, call->generate, prepared,
-                        in_tensor_terms(ValidateGenerate), unary);
+      admission_.Start(context, model, "Generate", TaskKind::kGenerate, prepared,
+                       validating(ValidateGenerate, call->generate), unary);
       break;
     // Answered here, on the calling thread, as on attnserve.v1.
     case InferMethod::kTokenize: {
-      auto tokenized = Tokenize(call->tokenize, *answer->model.worker);
-      unary->Answer(tokenized.ok() ? EncodeMessage(InferResponse(*answer, *tokenized))
-                                   : absl::StatusOr<grpc::ByteBuffer>(
-                                         InTensorTerms(tokenized.status(), *answer)));
+      auto tokens = Tokenize(call->tokenize, names, *answer->model.worker);
+      unary->Answer(tokens.ok() ? EncodeMessage(InferResponse(*answer, *tokens))
+                                : absl::StatusOr<grpc::ByteBuffer>(tokens.status()));
       break;
     }
     case InferMethod::kDetokenize: {
-      auto detokenized = Detokenize(call->detokenize, *answer->model.worker);
-      unary->Answer(detokenized.ok() ? EncodeMessage(InferResponse(*answer, *detokenized))
-                                     : absl::StatusOr<grpc::ByteBuffer>(
-                                           InTensorTerms(detokenized.status(), *answer)));
+      auto text = Detokenize(call->detokenize, names, *answer->model.worker);
+      unary->Answer(text.ok() ? EncodeMessage(InferResponse(*answer, *text))
+                              : absl::StatusOr<grpc::ByteBuffer>(text.status()));
       break;
     }
   }

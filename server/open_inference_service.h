@@ -1,13 +1,13 @@
 // The Open Inference Protocol (KServe v2's inference.GRPCInferenceService) beside attnserve.v1,
 // on the same port: liveness, readiness, metadata, and ModelInfer, which goes through the same
-// admission, validation, budgets and queue as attnserve.v1 (server/dispatcher.h). Tensors and
+// admission, validation, budgets and queue as attnserve.v1 (server/admission.h). Tensors and
 // names: server/infer_methods.h, docs/open-inference.md.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
 #include "proto/inference/grpc_predict_v2.grpc.pb.h"
-#include "server/dispatcher.h"
+#include "server/admission.h"
 
 namespace attnserve::server {
 
@@ -22,7 +22,7 @@ using RawOpenInferenceService = inference::GRPCInferenceService::WithRawCallback
 
 class OpenInferenceService final : public RawOpenInferenceService {
  public:
-  explicit OpenInferenceService(const Dispatcher& dispatcher) : dispatcher_(dispatcher) {}
+  explicit OpenInferenceService(const Admission& admission) : admission_(admission) {}
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
@@ -46,7 +46,7 @@ class OpenInferenceService final : public RawOpenInferenceService {
                                        grpc::ByteBuffer* response) override;
 
  private:
-  const Dispatcher& dispatcher_;
+  const Admission& admission_;
 };
 
 }  // namespace attnserve::server

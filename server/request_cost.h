@@ -23,5 +23,4 @@ struct RequestCost {
 
 RequestCost CostOf(const Task& task, const Model& model);
 
-
 }  // namespace attnserve::server

@@ -7,280 +7,299 @@
 #include "server/tokenization.h"
 
 namespace attnserve::server {
+
+using Field = FieldPath::Field;
+using Part = FieldPath::Part;
+
+absl::Status InvalidField(const FieldNames& names, const FieldPath& path,
+                          absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(names.Name(path), " ", problem));
+}
+
 namespace {
 
 constexpr int kMaxStopBytes = 256;
 
-absl::Status Invalid(const std::string& field, const std::string& problem) {
-  return absl::InvalidArgumentError(absl::StrCat(field, " ", problem));
-}
-
 // Token ids of one sequence: text through the model's tokenizer, or ids checked against the
 // vocabulary; non-empty and within the model's context.
-absl::StatusOr<std::vector<int64_t>> Resolve(const v1::Sequence& sequence, const std::string& field,
-                                             const ModelWorker& worker) {
+absl::StatusOr<std::vector<int64_t>> Resolve(const SequenceInput& sequence, FieldPath path,
+                                             const FieldNames& names, const EngineLoop& worker) {
   const Model& model = worker.model();
   std::vector<int64_t> ids;
-  switch (sequence.input_case()) {
-    case v1::Sequence::kText: {
-      auto encoded = EncodeText(sequence.text(), field + ".text", worker);
+  switch (sequence.kind) {
+    case SequenceInput::Kind::kText: {
+      auto encoded = EncodeText(sequence.text, {path.field, path.row, Part::kText}, names, worker);
       if (!encoded.ok()) return encoded.status();
       ids = *std::move(encoded);
       break;
     }
-    case v1::Sequence::kTokens:
-      ids.assign(sequence.tokens().ids().begin(), sequence.tokens().ids().end());
+    case SequenceInput::Kind::kTokens:
+      ids = sequence.ids;
       for (size_t i = 0; i < ids.size(); ++i) {
         if (ids[i] < 0 || ids[i] >= model.config.vocab_size) {
-          return Invalid(absl::StrCat(field, ".tokens.ids[", i, "]"),
-                         absl::StrCat("= ", ids[i], " is outside the vocabulary [0, ",
-                                      model.config.vocab_size, ")"));
+          return InvalidField(names,
+                              {path.field, path.row, Part::kTokenIds, static_cast<int64_t>(i)},
+                              absl::StrCat("= ", ids[i], " is outside the vocabulary [0, ",
+                                           model.config.vocab_size, ")"));
         }
       }
       break;
-    case v1::Sequence::INPUT_NOT_SET:
-      return Invalid(field, "has neither text nor tokens");
+    case SequenceInput::Kind::kMissing:
+      return InvalidField(names, path, "has neither text nor tokens");
   }
-  if (ids.empty()) return Invalid(field, "is empty");
+  if (ids.empty()) return InvalidField(names, path, "is empty");
   if (static_cast<int64_t>(ids.size()) > worker.max_context()) {
-    return Invalid(field, absl::StrCat("has ", ids.size(), " tokens; model ", worker.name(),
-                                       " takes at most ", worker.max_context()));
+    return InvalidField(names, path,
+                        absl::StrCat("has ", ids.size(), " tokens; model ", worker.name(),
+                                     " takes at most ", worker.max_context()));
   }
   return ids;
 }
 
-absl::Status CheckTemperature(const std::string& field, float temperature) {
+absl::Status CheckTemperature(const FieldNames& names, float temperature) {
   if (!std::isfinite(temperature) || temperature < 0.0f || temperature > 100.0f) {
-    return Invalid(field, absl::StrCat("= ", temperature, " must be in [0, 100]"));
+    return InvalidField(names, {Field::kTemperature},
+                        absl::StrCat("= ", temperature, " must be in [0, 100]"));
   }
   return absl::OkStatus();
 }
 
-// Encoder-decoder models take a source per sequence; other models refuse one. `field` names the
-// request field; `single` marks a field holding one source rather than a list.
-absl::Status ResolveSources(const google::protobuf::RepeatedPtrField<v1::Sequence>& sources,
-                            const std::string& field, bool single, size_t expected,
-                            const ModelWorker& worker, Task& task) {
+absl::Status CheckTopK(const FieldNames& names, int64_t top_k, const EngineLoop& worker) {
+  const int64_t vocab = worker.model().config.vocab_size;
+  if (top_k < 0 || top_k > vocab) {
+    return InvalidField(names, {Field::kTopK},
+                        absl::StrCat("= ", top_k, " must be in [0, ", vocab, "]"));
+  }
+  return absl::OkStatus();
+}
+
+// Encoder-decoder models take a source per sequence; other models refuse one. `field` holds a
+// list of them, or one (`single`).
+absl::Status ResolveSources(const std::vector<SequenceInput>& sources, Field field, bool single,
+                            size_t expected, const FieldNames& names, const EngineLoop& worker,
+                            Task& task) {
   if (!worker.model().servable->takes_sources()) {
     if (!sources.empty()) {
-      return Invalid(field, "given, but model " + worker.name() + " is not an encoder-decoder");
+      return InvalidField(names, {field},
+                          "given, but model " + worker.name() + " is not an encoder-decoder");
     }
     return absl::OkStatus();
   }
-  if (sources.size() != static_cast<int>(expected)) {
-    return Invalid(
-        field, single ? std::string("is missing: model ") + worker.name() + " is an encoder-decoder"
-                      : absl::StrCat("has ", sources.size(), " entries; model ", worker.name(),
-                                     " needs one per sequence (", expected, ")"));
+  if (sources.size() != expected) {
+    return InvalidField(
+        names, {field},
+        single ? std::string("is missing: model ") + worker.name() + " is an encoder-decoder"
+               : absl::StrCat("has ", sources.size(), " entries; model ", worker.name(),
+                              " needs one per sequence (", expected, ")"));
   }
-  for (int i = 0; i < sources.size(); ++i) {
-    auto ids = Resolve(sources[i], single ? field : absl::StrCat(field, "[", i, "]"), worker);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const FieldPath path{field, single ? -1 : static_cast<int64_t>(i)};
+    auto ids = Resolve(sources[i], path, names, worker);
     if (!ids.ok()) return ids.status();
     task.sources.push_back(*std::move(ids));
   }
   return absl::OkStatus();
 }
 
-// An optional single source field as a list of zero or one.
-google::protobuf::RepeatedPtrField<v1::Sequence> ListOf(bool present, const v1::Sequence& source) {
-  google::protobuf::RepeatedPtrField<v1::Sequence> list;
-  if (present) *list.Add() = source;
-  return list;
+std::vector<SequenceInput> ListOf(const std::optional<SequenceInput>& source) {
+  return source ? std::vector<SequenceInput>{*source} : std::vector<SequenceInput>{};
+}
+
+absl::Status CheckCount(const FieldNames& names, Field field, size_t count) {
+  if (count == 0) return InvalidField(names, {field}, "is empty");
+  if (count > kMaxSequences) {
+    return InvalidField(names, {field},
+                        absl::StrCat("has ", count, " entries; at most ", kMaxSequences));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status ValidateNextToken(const v1::NextTokenRequest& request, const ModelWorker& worker,
-                               Task& task) {
-  if (request.sequences().empty()) return Invalid("sequences", "is empty");
-  if (request.sequences_size() > kMaxSequences) {
-    return Invalid("sequences", absl::StrCat("has ", request.sequences_size(), " entries; at most ",
-                                             kMaxSequences));
-  }
-  const int64_t vocab = worker.model().config.vocab_size;
-  if (request.top_k() < 0 || request.top_k() > vocab) {
-    return Invalid("top_k", absl::StrCat("= ", request.top_k(), " must be in [0, ", vocab, "]"));
-  }
-  if (auto status = CheckTemperature("temperature", request.temperature()); !status.ok()) {
+absl::Status ValidateNextToken(const NextTokenInput& input, const FieldNames& names,
+                               const EngineLoop& worker, Task& task) {
+  if (auto status = CheckCount(names, Field::kSequences, input.sequences.size()); !status.ok()) {
     return status;
   }
-  for (int i = 0; i < request.sequences_size(); ++i) {
-    auto ids = Resolve(request.sequences(i), absl::StrCat("sequences[", i, "]"), worker);
+  if (auto status = CheckTopK(names, input.top_k, worker); !status.ok()) return status;
+  if (auto status = CheckTemperature(names, input.temperature); !status.ok()) return status;
+  for (size_t i = 0; i < input.sequences.size(); ++i) {
+    auto ids =
+        Resolve(input.sequences[i], {Field::kSequences, static_cast<int64_t>(i)}, names, worker);
     if (!ids.ok()) return ids.status();
     task.sequences.push_back(*std::move(ids));
   }
-  if (auto status =
-          ResolveSources(request.sources(), "sources", false, task.sequences.size(), worker, task);
+  if (auto status = ResolveSources(input.sources, Field::kSources, false, task.sequences.size(),
+                                   names, worker, task);
       !status.ok()) {
     return status;
   }
-  task.top_k = request.top_k() > 0 ? request.top_k() : std::min<int64_t>(10, vocab);
-  task.temperature = request.temperature() > 0.0f ? request.temperature() : 1.0f;
-  task.full_distribution = request.full_distribution();
+  const int64_t vocab = worker.model().config.vocab_size;
+  task.top_k = input.top_k > 0 ? input.top_k : std::min<int64_t>(10, vocab);
+  task.temperature = input.temperature > 0.0f ? input.temperature : 1.0f;
+  task.full_distribution = input.full_distribution;
   return absl::OkStatus();
 }
 
-absl::Status ValidateScore(const v1::ScoreRequest& request, const ModelWorker& worker, Task& task) {
-  if (!request.has_sequence()) return Invalid("sequence", "is missing");
-  auto ids = Resolve(request.sequence(), "sequence", worker);
+absl::Status ValidateScore(const ScoreInput& input, const FieldNames& names,
+                           const EngineLoop& worker, Task& task) {
+  if (input.sequence.kind == SequenceInput::Kind::kMissing) {
+    return InvalidField(names, {Field::kSequence}, "is missing");
+  }
+  auto ids = Resolve(input.sequence, {Field::kSequence}, names, worker);
   if (!ids.ok()) return ids.status();
   task.sequences.push_back(*std::move(ids));
-  return ResolveSources(ListOf(request.has_source(), request.source()), "source", true, 1, worker,
-                        task);
+  return ResolveSources(ListOf(input.source), Field::kSource, true, 1, names, worker, task);
 }
 
-absl::Status ValidateEmbed(const v1::EmbedRequest& request, const ModelWorker& worker, Task& task) {
+absl::Status ValidateEmbed(const EmbedInput& input, const FieldNames& names,
+                           const EngineLoop& worker, Task& task) {
   const Model& model = worker.model();
   const ModelConfig& config = model.config;
   if (config.token_inputs()) {
-    if (!request.feature_sets().empty()) {
-      return Invalid("feature_sets", "given, but model " + worker.name() + " takes token ids");
+    if (!input.feature_sets.empty()) {
+      return InvalidField(names, {Field::kFeatureSets},
+                          "given, but model " + worker.name() + " takes token ids");
     }
-    if (request.sequences().empty()) return Invalid("sequences", "is empty");
-    if (request.sequences_size() > kMaxSequences) {
-      return Invalid("sequences", absl::StrCat("has more than ", kMaxSequences, " entries"));
+    if (auto status = CheckCount(names, Field::kSequences, input.sequences.size()); !status.ok()) {
+      return status;
     }
-    for (int i = 0; i < request.sequences_size(); ++i) {
-      auto ids = Resolve(request.sequences(i), absl::StrCat("sequences[", i, "]"), worker);
+    for (size_t i = 0; i < input.sequences.size(); ++i) {
+      auto ids =
+          Resolve(input.sequences[i], {Field::kSequences, static_cast<int64_t>(i)}, names, worker);
       if (!ids.ok()) return ids.status();
       task.embed_inputs.tokens.push_back(*std::move(ids));
     }
   } else {
-    if (!request.sequences().empty()) {
-      return Invalid("sequences", "given, but model " + worker.name() + " takes feature sets");
+    if (!input.sequences.empty()) {
+      return InvalidField(names, {Field::kSequences},
+                          "given, but model " + worker.name() + " takes feature sets");
     }
-    if (request.feature_sets().empty()) return Invalid("feature_sets", "is empty");
-    if (request.feature_sets_size() > kMaxSequences) {
-      return Invalid("feature_sets", absl::StrCat("has more than ", kMaxSequences, " entries"));
+    if (auto status = CheckCount(names, Field::kFeatureSets, input.feature_sets.size());
+        !status.ok()) {
+      return status;
     }
     int64_t longest = 0;
-    for (int i = 0; i < request.feature_sets_size(); ++i) {
-      const v1::FeatureSet& set = request.feature_sets(i);
-      const std::string field = absl::StrCat("feature_sets[", i, "]");
-      if (set.width() != config.input_dim) {
-        return Invalid(field + ".width", absl::StrCat("= ", set.width(), "; model ", worker.name(),
-                                                      " takes ", config.input_dim));
+    for (size_t i = 0; i < input.feature_sets.size(); ++i) {
+      const FeatureSetInput& set = input.feature_sets[i];
+      const auto row = static_cast<int64_t>(i);
+      if (set.width != config.input_dim) {
+        return InvalidField(
+            names, {Field::kFeatureSets, row, Part::kWidth},
+            absl::StrCat("= ", set.width, "; model ", worker.name(), " takes ", config.input_dim));
       }
-      if (set.values().empty() || set.values_size() % set.width() != 0) {
-        return Invalid(field + ".values",
-                       absl::StrCat("holds ", set.values_size(),
-                                    " floats, not a whole number of rows of ", set.width()));
+      const auto count = static_cast<int64_t>(set.values.size());
+      if (count == 0 || count % set.width != 0) {
+        return InvalidField(
+            names, {Field::kFeatureSets, row, Part::kValues},
+            absl::StrCat("holds ", count, " floats, not a whole number of rows of ", set.width));
       }
-      for (float value : set.values()) {
-        if (!std::isfinite(value)) return Invalid(field + ".values", "holds NaN or infinity");
+      for (float value : set.values) {
+        if (!std::isfinite(value)) {
+          return InvalidField(names, {Field::kFeatureSets, row, Part::kValues},
+                              "holds NaN or infinity");
+        }
       }
-      const int64_t rows = set.values_size() / set.width();
+      const int64_t rows = count / set.width;
       if (rows > worker.max_context()) {
-        return Invalid(field, absl::StrCat("has ", rows, " rows; at most ", worker.max_context()));
+        return InvalidField(names, {Field::kFeatureSets, row},
+                            absl::StrCat("has ", rows, " rows; at most ", worker.max_context()));
       }
       longest = std::max(longest, rows);
     }
-    const int64_t batch = request.feature_sets_size();
+    const auto batch = static_cast<int64_t>(input.feature_sets.size());
     PaddedBatch& features = task.embed_inputs.features;
     features.values = Tensor::Zeros({batch, longest, config.input_dim});
     for (int64_t b = 0; b < batch; ++b) {
-      const v1::FeatureSet& set = request.feature_sets(b);
-      std::copy(set.values().begin(), set.values().end(), features.values.Select(b).data());
-      features.lengths.push_back(set.values_size() / set.width());
+      const FeatureSetInput& set = input.feature_sets[b];
+      std::copy(set.values.begin(), set.values.end(), features.values.Select(b).data());
+      features.lengths.push_back(static_cast<int64_t>(set.values.size()) / set.width);
     }
   }
-  switch (request.pooling()) {
-    case v1::POOLING_DEFAULT:
-      break;
-    case v1::POOLING_MEAN:
-    case v1::POOLING_FIRST:
-    case v1::POOLING_LAST:
-    case v1::POOLING_PMA:
-    case v1::POOLING_NONE:
-      if (!model.servable->gives_token_states()) {
-        return Invalid("pooling", "applies to encoder models; " + worker.name() + " is a " +
-                                      config.architecture);
-      }
-      if (request.pooling() == v1::POOLING_PMA && config.pooling != Pooling::kPma) {
-        return Invalid("pooling", "PMA needs a model trained with PMA pooling");
-      }
-      task.pooling = request.pooling() == v1::POOLING_MEAN    ? Pooling::kMean
-                     : request.pooling() == v1::POOLING_FIRST ? Pooling::kFirst
-                     : request.pooling() == v1::POOLING_LAST  ? Pooling::kLast
-                     : request.pooling() == v1::POOLING_PMA   ? Pooling::kPma
-                                                              : Pooling::kNone;
-      break;
-    default:
-      return Invalid("pooling", absl::StrCat("= ", request.pooling(), " is not a known pooling"));
+  if (input.pooling) {
+    if (!model.servable->gives_token_states()) {
+      return InvalidField(
+          names, {Field::kPooling},
+          "applies to encoder models; " + worker.name() + " is a " + config.architecture);
+    }
+    if (*input.pooling == Pooling::kPma && config.pooling != Pooling::kPma) {
+      return InvalidField(names, {Field::kPooling}, "PMA needs a model trained with PMA pooling");
+    }
+    task.pooling = input.pooling;
   }
   if (model.servable->gives_token_states() && !task.pooling && config.pooling == Pooling::kNone) {
     task.pooling = Pooling::kNone;
   }
-  task.normalize = request.normalize();
-  for (int i = 0; i < request.head_contribution_layers_size(); ++i) {
-    const int64_t layer = request.head_contribution_layers(i);
-    const std::string field = absl::StrCat("head_contribution_layers[", i, "]");
+  task.normalize = input.normalize;
+  for (size_t i = 0; i < input.head_layers.size(); ++i) {
+    const int64_t layer = input.head_layers[i];
+    const FieldPath path{Field::kHeadLayers, static_cast<int64_t>(i)};
     if (!model.servable->gives_token_states()) {
-      return Invalid(
-          field, "applies to encoder models; " + worker.name() + " is a " + config.architecture);
+      return InvalidField(
+          names, path,
+          "applies to encoder models; " + worker.name() + " is a " + config.architecture);
     }
     if (layer < 0 || layer >= model.servable->num_layers()) {
-      return Invalid(field, absl::StrCat("= ", layer, " is not a layer of ", worker.name(), " [0, ",
-                                         model.servable->num_layers(), ")"));
+      return InvalidField(names, path,
+                          absl::StrCat("= ", layer, " is not a layer of ", worker.name(), " [0, ",
+                                       model.servable->num_layers(), ")"));
     }
     if (std::find(task.head_layers.begin(), task.head_layers.end(), layer) !=
         task.head_layers.end()) {
-      return Invalid(field, absl::StrCat("repeats layer ", layer));
+      return InvalidField(names, path, absl::StrCat("repeats layer ", layer));
     }
     task.head_layers.push_back(layer);
   }
   return absl::OkStatus();
 }
 
-absl::Status ValidateGenerate(const v1::GenerateRequest& request, const ModelWorker& worker,
-                              Task& task) {
-  if (!request.has_prompt()) return Invalid("prompt", "is missing");
-  auto ids = Resolve(request.prompt(), "prompt", worker);
+absl::Status ValidateGenerate(const GenerateInput& input, const FieldNames& names,
+                              const EngineLoop& worker, Task& task) {
+  if (input.prompt.kind == SequenceInput::Kind::kMissing) {
+    return InvalidField(names, {Field::kPrompt}, "is missing");
+  }
+  auto ids = Resolve(input.prompt, {Field::kPrompt}, names, worker);
   if (!ids.ok()) return ids.status();
   if (static_cast<int64_t>(ids->size()) >= worker.max_context()) {
-    return Invalid("prompt", absl::StrCat("has ", ids->size(), " tokens and leaves no room in ",
-                                          "the context of ", worker.max_context()));
+    return InvalidField(names, {Field::kPrompt},
+                        absl::StrCat("has ", ids->size(), " tokens and leaves no room in ",
+                                     "the context of ", worker.max_context()));
   }
-  if (request.max_tokens() < 0 || request.max_tokens() > worker.max_context()) {
-    return Invalid("max_tokens", absl::StrCat("= ", request.max_tokens(), " must be in [0, ",
-                                              worker.max_context(), "]"));
+  if (input.max_tokens < 0 || input.max_tokens > worker.max_context()) {
+    return InvalidField(
+        names, {Field::kMaxTokens},
+        absl::StrCat("= ", input.max_tokens, " must be in [0, ", worker.max_context(), "]"));
   }
-  if (auto status = CheckTemperature("temperature", request.temperature()); !status.ok()) {
-    return status;
+  if (auto status = CheckTemperature(names, input.temperature); !status.ok()) return status;
+  if (auto status = CheckTopK(names, input.top_k, worker); !status.ok()) return status;
+  if (!std::isfinite(input.top_p) || input.top_p < 0.0f || input.top_p > 1.0f) {
+    return InvalidField(names, {Field::kTopP},
+                        absl::StrCat("= ", input.top_p, " must be in [0, 1]"));
   }
-  const int64_t vocab = worker.model().config.vocab_size;
-  if (request.top_k() < 0 || request.top_k() > vocab) {
-    return Invalid("top_k", absl::StrCat("= ", request.top_k(), " must be in [0, ", vocab, "]"));
+  if (input.stop.size() > kMaxStopSequences) {
+    return InvalidField(
+        names, {Field::kStop},
+        absl::StrCat("has ", input.stop.size(), " entries; at most ", kMaxStopSequences));
   }
-  if (!std::isfinite(request.top_p()) || request.top_p() < 0.0f || request.top_p() > 1.0f) {
-    return Invalid("top_p", absl::StrCat("= ", request.top_p(), " must be in [0, 1]"));
-  }
-  if (request.stop_size() > kMaxStopSequences) {
-    return Invalid(
-        "stop", absl::StrCat("has ", request.stop_size(), " entries; at most ", kMaxStopSequences));
-  }
-  for (int i = 0; i < request.stop_size(); ++i) {
-    const std::string& stop = request.stop(i);
+  for (size_t i = 0; i < input.stop.size(); ++i) {
+    const std::string& stop = input.stop[i];
     if (stop.empty() || stop.size() > kMaxStopBytes) {
-      return Invalid(absl::StrCat("stop[", i, "]"),
-                     absl::StrCat("must hold 1 to ", kMaxStopBytes, " bytes"));
+      return InvalidField(names, {Field::kStop, static_cast<int64_t>(i)},
+                          absl::StrCat("must hold 1 to ", kMaxStopBytes, " bytes"));
     }
   }
   GenerateOptions& options = task.generate;
   const int64_t room = worker.max_context() - static_cast<int64_t>(ids->size());
-  options.max_tokens = request.max_tokens() > 0 ? request.max_tokens() : 64;
+  options.max_tokens = input.max_tokens > 0 ? input.max_tokens : 64;
   options.context_limited = options.max_tokens > room;
   options.max_tokens = std::min(options.max_tokens, room);
-  options.temperature = request.temperature();
-  options.top_k = request.top_k();
-  options.top_p = request.top_p() > 0.0f ? request.top_p() : 1.0f;
-  options.seed = request.sampling_seed_case() == v1::GenerateRequest::kSeed
-                     ? request.seed()
-                     : std::random_device()();
-  options.stop.assign(request.stop().begin(), request.stop().end());
+  options.temperature = input.temperature;
+  options.top_k = input.top_k;
+  options.top_p = input.top_p > 0.0f ? input.top_p : 1.0f;
+  options.seed = input.seed ? *input.seed : std::random_device()();
+  options.stop = input.stop;
   task.sequences.push_back(*std::move(ids));
-  return ResolveSources(ListOf(request.has_source(), request.source()), "source", true, 1, worker,
-                        task);
+  return ResolveSources(ListOf(input.source), Field::kSource, true, 1, names, worker, task);
 }
 
 }  // namespace attnserve::server

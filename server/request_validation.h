@@ -1,11 +1,12 @@
-// Turns request messages into validated engine inputs. Every refusal is INVALID_ARGUMENT with a
-// message naming the field (e.g. "sequences[2].tokens.ids[5] = 300 is outside the vocabulary
-// [0, 257)"), so kernels behind the scheduler never see a malformed input.
+// Turns a method's input, from whichever protocol, into a validated task. Every refusal is
+// INVALID_ARGUMENT with a message naming the field in the protocol's words (e.g.
+// "sequences[2].tokens.ids[5] = 300 is outside the vocabulary [0, 257)"), so kernels behind the
+// scheduler never see a malformed input.
 #pragma once
 
 #include "absl/status/status.h"
-#include "proto/attnserve/v1/inference.pb.h"
-#include "server/model_worker.h"
+#include "server/engine_loop.h"
+#include "server/method_inputs.h"
 #include "server/task.h"
 
 namespace attnserve::server {
@@ -15,11 +16,13 @@ inline constexpr int kMaxSequences = 256;
 // Stop sequences one Generate may hold.
 inline constexpr int kMaxStopSequences = 16;
 
-absl::Status ValidateNextToken(const v1::NextTokenRequest& request, const ModelWorker& worker,
-                               Task& task);
-absl::Status ValidateScore(const v1::ScoreRequest& request, const ModelWorker& worker, Task& task);
-absl::Status ValidateEmbed(const v1::EmbedRequest& request, const ModelWorker& worker, Task& task);
-absl::Status ValidateGenerate(const v1::GenerateRequest& request, const ModelWorker& worker,
-                              Task& task);
+absl::Status ValidateNextToken(const NextTokenInput& input, const FieldNames& names,
+                               const EngineLoop& worker, Task& task);
+absl::Status ValidateScore(const ScoreInput& input, const FieldNames& names,
+                           const EngineLoop& worker, Task& task);
+absl::Status ValidateEmbed(const EmbedInput& input, const FieldNames& names,
+                           const EngineLoop& worker, Task& task);
+absl::Status ValidateGenerate(const GenerateInput& input, const FieldNames& names,
+                              const EngineLoop& worker, Task& task);
 
 }  // namespace attnserve::server

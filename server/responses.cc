@@ -73,8 +73,8 @@ int64_t ResponseBytesBound(const Task& task, const Model& model) {
   return kEnvelope;
 }
 
-void AddNextTokenResult(const float* raw, int64_t vocab, int64_t input_tokens, const Task& task,
-                        const Tokenizer& tokenizer, v1::NextTokenResponse& response) {
+NextTokenRow MakeNextTokenRow(const float* raw, int64_t vocab, int64_t input_tokens,
+                              const Task& task, const Tokenizer& tokenizer) {
   thread_local std::vector<float> scaled;
   thread_local std::vector<int64_t> order;
   scaled.resize(vocab);
@@ -85,77 +85,64 @@ void AddNextTokenResult(const float* raw, int64_t vocab, int64_t input_tokens, c
   const float max = *std::max_element(raw, raw + vocab);
   for (int64_t v = 0; v < vocab; ++v) scaled[v] = (raw[v] - max) / task.temperature;
   const float lse = LogSumExp(scaled.data(), vocab);
-  v1::NextTokenResult* result = response.add_results();
-  result->set_input_tokens(input_tokens);
+  NextTokenRow row;
+  row.input_tokens = input_tokens;
   std::iota(order.begin(), order.end(), 0);
   const int64_t k = std::min(task.top_k, vocab);
   std::partial_sort(order.begin(), order.begin() + k, order.end(),
                     [&](int64_t a, int64_t b) { return scaled[a] > scaled[b]; });
+  row.top.resize(k);
   for (int64_t i = 0; i < k; ++i) {
-    v1::TokenProbability* top = result->add_top();
     const float log_p = scaled[order[i]] - lse;
-    top->set_id(order[i]);
-    top->set_text(tokenizer.TokenText(order[i]));
-    top->set_probability(std::exp(log_p));
-    top->set_log_probability(log_p);
+    row.top[i] = {order[i], tokenizer.TokenText(order[i]), std::exp(log_p), log_p};
   }
   if (task.full_distribution) {
-    std::string packed(vocab * sizeof(float), '\0');
-    for (int64_t v = 0; v < vocab; ++v) {
-      const float p = std::exp(scaled[v] - lse);
-      std::memcpy(packed.data() + v * sizeof(float), &p, sizeof(float));
-    }
-    result->set_distribution(std::move(packed));
+    row.distribution.resize(vocab);
+    for (int64_t v = 0; v < vocab; ++v) row.distribution[v] = std::exp(scaled[v] - lse);
   }
+  return row;
 }
 
-v1::ScoreResponse MakeScoreResponse(const Tensor& logits, const std::vector<int64_t>& ids,
-                                    const Tokenizer& tokenizer) {
+ScoreResult MakeScoreResult(const Tensor& logits, const std::vector<int64_t>& ids,
+                            const Tokenizer& tokenizer) {
   const int64_t vocab = logits.dim(1);
-  v1::ScoreResponse response;
-  double total = 0.0;
+  ScoreResult result;
   for (size_t t = 1; t < ids.size(); ++t) {
     const float* row = logits.row(static_cast<int64_t>(t) - 1);
     const float log_p = row[ids[t]] - LogSumExp(row, vocab);
-    v1::TokenScore* score = response.add_tokens();
-    score->set_id(ids[t]);
-    score->set_text(tokenizer.TokenText(ids[t]));
-    score->set_log_probability(log_p);
-    total += log_p;
+    result.tokens.push_back({ids[t], tokenizer.TokenText(ids[t]), log_p});
+    result.total_log_probability += log_p;
   }
-  response.set_total_log_probability(total);
-  return response;
+  return result;
 }
 
-v1::EmbedResponse MakeEmbedResponse(const Tensor& output, const std::vector<int64_t>& rows,
-                                    bool normalize, const std::map<int64_t, Tensor>& contributions,
-                                    const std::vector<int64_t>& lengths) {
-  v1::EmbedResponse response;
+std::vector<Embedding> MakeEmbeddings(const Tensor& output, const std::vector<int64_t>& rows,
+                                      bool normalize,
+                                      const std::map<int64_t, Tensor>& contributions,
+                                      const std::vector<int64_t>& lengths) {
+  std::vector<Embedding> embeddings(rows.size());
   const int64_t width = output.dim(2);
   for (size_t b = 0; b < rows.size(); ++b) {
-    v1::Embedding* embedding = response.add_embeddings();
+    Embedding& embedding = embeddings[b];
     for (const auto& [layer, per_head] : contributions) {
       // per_head: [B, T, H, dim]; this sequence's first lengths[b] tokens.
-      v1::HeadContributions* heads = embedding->add_head_contributions();
-      heads->set_layer(static_cast<int32_t>(layer));
-      heads->set_heads(per_head.dim(2));
-      heads->set_rows(lengths[b]);
-      heads->set_width(per_head.dim(3));
       const float* values = per_head.Select(static_cast<int64_t>(b)).data();
-      heads->mutable_values()->Add(values, values + lengths[b] * per_head.dim(2) * per_head.dim(3));
+      embedding.head_contributions.push_back(
+          {layer, per_head.dim(2), lengths[b], per_head.dim(3),
+           std::vector<float>(values, values + lengths[b] * per_head.dim(2) * per_head.dim(3))});
     }
-    embedding->set_rows(rows[b]);
-    embedding->set_width(width);
-    embedding->mutable_values()->Reserve(static_cast<int>(rows[b] * width));
+    embedding.rows = rows[b];
+    embedding.width = width;
+    embedding.values.reserve(rows[b] * width);
     for (int64_t r = 0; r < rows[b]; ++r) {
       const float* row = output.Select(static_cast<int64_t>(b)).row(r);
       double norm = 0.0;
       for (int64_t i = 0; i < width; ++i) norm += double(row[i]) * row[i];
       const float scale = normalize ? 1.0f / std::max(std::sqrt(norm), 1e-12) : 1.0f;
-      for (int64_t i = 0; i < width; ++i) embedding->add_values(row[i] * scale);
+      for (int64_t i = 0; i < width; ++i) embedding.values.push_back(row[i] * scale);
     }
   }
-  return response;
+  return embeddings;
 }
 
 }  // namespace attnserve::server

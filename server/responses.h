@@ -1,5 +1,5 @@
-// Turning the engine's results into response messages, and knowing before the engine runs how
-// large those messages can be.
+// Turning the engine's outputs into the core's results (server/results.h), and knowing before the
+// engine runs how large an answer can be on the wire.
 #pragma once
 
 #include <cstdint>
@@ -18,17 +18,18 @@ namespace attnserve::server {
 int64_t ResponseBytesBound(const Task& task, const Model& model);
 
 // One sequence's NextToken result from its next-token logits (one row of vocab floats).
-void AddNextTokenResult(const float* logits, int64_t vocab, int64_t input_tokens, const Task& task,
-                        const Tokenizer& tokenizer, v1::NextTokenResponse& response);
+NextTokenRow MakeNextTokenRow(const float* logits, int64_t vocab, int64_t input_tokens,
+                              const Task& task, const Tokenizer& tokenizer);
 
 // The log-probability of each token of `ids` after the ones before it; logits: [T, vocab].
-v1::ScoreResponse MakeScoreResponse(const Tensor& logits, const std::vector<int64_t>& ids,
-                                    const Tokenizer& tokenizer);
+ScoreResult MakeScoreResult(const Tensor& logits, const std::vector<int64_t>& ids,
+                            const Tokenizer& tokenizer);
 
 // Embeddings from output [B, rows, width] with each sequence's row count, optionally
 // L2-normalized, and per-head contributions [B, T, H, width] of the layers asked for.
-v1::EmbedResponse MakeEmbedResponse(const Tensor& output, const std::vector<int64_t>& rows,
-                                    bool normalize, const std::map<int64_t, Tensor>& contributions,
-                                    const std::vector<int64_t>& lengths);
+std::vector<Embedding> MakeEmbeddings(const Tensor& output, const std::vector<int64_t>& rows,
+                                      bool normalize,
+                                      const std::map<int64_t, Tensor>& contributions,
+                                      const std::vector<int64_t>& lengths);
 
 }  // namespace attnserve::server

@@ -95,9 +95,8 @@ StepPlan Scheduler::Schedule(absl::Time now) {
     }
     if (!Reserve(*g, chunk, plan)) continue;
     g->feeding = chunk;
-    plan.prefill.push_back(
-        {g, std::vector<int64_t>(g->tokens.begin() + g->computed,
-                                 g->tokens.begin() + g->computed + chunk)});
+    plan.prefill.push_back({g, std::vector<int64_t>(g->tokens.begin() + g->computed,
+                                                    g->tokens.begin() + g->computed + chunk)});
     call = merged;
     prompt_budget -= chunk;
   }
@@ -166,7 +165,8 @@ void Scheduler::TakeWaiting(absl::Time now, int64_t unary_share, StepPlan& plan)
       ++clients;
     }
   }
-  const int64_t share = std::max<int64_t>(1, options_.max_batch_size / std::max<int64_t>(1, clients));
+  const int64_t share =
+      std::max<int64_t>(1, options_.max_batch_size / std::max<int64_t>(1, clients));
 
   // Unary requests, FIFO: up to max_batch_size of them, one engine call per kind, within their
   // share of the budget and each call's memory; the first always goes.
@@ -242,9 +242,10 @@ void Scheduler::TakeWaiting(absl::Time now, int64_t unary_share, StepPlan& plan)
 bool Scheduler::Start(Sequence& g, StepPlan& plan) {
   // An encoder-decoder's encoded source holds blocks for as long as the engine keeps it; they
   // may come from paused streams.
-  if (g.source_table && !Preempting(g, /*paused_only=*/true, [&] {
-        return cache_.Reserve(*g.source_table, SourceTokens(*g.task));
-      }, plan)) {
+  if (g.source_table &&
+      !Preempting(
+          g, /*paused_only=*/true,
+          [&] { return cache_.Reserve(*g.source_table, SourceTokens(*g.task)); }, plan)) {
     return false;
   }
   if (g.computed == 0) {
@@ -258,8 +259,9 @@ bool Scheduler::Start(Sequence& g, StepPlan& plan) {
 }
 
 bool Scheduler::Reserve(Sequence& g, int64_t tokens, StepPlan& plan) {
-  return Preempting(g, /*paused_only=*/false,
-                    [&] { return cache_.Reserve(*g.table, g.computed + tokens); }, plan);
+  return Preempting(
+      g, /*paused_only=*/false, [&] { return cache_.Reserve(*g.table, g.computed + tokens); },
+      plan);
 }
 
 bool Scheduler::Preempting(Sequence& g, bool paused_only, const std::function<bool()>& reserve,

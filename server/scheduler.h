@@ -1,5 +1,5 @@
 // One model's scheduling policy, with no threads and no model: what each engine step runs.
-// The model's engine loop (server/model_worker.h) adds admitted requests, asks for a plan,
+// The model's engine loop (server/engine_loop.h) adds admitted requests, asks for a plan,
 // has the executor run it, and hands the results back (vLLM v1's Scheduler: schedule() and
 // update_from_output()). Everything here is testable with requests alone
 // (tests/server/scheduler_test.cc).
@@ -115,7 +115,7 @@ struct StepPlan {
 
 // What a step's engine calls gave, for Update.
 struct StepOutcome {
-  std::vector<Sequence*> fed;  // its planned tokens are computed
+  std::vector<Sequence*> fed;                          // its planned tokens are computed
   std::vector<std::pair<Sequence*, int64_t>> sampled;  // a token sampled, to feed next
   std::vector<Sequence*> finished;  // ended (end of text, max tokens, stop, an engine error)
 };

@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "engine/models/activation_memory.h"
 #include "engine/models/encoder.h"
-#include "proto/attnserve/v1/inference.pb.h"
+#include "server/results.h"
 
 namespace attnserve::server {
 
@@ -37,8 +37,8 @@ struct GenerateOptions {
 class TaskSink {
  public:
   virtual ~TaskSink() = default;
-  virtual void Send(v1::GenerateResponse event) = 0;  // Generate: one streamed event
-  virtual void Complete(absl::Status status) = 0;     // exactly once, last
+  virtual void Send(GenerationEvent event) = 0;    // Generate: one streamed event
+  virtual void Complete(absl::Status status) = 0;  // exactly once, last
   // Generate: events sent but not yet written to the client (backpressure).
   virtual int64_t Unsent() const { return 0; }
 };
@@ -54,9 +54,9 @@ struct Task {
   // Its place in a full queue went to a client with fewer requests queued: answered
   // UNAVAILABLE without running.
   std::atomic<bool> pushed_out{false};
-  int64_t input_tokens = 0;  // set by ModelWorker::Submit, for its completion estimate
-  EngineCall call;           // set by ModelWorker::Submit: the engine call that answers it
-  // Set by ModelWorker::Submit: wakes its scheduler when the task's client read or left.
+  int64_t input_tokens = 0;  // set by EngineLoop::Submit, for its completion estimate
+  EngineCall call;           // set by EngineLoop::Submit: the engine call that answers it
+  // Set by EngineLoop::Submit: wakes its scheduler when the task's client read or left.
   std::function<void()> wake;
 
   // Inputs, validated by the service before the task is queued.
@@ -72,16 +72,17 @@ struct Task {
   // Generate answered in one message (an Open Inference Protocol call): its events are collected
   // here rather than streamed, so the answer's size follows max_tokens.
   bool collect_events = false;
-  std::vector<v1::GenerateResponse> events;
+  std::vector<GenerationEvent> events;
   int64_t top_k = 10;              // NextToken
   float temperature = 1.0f;        // NextToken
   bool full_distribution = false;  // NextToken
   GenerateOptions generate;        // Generate
 
-  // Results of unary calls, filled in by the scheduler before Finish.
-  v1::NextTokenResponse next_token;
-  v1::ScoreResponse score;
-  v1::EmbedResponse embed;
+  // Results of unary calls, filled in by the executor before Finish; each protocol's edge
+  // builds its answer from them.
+  std::vector<NextTokenRow> next_token;  // per sequence
+  ScoreResult score;
+  std::vector<Embedding> embeddings;  // per sequence
 
   // The sink outlives the task's stay in the scheduler: it is freed only after Complete.
   Task(TaskKind kind, TaskSink* sink) : kind(kind), sink_(sink) {}
@@ -96,7 +97,7 @@ struct Task {
   }
 
   // Scheduler side.
-  void Emit(v1::GenerateResponse event) { sink_->Send(std::move(event)); }
+  void Emit(GenerationEvent event) { sink_->Send(std::move(event)); }
   void Finish(absl::Status status) { std::exchange(sink_, nullptr)->Complete(std::move(status)); }
   bool expired(absl::Time now) const { return now > deadline; }
   int64_t Unsent() const { return sink_ != nullptr ? sink_->Unsent() : 0; }

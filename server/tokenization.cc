@@ -5,36 +5,40 @@
 namespace attnserve::server {
 namespace {
 
-absl::Status CheckLength(const std::string& text, const std::string& field,
-                         const ModelWorker& worker) {
+using Field = FieldPath::Field;
+
+absl::Status CheckLength(const std::string& text, const FieldPath& path, const FieldNames& names,
+                         const EngineLoop& worker) {
   const int64_t limit = worker.options().max_text_bytes;
   if (static_cast<int64_t>(text.size()) > limit) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " has ", text.size(), " bytes; at most ",
-                                                   limit, " are tokenized (--max_text_bytes)"));
+    return InvalidField(names, path,
+                        absl::StrCat("has ", text.size(), " bytes; at most ", limit,
+                                     " are tokenized (--max_text_bytes)"));
   }
   return absl::OkStatus();
 }
 
-absl::Status Named(const std::string& field, const absl::Status& status) {
-  return absl::Status(status.code(), absl::StrCat(field, ": ", status.message()));
+absl::Status Named(const FieldPath& path, const FieldNames& names, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat(names.Name(path), ": ", status.message()));
 }
 
 }  // namespace
 
-absl::StatusOr<std::vector<int64_t>> EncodeText(const std::string& text, const std::string& field,
-                                                const ModelWorker& worker) {
-  if (auto status = CheckLength(text, field, worker); !status.ok()) return status;
+absl::StatusOr<std::vector<int64_t>> EncodeText(const std::string& text, const FieldPath& path,
+                                                const FieldNames& names, const EngineLoop& worker) {
+  if (auto status = CheckLength(text, path, names, worker); !status.ok()) return status;
   auto ids = worker.model().tokenizer->EncodeIds(text);
-  if (!ids.ok()) return Named(field, ids.status());
+  if (!ids.ok()) return Named(path, names, ids.status());
   return ids;
 }
 
-absl::StatusOr<v1::TokenizeResponse> Tokenize(const v1::TokenizeRequest& request,
-                                              const ModelWorker& worker) {
-  if (auto status = CheckLength(request.text(), "text", worker); !status.ok()) return status;
+absl::StatusOr<std::vector<TokenSpan>> Tokenize(const TokenizeInput& input, const FieldNames& names,
+                                                const EngineLoop& worker) {
+  const FieldPath text{Field::kText};
+  if (auto status = CheckLength(input.text, text, names, worker); !status.ok()) return status;
   const Tokenizer& tokenizer = *worker.model().tokenizer;
-  auto encoding = tokenizer.Encode(request.text(), !request.omit_special_tokens());
-  if (!encoding.ok()) return Named("text", encoding.status());
+  auto encoding = tokenizer.Encode(input.text, !input.omit_special_tokens);
+  if (!encoding.ok()) return Named(text, names, encoding.status());
   // Each token's message: its id, its text, its range and its flag, with their tags.
   const int64_t bound =
       static_cast<int64_t>(encoding->ids.size()) * (worker.model().max_token_text_bytes + 48);
@@ -44,36 +48,33 @@ absl::StatusOr<v1::TokenizeResponse> Tokenize(const v1::TokenizeRequest& request
                      " bytes, over the message limit of ", worker.options().max_response_bytes,
                      " (--max_message_bytes); send a shorter text"));
   }
-  v1::TokenizeResponse response;
-  response.mutable_tokens()->Reserve(static_cast<int>(encoding->ids.size()));
-  for (size_t i = 0; i < encoding->ids.size(); ++i) {
-    v1::Token* token = response.add_tokens();
-    token->set_id(encoding->ids[i]);
+  std::vector<TokenSpan> tokens(encoding->ids.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    TokenSpan& token = tokens[i];
+    token.id = encoding->ids[i];
     // The byte tokenizer's tokens are bytes; tokenizer.json's are the vocabulary's strings.
-    token->set_text(tokenizer.type() == "byte" ? tokenizer.TokenText(encoding->ids[i])
-                                               : std::move(encoding->tokens[i]));
-    token->set_start(static_cast<int64_t>(encoding->offsets[i].begin));
-    token->set_end(static_cast<int64_t>(encoding->offsets[i].end));
-    token->set_special(encoding->special[i] != 0);
+    token.text = tokenizer.type() == "byte" ? tokenizer.TokenText(encoding->ids[i])
+                                            : std::move(encoding->tokens[i]);
+    token.start = static_cast<int64_t>(encoding->offsets[i].begin);
+    token.end = static_cast<int64_t>(encoding->offsets[i].end);
+    token.special = encoding->special[i] != 0;
   }
-  return response;
+  return tokens;
 }
 
-absl::StatusOr<v1::DetokenizeResponse> Detokenize(const v1::DetokenizeRequest& request,
-                                                  const ModelWorker& worker) {
+absl::StatusOr<std::string> Detokenize(const DetokenizeInput& input, const FieldNames& names,
+                                       const EngineLoop& worker) {
   const int64_t vocab = worker.model().config.vocab_size;
-  std::vector<int64_t> ids(request.ids().begin(), request.ids().end());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= vocab) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ids[", i, "] = ", ids[i], " is outside the vocabulary [0, ", vocab, ")"));
+  for (size_t i = 0; i < input.ids.size(); ++i) {
+    if (input.ids[i] < 0 || input.ids[i] >= vocab) {
+      return InvalidField(
+          names, {Field::kIds, -1, FieldPath::Part::kTokenIds, static_cast<int64_t>(i)},
+          absl::StrCat("= ", input.ids[i], " is outside the vocabulary [0, ", vocab, ")"));
     }
   }
-  auto text = worker.model().tokenizer->Decode(ids, request.skip_special_tokens());
-  if (!text.ok()) return Named("ids", text.status());
-  v1::DetokenizeResponse response;
-  response.set_text(*std::move(text));
-  return response;
+  auto text = worker.model().tokenizer->Decode(input.ids, input.skip_special_tokens);
+  if (!text.ok()) return Named({Field::kIds}, names, text.status());
+  return text;
 }
 
 }  // namespace attnserve::server

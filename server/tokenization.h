@@ -7,19 +7,21 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proto/attnserve/v1/inference.pb.h"
-#include "server/model_worker.h"
+#include "server/engine_loop.h"
+#include "server/method_inputs.h"
+#include "server/results.h"
 
 namespace attnserve::server {
 
-// The ids of `text` (field `field` of the request), refused with INVALID_ARGUMENT naming the
+// The ids of `text` (field `path` of the request), refused with INVALID_ARGUMENT naming the
 // field when it is longer than --max_text_bytes or the tokenizer cannot encode it.
-absl::StatusOr<std::vector<int64_t>> EncodeText(const std::string& text, const std::string& field,
-                                                const ModelWorker& worker);
+absl::StatusOr<std::vector<int64_t>> EncodeText(const std::string& text, const FieldPath& path,
+                                                const FieldNames& names, const EngineLoop& worker);
 
-absl::StatusOr<v1::TokenizeResponse> Tokenize(const v1::TokenizeRequest& request,
-                                              const ModelWorker& worker);
-absl::StatusOr<v1::DetokenizeResponse> Detokenize(const v1::DetokenizeRequest& request,
-                                                  const ModelWorker& worker);
+// Refused, naming the limit, when the answer could pass the message limit.
+absl::StatusOr<std::vector<TokenSpan>> Tokenize(const TokenizeInput& input, const FieldNames& names,
+                                                const EngineLoop& worker);
+absl::StatusOr<std::string> Detokenize(const DetokenizeInput& input, const FieldNames& names,
+                                       const EngineLoop& worker);
 
 }  // namespace attnserve::server

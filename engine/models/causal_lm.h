@@ -35,7 +35,7 @@ struct DecoderState final : GenerationState {
   // reused prefix, or cleared it (a preemption), since the last tokens were fed.
   void FollowTable();
 
-  std::unique_ptr<KvBlockPool> own_pool;    // declared before the table, which releases into it
+  std::unique_ptr<KvBlockPool> own_pool;  // declared before the table, which releases into it
   std::unique_ptr<BlockTable> own_table;
   BlockTable* table;
   std::vector<LayerCache> layers;

@@ -473,7 +473,7 @@ class ErrorsTest(unittest.TestCase):
             (lambda: infer("demo", {"text": ["a"]}, top_k=1000), "INVALID_ARGUMENT",
              "parameter 'top_k' = 1000 must be in [0, 257]"),
             (lambda: infer("demo", {"text": ["a"]}, temperature=-1.0), "INVALID_ARGUMENT",
-             "temperature = -1 must be in [0, 100]"),
+             "parameter 'temperature' = -1 must be in [0, 100]"),
             (lambda: infer("demo", {"text": ["a"]}, top_k="five"), "INVALID_ARGUMENT",
              "parameter 'top_k' must be an integer"),
             (lambda: infer("demo", {"text": ["a"]}, seed=1), "INVALID_ARGUMENT",
@@ -492,7 +492,7 @@ class ErrorsTest(unittest.TestCase):
             (lambda: infer("demo/generate", {"text": ["a"]}, seed=-3), "INVALID_ARGUMENT",
              "parameter 'seed' must be a non-negative integer"),
             (lambda: infer("demo/generate", {"text": ["a"], "stop": [""]}), "INVALID_ARGUMENT",
-             "stop[0] must hold 1 to 256 bytes"),
+             "input 'stop' row 0 must hold 1 to 256 bytes"),
             (lambda: infer("demo/generate", {"input_ids": np.ones((1, 1024), np.int64)}),
              "INVALID_ARGUMENT", "input 'input_ids' row 0 has 1024 tokens and leaves no room"),
             # Rows are bounded before any is made: an empty tensor may claim any number.

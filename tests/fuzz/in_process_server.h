@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "server/dispatcher.h"
+#include "server/admission.h"
 #include "server/server_metrics.h"
 
 namespace attnserve::server {
@@ -40,7 +40,7 @@ struct InProcessServer {
   ServerMetrics server_metrics{registry};
   std::unique_ptr<ModelRepository> repository;
   CallGate gate;
-  std::unique_ptr<Dispatcher> dispatcher;
+  std::unique_ptr<Admission> admission;
   std::unique_ptr<grpc::Service> service;
   std::unique_ptr<grpc::Server> server;
   std::shared_ptr<grpc::Channel> channel;
@@ -53,7 +53,7 @@ struct InProcessServer {
   }
 };
 
-// Loads the repository and serves `Service` (constructed from the dispatcher) in process.
+// Loads the repository and serves `Service` (constructed from the admission) in process.
 template <typename Service>
 InProcessServer* StartInProcessServer() {
   const char* models = std::getenv("ATTNSERVE_FUZZ_MODELS");
@@ -62,15 +62,15 @@ InProcessServer* StartInProcessServer() {
   // log lines would only bury libFuzzer's.
   google::protobuf::SetLogHandler(nullptr);
   auto* s = new InProcessServer;
-  WorkerOptions options;
+  EngineLoopOptions options;
   options.max_batch_size = 4;
   // A 2 GiB process, as deploy/k8s/base allows: the budgets refuse what would not fit in it.
   s->repository =
       ModelRepository::Load(models, options, {int64_t{2} << 30, "fuzzer"}, s->server_metrics);
   Require(s->repository->workers().size() == 3 && s->repository->failures().empty(),
           std::string("the repository at ") + models + " must hold three models that load");
-  s->dispatcher = std::make_unique<Dispatcher>(*s->repository, s->server_metrics, s->gate);
-  s->service = std::make_unique<Service>(*s->dispatcher);
+  s->admission = std::make_unique<Admission>(*s->repository, s->server_metrics, s->gate);
+  s->service = std::make_unique<Service>(*s->admission);
   grpc::ServerBuilder builder;
   builder.RegisterService(s->service.get());
   s->server = builder.BuildAndStart();

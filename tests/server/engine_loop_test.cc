@@ -2,7 +2,7 @@
 // cannot see into): many threads submitting at once, cancellation, deadlines, a full queue and a
 // drain under load. Every task must complete exactly once, and make test-tsan runs these under
 // ThreadSanitizer.
-#include "server/model_worker.h"
+#include "server/engine_loop.h"
 
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>
@@ -31,7 +31,7 @@ class RecordingSink final : public TaskSink {
  public:
   explicit RecordingSink(std::atomic<int>* clock = nullptr) : clock_(clock) {}
 
-  void Send(v1::GenerateResponse event) override {
+  void Send(GenerationEvent event) override {
     if (clock_) clock_->fetch_add(1);
     std::lock_guard lock(mutex_);
     events_.push_back(std::move(event));
@@ -60,7 +60,7 @@ class RecordingSink final : public TaskSink {
     std::lock_guard lock(mutex_);
     return static_cast<int>(statuses_.size());
   }
-  std::vector<v1::GenerateResponse> events() {
+  std::vector<GenerationEvent> events() {
     std::lock_guard lock(mutex_);
     return events_;
   }
@@ -68,7 +68,7 @@ class RecordingSink final : public TaskSink {
  private:
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<v1::GenerateResponse> events_;
+  std::vector<GenerationEvent> events_;
   std::vector<absl::Status> statuses_;
   std::atomic<int>* const clock_;
   int completed_at_ = -1;
@@ -93,13 +93,13 @@ Call MakeCall(TaskKind kind, int seed, int64_t generate_tokens = 8,
   return call;
 }
 
-class ModelWorkerTest : public ::testing::Test {
+class EngineLoopTest : public ::testing::Test {
  protected:
-  std::unique_ptr<ModelWorker> StartWorker(WorkerOptions options = {},
-                                           const std::string& directory = kDemo) {
+  std::unique_ptr<EngineLoop> StartWorker(EngineLoopOptions options = {},
+                                          const std::string& directory = kDemo) {
     auto model = LoadModel(directory);
     EXPECT_TRUE(model.ok()) << model.status();
-    auto worker = ModelWorker::Create("demo", *std::move(model), options, metrics_);
+    auto worker = EngineLoop::Create("demo", *std::move(model), options, metrics_);
     EXPECT_TRUE(worker.ok()) << worker.status();
     return *std::move(worker);
   }
@@ -111,7 +111,7 @@ class ModelWorkerTest : public ::testing::Test {
   ServerMetrics metrics_{registry_};
 };
 
-TEST_F(ModelWorkerTest, ConcurrentSubmittersAreEachAnsweredOnce) {
+TEST_F(EngineLoopTest, ConcurrentSubmittersAreEachAnsweredOnce) {
   auto worker = StartWorker();
   constexpr int kThreads = 6, kPerThread = 12;
   std::vector<std::vector<Call>> calls(kThreads);
@@ -142,11 +142,11 @@ TEST_F(ModelWorkerTest, ConcurrentSubmittersAreEachAnsweredOnce) {
       if (call.task->kind == TaskKind::kGenerate) {
         const auto events = call.sink->events();
         ASSERT_FALSE(events.empty());
-        EXPECT_TRUE(events.back().has_finish());
+        EXPECT_TRUE(events.back().finished);
       } else if (call.task->kind == TaskKind::kNextToken) {
-        EXPECT_EQ(call.task->next_token.results_size(), 1);
+        EXPECT_EQ(call.task->next_token.size(), 1u);
       } else {
-        EXPECT_EQ(call.task->score.tokens_size(), call.task->sequences[0].size() - 1);
+        EXPECT_EQ(call.task->score.tokens.size(), call.task->sequences[0].size() - 1);
       }
     }
   }
@@ -160,7 +160,7 @@ TEST_F(ModelWorkerTest, ConcurrentSubmittersAreEachAnsweredOnce) {
   EXPECT_EQ(Gauge(metrics_.queue_length), 0);
 }
 
-TEST_F(ModelWorkerTest, CancelledGenerationsEndAndFreeTheirSequences) {
+TEST_F(EngineLoopTest, CancelledGenerationsEndAndFreeTheirSequences) {
   auto worker = StartWorker();
   std::vector<Call> calls;
   for (int i = 0; i < 4; ++i) {
@@ -178,8 +178,8 @@ TEST_F(ModelWorkerTest, CancelledGenerationsEndAndFreeTheirSequences) {
   EXPECT_EQ(Gauge(metrics_.active_sequences), 0);
 }
 
-TEST_F(ModelWorkerTest, DeadlinesAndAFullQueueAreRefused) {
-  WorkerOptions options;
+TEST_F(EngineLoopTest, DeadlinesAndAFullQueueAreRefused) {
+  EngineLoopOptions options;
   options.max_queue_size = 3;
   options.max_batch_size = 1;
   auto worker = StartWorker(options);
@@ -204,11 +204,11 @@ TEST_F(ModelWorkerTest, DeadlinesAndAFullQueueAreRefused) {
   for (Call& call : queued) EXPECT_TRUE(call.sink->Wait().ok());
 }
 
-TEST_F(ModelWorkerTest, UnaryRequestsShareStepsWithDecoding) {
+TEST_F(EngineLoopTest, UnaryRequestsShareStepsWithDecoding) {
   // While a generation decodes, a step takes prefill_chunk_tokens: each of these 24-token
   // requests runs in a step of its own, beside one decoded token, rather than all of them in
   // one step that holds the generation up.
-  WorkerOptions options;
+  EngineLoopOptions options;
   options.prefill_chunk_tokens = 16;
   auto worker = StartWorker(options);
   std::atomic<int> clock{0};
@@ -234,15 +234,15 @@ TEST_F(ModelWorkerTest, UnaryRequestsShareStepsWithDecoding) {
   EXPECT_EQ(generation.sink->Wait().code(), absl::StatusCode::kCancelled);
 }
 
-std::vector<v1::GeneratedToken> GeneratedTokens(RecordingSink& sink) {
-  std::vector<v1::GeneratedToken> tokens;
+std::vector<GenerationEvent> GeneratedTokens(RecordingSink& sink) {
+  std::vector<GenerationEvent> tokens;
   for (const auto& event : sink.events()) {
-    if (event.has_token()) tokens.push_back(event.token());
+    if (!event.finished) tokens.push_back(event);
   }
   return tokens;
 }
 
-TEST_F(ModelWorkerTest, PreemptedEncoderDecoderGenerationsEncodeAgainAndGiveTheSameTokens) {
+TEST_F(EngineLoopTest, PreemptedEncoderDecoderGenerationsEncodeAgainAndGiveTheSameTokens) {
   // Four generations of 8 blocks each (a 20-token source: 3 blocks of 8; a 5-token prompt and
   // 30 tokens: 5) in a pool of 20: some are preempted, their source dropped with their blocks
   // and encoded again, and each gives the tokens (and their probabilities) it gives alone.
@@ -254,7 +254,7 @@ TEST_F(ModelWorkerTest, PreemptedEncoderDecoderGenerationsEncodeAgainAndGiveTheS
     for (int t = 0; t < 20; t += 3) call.task->sources[0][t] = 50 + i + t;
     return call;
   };
-  std::vector<std::vector<v1::GeneratedToken>> alone;
+  std::vector<std::vector<GenerationEvent>> alone;
   {
     auto worker = StartWorker({}, translator);
     for (int i = 0; i < 4; ++i) {
@@ -264,7 +264,7 @@ TEST_F(ModelWorkerTest, PreemptedEncoderDecoderGenerationsEncodeAgainAndGiveTheS
       alone.push_back(GeneratedTokens(*call.sink));
     }
   }
-  WorkerOptions options;
+  EngineLoopOptions options;
   options.kv_block_tokens = 8;
   auto shape = [&] {
     auto model = LoadModel(translator);
@@ -283,15 +283,15 @@ TEST_F(ModelWorkerTest, PreemptedEncoderDecoderGenerationsEncodeAgainAndGiveTheS
     const auto tokens = GeneratedTokens(*calls[i].sink);
     ASSERT_EQ(tokens.size(), alone[i].size()) << "generation " << i;
     for (size_t t = 0; t < tokens.size(); ++t) {
-      EXPECT_EQ(tokens[t].id(), alone[i][t].id()) << "generation " << i << ", token " << t;
-      EXPECT_NEAR(tokens[t].log_probability(), alone[i][t].log_probability(), 1e-4)
+      EXPECT_EQ(tokens[t].id, alone[i][t].id) << "generation " << i << ", token " << t;
+      EXPECT_NEAR(tokens[t].log_probability, alone[i][t].log_probability, 1e-4)
           << "generation " << i << ", token " << t;
     }
   }
   EXPECT_GT(SumByLabel(metrics_.preemptions)[""], 0);
 }
 
-TEST_F(ModelWorkerTest, ConcurrentEmbedsShareEngineCallsAndEachGetsItsOwnAnswer) {
+TEST_F(EngineLoopTest, ConcurrentEmbedsShareEngineCallsAndEachGetsItsOwnAnswer) {
   // Sequences of different lengths, pooled, per token and with per-head contributions: those
   // that can share a call do (fewer engine calls than requests), and each answer equals the
   // one its request gets alone.
@@ -307,14 +307,14 @@ TEST_F(ModelWorkerTest, ConcurrentEmbedsShareEngineCallsAndEachGetsItsOwnAnswer)
     return call;
   };
   constexpr int kCalls = 16;
-  std::vector<v1::EmbedResponse> alone;
+  std::vector<std::vector<Embedding>> alone;
   {
     auto worker = StartWorker({}, embedder);
     for (int i = 0; i < kCalls; ++i) {
       Call call = make(i);
       ASSERT_TRUE(worker->Submit(call.task).ok());
       ASSERT_TRUE(call.sink->Wait().ok());
-      alone.push_back(call.task->embed);
+      alone.push_back(call.task->embeddings);
     }
   }
   const auto engine_calls = [&] {
@@ -324,7 +324,7 @@ TEST_F(ModelWorkerTest, ConcurrentEmbedsShareEngineCallsAndEachGetsItsOwnAnswer)
   };
   const double before = engine_calls();
   EXPECT_EQ(before, kCalls);
-  WorkerOptions options;
+  EngineLoopOptions options;
   options.max_queue_delay = absl::Milliseconds(200);  // all queued before the first step
   auto worker = StartWorker(options, embedder);
   std::vector<Call> calls;
@@ -334,22 +334,22 @@ TEST_F(ModelWorkerTest, ConcurrentEmbedsShareEngineCallsAndEachGetsItsOwnAnswer)
   }
   for (int i = 0; i < kCalls; ++i) {
     ASSERT_TRUE(calls[i].sink->Wait().ok()) << calls[i].sink->Wait();
-    const v1::EmbedResponse& got = calls[i].task->embed;
-    ASSERT_EQ(got.embeddings_size(), alone[i].embeddings_size());
-    for (int e = 0; e < got.embeddings_size(); ++e) {
-      const v1::Embedding &ours = got.embeddings(e), &own = alone[i].embeddings(e);
-      ASSERT_EQ(ours.rows(), own.rows()) << "request " << i;
-      ASSERT_EQ(ours.values_size(), own.values_size()) << "request " << i;
-      for (int v = 0; v < ours.values_size(); ++v) {
-        EXPECT_NEAR(ours.values(v), own.values(v), 1e-5) << "request " << i << ", value " << v;
+    const std::vector<Embedding>& got = calls[i].task->embeddings;
+    ASSERT_EQ(got.size(), alone[i].size());
+    for (size_t e = 0; e < got.size(); ++e) {
+      const Embedding &ours = got[e], &own = alone[i][e];
+      ASSERT_EQ(ours.rows, own.rows) << "request " << i;
+      ASSERT_EQ(ours.values.size(), own.values.size()) << "request " << i;
+      for (size_t v = 0; v < ours.values.size(); ++v) {
+        EXPECT_NEAR(ours.values[v], own.values[v], 1e-5) << "request " << i << ", value " << v;
       }
-      ASSERT_EQ(ours.head_contributions_size(), own.head_contributions_size());
+      ASSERT_EQ(ours.head_contributions.size(), own.head_contributions.size());
     }
   }
   EXPECT_LT(engine_calls() - before, kCalls / 2);
 }
 
-TEST_F(ModelWorkerTest, AnswersThatWouldHoldNaNAreInternalErrors) {
+TEST_F(EngineLoopTest, AnswersThatWouldHoldNaNAreInternalErrors) {
   // Finite weights whose values overflow: the final norm scales every state by 3e38, so the
   // logits are infinite and their log-softmax NaN. No answer may carry that as OK.
   namespace fs = std::filesystem;
@@ -383,7 +383,7 @@ TEST_F(ModelWorkerTest, AnswersThatWouldHoldNaNAreInternalErrors) {
   }
 }
 
-TEST_F(ModelWorkerTest, DrainUnderLoadFinishesEverythingAccepted) {
+TEST_F(EngineLoopTest, DrainUnderLoadFinishesEverythingAccepted) {
   auto worker = StartWorker();
   constexpr int kThreads = 4;
   std::vector<std::vector<Call>> calls(kThreads);

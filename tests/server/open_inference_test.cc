@@ -10,6 +10,7 @@
 
 #include "server/infer_methods.h"
 #include "server/infer_tensors.h"
+#include "server/v1_messages.h"
 
 namespace attnserve::server {
 namespace {
@@ -251,29 +252,52 @@ TEST(InferOutputsTest, RefusesUnknownRepeatedOrParameterizedOutputs) {
   EXPECT_THAT(std::string(outputs.status().message()), HasSubstr("(classification)"));
 }
 
-TEST(InTensorTermsTest, NamesTheTensorAndRowInsteadOfTheTranslatedField) {
+TEST(InferFieldNamesTest, NameTheTensorRowOrParameter) {
+  using Field = FieldPath::Field;
+  using Part = FieldPath::Part;
   InferAnswer answer;
   answer.sequence_input = "text";
   answer.source_input = "source_input_ids";
-  const auto terms = [&](const std::string& message) {
-    return std::string(InTensorTerms(absl::InvalidArgumentError(message), answer).message());
+  const InferFieldNames names(answer);
+  const auto error = [&](const FieldPath& path, const std::string& problem) {
+    return std::string(InvalidField(names, path, problem).message());
   };
-  EXPECT_EQ(terms("sequences[3].text has 2000 tokens; model m takes at most 1024"),
-            "input 'text' row 3 has 2000 tokens; model m takes at most 1024");
-  EXPECT_EQ(terms("sequences has 300 entries; at most 256"),
+  EXPECT_EQ(
+      error({Field::kSequences, 3, Part::kText}, "has 2000 tokens; model m takes at most 1024"),
+      "input 'text' row 3 has 2000 tokens; model m takes at most 1024");
+  EXPECT_EQ(error({Field::kSequences}, "has 300 entries; at most 256"),
             "input 'text' has 300 entries; at most 256");
-  EXPECT_EQ(terms("sequence is empty"), "input 'text' row 0 is empty");
-  EXPECT_EQ(terms("prompt has 9 tokens and leaves no room"),
+  EXPECT_EQ(error({Field::kSequence}, "is empty"), "input 'text' row 0 is empty");
+  EXPECT_EQ(error({Field::kPrompt}, "has 9 tokens and leaves no room"),
             "input 'text' row 0 has 9 tokens and leaves no room");
-  EXPECT_EQ(terms("sources[1] is empty"), "input 'source_input_ids' row 1 is empty");
-  EXPECT_EQ(terms("top_k = 3 must be in [0, 2]"), "top_k = 3 must be in [0, 2]");
-  EXPECT_EQ(terms("text has 300000 bytes; at most 262144"),
+  EXPECT_EQ(error({Field::kSources, 1}, "is empty"), "input 'source_input_ids' row 1 is empty");
+  EXPECT_EQ(error({Field::kTopK}, "= 3 must be in [0, 2]"),
+            "parameter 'top_k' = 3 must be in [0, 2]");
+  EXPECT_EQ(error({Field::kText}, "has 300000 bytes; at most 262144"),
             "input 'text' row 0 has 300000 bytes; at most 262144");
+  EXPECT_EQ(error({Field::kStop, 2}, "must hold 1 to 256 bytes"),
+            "input 'stop' row 2 must hold 1 to 256 bytes");
+  answer.sequence_input = "features";
+  EXPECT_EQ(error({Field::kFeatureSets, 0, Part::kWidth}, "= 4; model sets takes 6"),
+            "input 'features' row 0 width = 4; model sets takes 6");
   answer.sequence_input = "input_ids";
-  EXPECT_EQ(terms("ids[4] = 9 is outside the vocabulary [0, 5)"),
+  EXPECT_EQ(error({Field::kIds, -1, Part::kTokenIds, 4}, "= 9 is outside the vocabulary [0, 5)"),
             "input 'input_ids' [0, 4] = 9 is outside the vocabulary [0, 5)");
-  EXPECT_EQ(InTensorTerms(absl::ResourceExhaustedError("sequences[0] x"), answer).code(),
-            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(error({Field::kSequences, 2, Part::kTokenIds, 5}, "= 9 is outside"),
+            "input 'input_ids' [2, 5] = 9 is outside");
+}
+
+// attnserve.v1 names the same fields by the message's own paths.
+TEST(V1FieldNamesTest, NameTheMessageField) {
+  using Field = FieldPath::Field;
+  using Part = FieldPath::Part;
+  const V1FieldNames names;
+  EXPECT_EQ(names.Name({Field::kSequences, 2, Part::kTokenIds, 5}), "sequences[2].tokens.ids[5]");
+  EXPECT_EQ(names.Name({Field::kPrompt, -1, Part::kText}), "prompt.text");
+  EXPECT_EQ(names.Name({Field::kFeatureSets, 0, Part::kWidth}), "feature_sets[0].width");
+  EXPECT_EQ(names.Name({Field::kIds, -1, Part::kTokenIds, 4}), "ids[4]");
+  EXPECT_EQ(names.Name({Field::kHeadLayers, 1}), "head_contribution_layers[1]");
+  EXPECT_EQ(names.Name({Field::kTopP}), "top_p");
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ namespace {
 
 class FakeSink final : public TaskSink {
  public:
-  void Send(v1::GenerateResponse) override {}
+  void Send(GenerationEvent) override {}
   void Complete(absl::Status status) override { statuses.push_back(std::move(status)); }
   int64_t Unsent() const override { return unsent; }
   int64_t unsent = 0;
@@ -29,13 +29,13 @@ constexpr int64_t kBlockTokens = 4;
 
 struct Harness {
   explicit Harness(SchedulerOptions options, int64_t blocks = 64, bool share = true)
-      : scheduler(options, KvCacheManager(*KvBlockPool::Create(
-                                              KvBlockShape{.layers = 1,
-                                                           .key_width = 1,
-                                                           .value_width = 1,
-                                                           .block_tokens = kBlockTokens},
-                                              blocks),
-                                          share)) {}
+      : scheduler(options,
+                  KvCacheManager(*KvBlockPool::Create(KvBlockShape{.layers = 1,
+                                                                   .key_width = 1,
+                                                                   .value_width = 1,
+                                                                   .block_tokens = kBlockTokens},
+                                                      blocks),
+                                 share)) {}
 
   std::shared_ptr<Task> Generate(std::vector<int64_t> prompt, int64_t max_tokens,
                                  std::string client = "a") {

@@ -118,7 +118,7 @@ TEST(CpuQuotaTest, ReadsCgroupV2AndV1AndUnlimited) {
 }
 
 TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
-  WorkerOptions defaults;
+  EngineLoopOptions defaults;
   defaults.max_batch_size = 32;
   const fs::path dir = TempDir("serving_json");
   auto unchanged = ServingOptionsFor(dir.string(), defaults);
