@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/models/model.h"
+#include "engine/architectures/model.h"
 
 int main(int argc, char** argv) {
   if (argc != 5) {

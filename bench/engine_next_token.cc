@@ -8,7 +8,7 @@
 #include <iostream>
 #include <vector>
 
-#include "engine/models/model.h"
+#include "engine/architectures/model.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {

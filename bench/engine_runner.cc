@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/architectures/model.h"
 #include "engine/matmul.h"
-#include "engine/models/model.h"
 
 namespace attnserve {
 namespace {

@@ -11,7 +11,7 @@
 #include <random>
 #include <string>
 
-#include "engine/models/model.h"
+#include "engine/architectures/model.h"
 
 namespace attnserve {
 namespace {

@@ -68,7 +68,7 @@ int64_t FirstNonFinite(const float* values, int64_t count);
 
 // Bytes of tensor storage allocated and not yet freed, process-wide, and the most there has been
 // since the last reset: what a forward pass's activations really take (tests hold the admission
-// estimate of engine/models/activation_memory.h against it).
+// estimate of engine/architectures/activation_memory.h against it).
 int64_t TensorBytesInUse();
 int64_t TensorPeakBytes();
 void ResetTensorPeakBytes();

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
 #include "server/model_repository.h"
 
 namespace attnserve::server {
@@ -97,9 +98,8 @@ absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(std::string name,
     }
     // Prefixes nobody holds are kept in at most a quarter of the pool, so that the pool's
     // resident part follows the work in flight rather than every prefix ever seen.
-    auto created = KvBlockPool::Create(*shape, blocks, blocks / 4);
-    if (!created.ok()) return created.status();
-    pool = *std::move(created);
+    ASSIGN_OR_RETURN(auto created, KvBlockPool::Create(*shape, blocks, blocks / 4));
+    pool = std::move(created);
   }
   return std::unique_ptr<EngineLoop>(
       new EngineLoop(std::move(name), std::move(model), options, std::move(pool), metrics));
@@ -207,14 +207,14 @@ absl::Status EngineLoop::CheckFits(const Task& task, const RequestCost& cost) {
 
 absl::Status EngineLoop::Submit(std::shared_ptr<Task> task) {
   const RequestCost cost = CostOf(*task, *model_);
-  if (auto status = CheckFits(*task, cost); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckFits(*task, cost));
   const int64_t tokens = InputTokens(*task);
   task->input_tokens = tokens;
   task->call = cost.call;
   {
     std::lock_guard lock(mutex_);
     if (draining_) return absl::UnavailableError("the server is shutting down");
-    const int64_t queued = queued_.load(std::memory_order_relaxed);
+    const int64_t queued = queued_;
     if (queued >= options_.max_queue_size && !PushOutFor(*task)) {
       return Refuse("queue", absl::UnavailableError(
                                  absl::StrCat("model ", name_, " has ", queued,
@@ -255,17 +255,17 @@ absl::Status EngineLoop::Submit(std::shared_ptr<Task> task) {
     response_bytes_->fetch_add(cost.response_bytes);
     task->HoldResponseBytes(response_bytes_, cost.response_bytes);
     queued_tokens_ += tokens;
+    ++queued_;
     queued_by_client_[task->client].push_back(task.get());
     submitted_.push_back(std::move(task));
-    // Counted under the lock, so that concurrent submitters cannot pass the queue's limit
-    // together; the idle spin reads it without the lock.
-    queue_length_.Set(static_cast<double>(queued_.fetch_add(1, std::memory_order_release) + 1));
+    queue_length_.Set(static_cast<double>(queued_));
   }
-  // Signalled once the lock is free, so the spinning scheduler does not run into a held mutex:
-  // a contended mutex costs it a futex call, and a system call here flushes the TLB right
-  // before the engine runs (docs/serving.md). The signal makes no system call unless the
-  // scheduler sleeps.
+  // Signalled and counted once the lock is free, so the spinning loop does not run into a held
+  // mutex: a contended mutex costs it a futex call, and a system call here flushes the TLB right
+  // before the engine runs (docs/serving.md). The signal makes no system call unless the loop
+  // sleeps. The count may briefly lag, or go below zero when the loop takes the task first.
   work_ready_.notify_one();
+  submitted_count_.fetch_add(1, std::memory_order_release);
   return absl::OkStatus();
 }
 
@@ -282,7 +282,7 @@ bool EngineLoop::PushOutFor(const Task& task) {
   // The scheduler answers it UNAVAILABLE at its next step; it leaves the count now.
   newest->pushed_out = true;
   queued_tokens_ -= newest->input_tokens;
-  queued_.fetch_sub(1, std::memory_order_relaxed);
+  --queued_;
   metrics_.refused.Add({{"model", name_}, {"budget", "queue"}}).Increment();
   return true;
 }
@@ -309,7 +309,7 @@ bool EngineLoop::AwaitWork() {
     constexpr int64_t kPagesPerLook = 32;
     weight_pages_.Restart();
     const absl::Time until = absl::Now() + options_.idle_spin;
-    while (queued_.load(std::memory_order_acquire) <= 0 && absl::Now() < until) {
+    while (submitted_count_.load(std::memory_order_acquire) <= 0 && absl::Now() < until) {
       if (weight_pages_.Step(kPagesPerLook) == 0) __builtin_ia32_pause();
     }
   }
@@ -336,6 +336,7 @@ bool EngineLoop::AwaitWork() {
                              [&] { return queued() >= options_.max_batch_size || draining_; });
     }
   }
+  submitted_count_.fetch_sub(static_cast<int64_t>(submitted_.size()), std::memory_order_relaxed);
   for (auto& task : submitted_) scheduler_.Add(std::move(task));
   submitted_.clear();
   return !(draining_ && scheduler_.idle());
@@ -351,7 +352,7 @@ void EngineLoop::Run() {
       for (const Task* task : plan.taken) {
         if (task->pushed_out.load()) continue;  // uncounted when it was pushed out
         queued_tokens_ -= task->input_tokens;
-        queued_.fetch_sub(1, std::memory_order_relaxed);
+        --queued_;
         auto own = queued_by_client_.find(task->client);
         std::erase(own->second, task);
         if (own->second.empty()) queued_by_client_.erase(own);
@@ -387,7 +388,7 @@ void EngineLoop::UpdateGauges(const StepPlan& plan) {
   reused_tokens_.Increment(static_cast<double>(plan.reused_tokens));
   preemptions_.Increment(static_cast<double>(plan.preemptions));
   paused_streams_.Set(static_cast<double>(scheduler_.paused()));
-  queue_length_.Set(static_cast<double>(queued_.load(std::memory_order_relaxed)));
+  queue_length_.Set(static_cast<double>(scheduler_.waiting()));
   active_sequences_.Set(static_cast<double>(scheduler_.running()));
   const KvBlockPool* pool = scheduler_.cache().pool();
   if (pool == nullptr) return;

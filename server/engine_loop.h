@@ -21,7 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "engine/models/model.h"
+#include "engine/architectures/model.h"
 #include "engine/page_warmer.h"
 #include "server/completion_estimate.h"
 #include "server/executor.h"
@@ -128,9 +128,9 @@ class EngineLoop {
   int64_t queued_tokens_ = 0;  // input tokens of queued tasks (submitted or waiting)
   // Queued tasks by Task::client, oldest first.
   std::unordered_map<std::string, std::vector<Task*>> queued_by_client_;
-  // Queued tasks (submitted or waiting in the scheduler), read without the lock by Submit's
-  // checks and the idle spin.
-  std::atomic<int64_t> queued_{0};
+  int64_t queued_ = 0;  // queued tasks: submitted, or waiting in the scheduler
+  // About submitted_.size(), read without the lock by the idle spin.
+  std::atomic<int64_t> submitted_count_{0};
   std::atomic<bool> poked_{false};  // a paused stream's client read, or a call was cancelled
   CompletionEstimate completion_;
   bool draining_ = false;

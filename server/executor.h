@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "engine/models/model.h"
+#include "engine/architectures/model.h"
 #include "engine/tokenizer/text_stream.h"
 #include "server/scheduler.h"
 #include "server/server_metrics.h"

@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/status_macros.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "server/request_validation.h"
 
@@ -221,14 +222,13 @@ absl::StatusOr<std::vector<SequenceInput>> ReadSequences(const InferInputs& inpu
       return Invalid(absl::StrCat("input '", text, "' has shape ", ShapeText(shape),
                                   "; it takes [batch] or [batch, 1]: one text per row"));
     }
-    if (auto status = CheckRows(text, shape[0]); !status.ok()) return status;
-    auto texts = inputs.Strings(text);
-    if (!texts.ok()) return texts.status();
-    for (size_t i = 0; i < texts->size(); ++i) {
-      if (SanitizeUtf8((*texts)[i]) != (*texts)[i]) {
+    RETURN_IF_ERROR(CheckRows(text, shape[0]));
+    ASSIGN_OR_RETURN(auto texts, inputs.Strings(text));
+    for (size_t i = 0; i < texts.size(); ++i) {
+      if (SanitizeUtf8(texts[i]) != texts[i]) {
         return Invalid(absl::StrCat("input '", text, "' row ", i, " is not UTF-8"));
       }
-      sequences.push_back(SequenceInput::Text(std::move((*texts)[i])));
+      sequences.push_back(SequenceInput::Text(std::move(texts[i])));
     }
     return sequences;
   }
@@ -239,18 +239,16 @@ absl::StatusOr<std::vector<SequenceInput>> ReadSequences(const InferInputs& inpu
                                 "; it takes [batch, tokens]"));
   }
   // Before a row is made: with no columns, any number of rows fits in an empty tensor.
-  if (auto status = CheckRows(ids, shape[0]); !status.ok()) return status;
-  auto values = inputs.Integers(ids);
-  if (!values.ok()) return values.status();
-  std::vector<int64_t> keep(values->size(), 1);
+  RETURN_IF_ERROR(CheckRows(ids, shape[0]));
+  ASSIGN_OR_RETURN(auto values, inputs.Integers(ids));
+  std::vector<int64_t> keep(values.size(), 1);
   if (inputs.Has(mask)) {
     if (inputs.Shape(mask) != shape) {
       return Invalid(absl::StrCat("input '", mask, "' has shape ", ShapeText(inputs.Shape(mask)),
                                   "; '", ids, "' has ", ShapeText(shape)));
     }
-    auto masked = inputs.Integers(mask);
-    if (!masked.ok()) return masked.status();
-    keep = *std::move(masked);
+    ASSIGN_OR_RETURN(auto masked, inputs.Integers(mask));
+    keep = std::move(masked);
   }
   const int64_t vocab = worker.model().config.vocab_size;
   for (int64_t row = 0; row < shape[0]; ++row) {
@@ -262,11 +260,11 @@ absl::StatusOr<std::vector<SequenceInput>> ReadSequences(const InferInputs& inpu
                                     "; a mask holds 0 (padding) or 1 (token)"));
       }
       if (keep[at] == 0) continue;
-      if ((*values)[at] < 0 || (*values)[at] >= vocab) {
-        return Invalid(absl::StrCat("input '", ids, "' [", row, ", ", column, "] = ", (*values)[at],
+      if (values[at] < 0 || values[at] >= vocab) {
+        return Invalid(absl::StrCat("input '", ids, "' [", row, ", ", column, "] = ", values[at],
                                     " is outside the vocabulary [0, ", vocab, ")"));
       }
-      tokens.push_back((*values)[at]);
+      tokens.push_back(values[at]);
     }
   }
   return sequences;
@@ -276,13 +274,12 @@ absl::StatusOr<std::vector<SequenceInput>> ReadSequences(const InferInputs& inpu
 absl::StatusOr<SequenceInput> ReadOneSequence(const InferInputs& inputs, const std::string& prefix,
                                               const EngineLoop& worker, std::string& used,
                                               const std::string& what) {
-  auto sequences = ReadSequences(inputs, prefix, worker, used);
-  if (!sequences.ok()) return sequences.status();
-  if (sequences->size() != 1) {
-    return Invalid(absl::StrCat("input '", used, "' has ", sequences->size(), " rows; ", what,
-                                " per request"));
+  ASSIGN_OR_RETURN(auto sequences, ReadSequences(inputs, prefix, worker, used));
+  if (sequences.size() != 1) {
+    return Invalid(
+        absl::StrCat("input '", used, "' has ", sequences.size(), " rows; ", what, " per request"));
   }
-  return std::move(sequences->front());
+  return std::move(sequences.front());
 }
 
 absl::StatusOr<std::vector<FeatureSetInput>> ReadFeatureSets(const InferInputs& inputs) {
@@ -292,14 +289,13 @@ absl::StatusOr<std::vector<FeatureSetInput>> ReadFeatureSets(const InferInputs& 
     return Invalid(absl::StrCat("input 'features' has shape ", ShapeText(shape),
                                 "; it takes [batch, rows, width]"));
   }
-  if (auto status = CheckRows("features", shape[0]); !status.ok()) return status;
-  auto values = inputs.Floats("features");
-  if (!values.ok()) return values.status();
+  RETURN_IF_ERROR(CheckRows("features", shape[0]));
+  ASSIGN_OR_RETURN(auto values, inputs.Floats("features"));
   std::vector<FeatureSetInput> sets;
   const int64_t set_size = shape[1] * shape[2];
   for (int64_t b = 0; b < shape[0]; ++b) {
-    sets.push_back({shape[2], std::vector<float>(values->begin() + b * set_size,
-                                                 values->begin() + (b + 1) * set_size)});
+    sets.push_back({shape[2], std::vector<float>(values.begin() + b * set_size,
+                                                 values.begin() + (b + 1) * set_size)});
   }
   return sets;
 }
@@ -375,7 +371,8 @@ std::vector<std::string> InferModelNames(const EngineLoop& worker) {
 }
 
 void DescribeInferModel(const InferModel& model, inference::ModelMetadataResponse& metadata) {
-  metadata.add_versions(kModelVersion);
+  metadata.add_versions(std::string(kModelVersion));  // not the const char* overload: GCC 12 warns
+                                                      // (-Wrestrict) about its inlined assign
   metadata.set_platform("attnserve_safetensors");
   const Signature signature = SignatureOf(model);
   for (const auto& [specs, tensors] : {std::pair{&signature.inputs, metadata.mutable_inputs()},
@@ -393,8 +390,7 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
                                                 const inference::ModelInferRequest& request) {
   const EngineLoop& worker = *model.worker;
   const Signature signature = SignatureOf(model);
-  auto inputs = InferInputs::Read(request, Names(signature.inputs));
-  if (!inputs.ok()) return inputs.status();
+  ASSIGN_OR_RETURN(auto inputs, InferInputs::Read(request, Names(signature.inputs)));
   InferCall call;
   InferAnswer& answer = call.answer;
   answer.model = model;
@@ -405,53 +401,42 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
 
   switch (model.method) {
     case InferMethod::kNextToken: {
-      if (auto status = parameters.OnlyThese({"top_k", "temperature"}); !status.ok()) {
-        return status;
-      }
+      RETURN_IF_ERROR(parameters.OnlyThese({"top_k", "temperature"}));
       NextTokenInput& next = call.next_token;
-      auto top_k = parameters.Integer("top_k", 0, 0, worker.model().config.vocab_size);
-      if (!top_k.ok()) return top_k.status();
-      next.top_k = *top_k;
-      auto temperature = parameters.Number("temperature", 0.0);
-      if (!temperature.ok()) return temperature.status();
-      next.temperature = static_cast<float>(*temperature);
-      auto sequences = ReadSequences(*inputs, "", worker, answer.sequence_input);
-      if (!sequences.ok()) return sequences.status();
-      next.sequences = *std::move(sequences);
+      ASSIGN_OR_RETURN(auto top_k,
+                       parameters.Integer("top_k", 0, 0, worker.model().config.vocab_size));
+      next.top_k = top_k;
+      ASSIGN_OR_RETURN(auto temperature, parameters.Number("temperature", 0.0));
+      next.temperature = static_cast<float>(temperature);
+      ASSIGN_OR_RETURN(auto sequences, ReadSequences(inputs, "", worker, answer.sequence_input));
+      next.sequences = std::move(sequences);
       if (worker.model().servable->takes_sources()) {
-        auto sources = ReadSequences(*inputs, "source_", worker, answer.source_input);
-        if (!sources.ok()) return sources.status();
-        next.sources = *std::move(sources);
+        ASSIGN_OR_RETURN(auto sources,
+                         ReadSequences(inputs, "source_", worker, answer.source_input));
+        next.sources = std::move(sources);
       }
       break;
     }
     case InferMethod::kEmbed: {
-      if (auto status = parameters.OnlyThese({"pooling", "normalize"}); !status.ok()) {
-        return status;
-      }
+      RETURN_IF_ERROR(parameters.OnlyThese({"pooling", "normalize"}));
       EmbedInput& embed = call.embed;
-      auto pooling_name = parameters.String("pooling");
-      if (!pooling_name.ok()) return pooling_name.status();
-      auto pooling = ParsePooling(*pooling_name);
-      if (!pooling.ok()) return pooling.status();
-      embed.pooling = *pooling;
-      auto normalize = parameters.Boolean("normalize");
-      if (!normalize.ok()) return normalize.status();
-      embed.normalize = *normalize;
+      ASSIGN_OR_RETURN(auto pooling_name, parameters.String("pooling"));
+      ASSIGN_OR_RETURN(auto pooling, ParsePooling(pooling_name));
+      embed.pooling = pooling;
+      ASSIGN_OR_RETURN(auto normalize, parameters.Boolean("normalize"));
+      embed.normalize = normalize;
       if (worker.model().config.token_inputs()) {
-        auto sequences = ReadSequences(*inputs, "", worker, answer.sequence_input);
-        if (!sequences.ok()) return sequences.status();
-        embed.sequences = *std::move(sequences);
+        ASSIGN_OR_RETURN(auto sequences, ReadSequences(inputs, "", worker, answer.sequence_input));
+        embed.sequences = std::move(sequences);
       } else {
         answer.sequence_input = "features";
-        auto sets = ReadFeatureSets(*inputs);
-        if (!sets.ok()) return sets.status();
-        embed.feature_sets = *std::move(sets);
+        ASSIGN_OR_RETURN(auto sets, ReadFeatureSets(inputs));
+        embed.feature_sets = std::move(sets);
       }
       // Per-token states (pooling none, asked for or the model's own) come in their own tensors.
       answer.token_states = worker.model().servable->gives_token_states() &&
-                            (*pooling == Pooling::kNone ||
-                             (!*pooling && worker.model().config.pooling == Pooling::kNone));
+                            (pooling == Pooling::kNone ||
+                             (!pooling && worker.model().config.pooling == Pooling::kNone));
       if (answer.token_states) {
         outputs = {"token_embeddings", "token_counts"};
       } else {
@@ -466,98 +451,86 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
         return status;
       }
       GenerateInput& generate = call.generate;
-      auto max_tokens = parameters.Integer("max_tokens", 0, 0, worker.max_context());
-      if (!max_tokens.ok()) return max_tokens.status();
-      generate.max_tokens = *max_tokens;
-      auto top_k = parameters.Integer("top_k", 0, 0, worker.model().config.vocab_size);
-      if (!top_k.ok()) return top_k.status();
-      generate.top_k = *top_k;
+      ASSIGN_OR_RETURN(auto max_tokens,
+                       parameters.Integer("max_tokens", 0, 0, worker.max_context()));
+      generate.max_tokens = max_tokens;
+      ASSIGN_OR_RETURN(auto top_k,
+                       parameters.Integer("top_k", 0, 0, worker.model().config.vocab_size));
+      generate.top_k = top_k;
       for (const auto& [name, field] : {std::pair{"temperature", &GenerateInput::temperature},
                                         std::pair{"top_p", &GenerateInput::top_p}}) {
-        auto value = parameters.Number(name, 0.0);
-        if (!value.ok()) return value.status();
-        generate.*field = static_cast<float>(*value);
+        ASSIGN_OR_RETURN(auto value, parameters.Number(name, 0.0));
+        generate.*field = static_cast<float>(value);
       }
       if (parameters.Find("seed") != nullptr) {
         const std::optional<uint64_t> seed = parameters.Unsigned("seed");
         if (!seed) return Invalid("parameter 'seed' must be a non-negative integer");
         generate.seed = *seed;
       }
-      if (inputs->Has("stop")) {
-        const std::vector<int64_t> shape = inputs->Shape("stop");
+      if (inputs.Has("stop")) {
+        const std::vector<int64_t> shape = inputs.Shape("stop");
         if (shape.size() != 1 || shape[0] > kMaxStopSequences) {
           return Invalid(absl::StrCat("input 'stop' has shape ", ShapeText(shape), "; it takes [n]",
                                       " with n at most ", kMaxStopSequences));
         }
-        auto stops = inputs->Strings("stop");
-        if (!stops.ok()) return stops.status();
-        for (const std::string& stop : *stops) {
+        ASSIGN_OR_RETURN(auto stops, inputs.Strings("stop"));
+        for (const std::string& stop : stops) {
           if (SanitizeUtf8(stop) != stop)
             return Invalid("input 'stop' holds text that is not UTF-8");
           generate.stop.push_back(stop);
         }
       }
-      auto prompt =
-          ReadOneSequence(*inputs, "", worker, answer.sequence_input, "Generate takes one prompt");
-      if (!prompt.ok()) return prompt.status();
-      generate.prompt = *std::move(prompt);
+      ASSIGN_OR_RETURN(auto prompt, ReadOneSequence(inputs, "", worker, answer.sequence_input,
+                                                    "Generate takes one prompt"));
+      generate.prompt = std::move(prompt);
       if (worker.model().servable->takes_sources()) {
-        auto source = ReadOneSequence(*inputs, "source_", worker, answer.source_input,
-                                      "Generate takes one source");
-        if (!source.ok()) return source.status();
-        generate.source = *std::move(source);
+        ASSIGN_OR_RETURN(auto source,
+                         ReadOneSequence(inputs, "source_", worker, answer.source_input,
+                                         "Generate takes one source"));
+        generate.source = std::move(source);
       }
       break;
     }
     case InferMethod::kTokenize: {
-      if (auto status = parameters.OnlyThese({"omit_special_tokens"}); !status.ok()) {
-        return status;
-      }
-      auto omit = parameters.Boolean("omit_special_tokens");
-      if (!omit.ok()) return omit.status();
-      call.tokenize.omit_special_tokens = *omit;
-      auto text =
-          ReadOneSequence(*inputs, "", worker, answer.sequence_input, "Tokenize takes one text");
-      if (!text.ok()) return text.status();
-      call.tokenize.text = std::move(text->text);
+      RETURN_IF_ERROR(parameters.OnlyThese({"omit_special_tokens"}));
+      ASSIGN_OR_RETURN(auto omit, parameters.Boolean("omit_special_tokens"));
+      call.tokenize.omit_special_tokens = omit;
+      ASSIGN_OR_RETURN(auto text, ReadOneSequence(inputs, "", worker, answer.sequence_input,
+                                                  "Tokenize takes one text"));
+      call.tokenize.text = std::move(text.text);
       break;
     }
     case InferMethod::kDetokenize: {
-      if (auto status = parameters.OnlyThese({"skip_special_tokens"}); !status.ok()) {
-        return status;
-      }
-      auto skip = parameters.Boolean("skip_special_tokens");
-      if (!skip.ok()) return skip.status();
-      call.detokenize.skip_special_tokens = *skip;
+      RETURN_IF_ERROR(parameters.OnlyThese({"skip_special_tokens"}));
+      ASSIGN_OR_RETURN(auto skip, parameters.Boolean("skip_special_tokens"));
+      call.detokenize.skip_special_tokens = skip;
       answer.sequence_input = "input_ids";
-      if (!inputs->Has("input_ids")) return Invalid("give input 'input_ids'");
-      const std::vector<int64_t> shape = inputs->Shape("input_ids");
+      if (!inputs.Has("input_ids")) return Invalid("give input 'input_ids'");
+      const std::vector<int64_t> shape = inputs.Shape("input_ids");
       if (shape.size() != 2 || shape[0] != 1) {
         return Invalid(absl::StrCat("input 'input_ids' has shape ", ShapeText(shape),
                                     "; Detokenize takes [1, tokens]"));
       }
-      auto ids = inputs->Integers("input_ids");
-      if (!ids.ok()) return ids.status();
-      call.detokenize.ids = *std::move(ids);
+      ASSIGN_OR_RETURN(auto ids, inputs.Integers("input_ids"));
+      call.detokenize.ids = std::move(ids);
       break;
     }
     case InferMethod::kScore: {
-      if (auto status = parameters.OnlyThese({}); !status.ok()) return status;
+      RETURN_IF_ERROR(parameters.OnlyThese({}));
       ScoreInput& score = call.score;
-      auto sequence =
-          ReadOneSequence(*inputs, "", worker, answer.sequence_input, "Score takes one sequence");
-      if (!sequence.ok()) return sequence.status();
-      score.sequence = *std::move(sequence);
+      ASSIGN_OR_RETURN(auto sequence, ReadOneSequence(inputs, "", worker, answer.sequence_input,
+                                                      "Score takes one sequence"));
+      score.sequence = std::move(sequence);
       if (worker.model().servable->takes_sources()) {
-        auto source = ReadOneSequence(*inputs, "source_", worker, answer.source_input,
-                                      "Score takes one source");
-        if (!source.ok()) return source.status();
-        score.source = *std::move(source);
+        ASSIGN_OR_RETURN(auto source,
+                         ReadOneSequence(inputs, "source_", worker, answer.source_input,
+                                         "Score takes one source"));
+        score.source = std::move(source);
       }
       break;
     }
   }
-  auto selected = InferOutputs::Select(request, outputs, inputs->raw());
+  auto selected = InferOutputs::Select(request, outputs, inputs.raw());
   if (!selected.ok()) {
     // An output the model has, but not with this pooling.
     const std::vector<std::string> all = Names(signature.outputs);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/status_macros.h"
 
 namespace attnserve::server {
 namespace {
@@ -134,9 +135,8 @@ absl::StatusOr<InferInputs> InferInputs::Read(const inference::ModelInferRequest
       }
       input.raw = request.raw_input_contents(i);
       if (element_bytes == 0) {
-        auto counted = SplitRawBytes(input.raw, name, [](std::string_view) {});
-        if (!counted.ok()) return counted.status();
-        found = *counted;
+        ASSIGN_OR_RETURN(auto counted, SplitRawBytes(input.raw, name, [](std::string_view) {}));
+        found = counted;
       } else if (input.raw.size() % element_bytes != 0) {
         return absl::InvalidArgumentError(absl::StrCat("input '", name, "': ", input.raw.size(),
                                                        " raw bytes are not a whole number of ",
@@ -185,9 +185,8 @@ absl::StatusOr<std::vector<std::string>> InferInputs::Strings(const std::string&
   }
   std::vector<std::string> values;
   values.reserve(input.elements);
-  auto split = SplitRawBytes(input.raw, name,
-                             [&](std::string_view element) { values.emplace_back(element); });
-  if (!split.ok()) return split.status();
+  RETURN_IF_ERROR(SplitRawBytes(input.raw, name,
+                                [&](std::string_view element) { values.emplace_back(element); }));
   return values;
 }
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "engine/status_macros.h"
 #include "server/request_validation.h"
 #include "server/rpc_scope.h"
 #include "server/tokenization.h"
@@ -178,14 +179,11 @@ grpc::ServerUnaryReactor* InferenceService::Direct(grpc::CallbackServerContext* 
   const absl::Status decoded = DecodeRequest(bytes, request);
   RpcScope scope(admission_.metrics(), admission_.ModelLabel(request.model()), method);
   const absl::Status status = [&]() -> absl::Status {
-    if (!decoded.ok()) return decoded;
-    auto input = ReadInput(request);
-    if (!input.ok()) return input.status();
-    auto worker = admission_.Route(request.model(), method);
-    if (!worker.ok()) return worker.status();
-    auto answered = answer(*input, V1FieldNames(), **worker);
-    if (!answered.ok()) return answered.status();
-    *response = EncodeMessage(*answered);
+    RETURN_IF_ERROR(decoded);
+    ASSIGN_OR_RETURN(auto input, ReadInput(request));
+    ASSIGN_OR_RETURN(auto worker, admission_.Route(request.model(), method));
+    ASSIGN_OR_RETURN(auto answered, answer(input, V1FieldNames(), *worker));
+    *response = EncodeMessage(answered);
     return absl::OkStatus();
   }();
   reactor->Finish(scope.Finish(status));
@@ -199,9 +197,8 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
       context, "Tokenize", *request, response,
       [](const TokenizeInput& input, const FieldNames& names,
          const EngineLoop& worker) -> absl::StatusOr<v1::TokenizeResponse> {
-        auto tokens = server::Tokenize(input, names, worker);
-        if (!tokens.ok()) return tokens.status();
-        return TokenizeMessage(*tokens);
+        ASSIGN_OR_RETURN(auto tokens, server::Tokenize(input, names, worker));
+        return TokenizeMessage(tokens);
       });
 }
 
@@ -212,10 +209,9 @@ grpc::ServerUnaryReactor* InferenceService::Detokenize(grpc::CallbackServerConte
       context, "Detokenize", *request, response,
       [](const DetokenizeInput& input, const FieldNames& names,
          const EngineLoop& worker) -> absl::StatusOr<v1::DetokenizeResponse> {
-        auto text = server::Detokenize(input, names, worker);
-        if (!text.ok()) return text.status();
+        ASSIGN_OR_RETURN(auto text, server::Detokenize(input, names, worker));
         v1::DetokenizeResponse message;
-        message.set_text(*std::move(text));
+        message.set_text(std::move(text));
         return message;
       });
 }

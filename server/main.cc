@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/status_macros.h"
 #include "server/cpu_quota.h"
 #include "server/environment_flags.h"
 #include "server/inference_service.h"
@@ -97,17 +98,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
   }
   grpc::SslServerCredentialsOptions options;
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  auto cert_pem = ReadFile("tls_cert", cert);
-  if (!cert_pem.ok()) return cert_pem.status();
-  auto key_pem = ReadFile("tls_key", key);
-  if (!key_pem.ok()) return key_pem.status();
-  pair.cert_chain = *cert_pem;
-  pair.private_key = *key_pem;
+  ASSIGN_OR_RETURN(auto cert_pem, ReadFile("tls_cert", cert));
+  ASSIGN_OR_RETURN(auto key_pem, ReadFile("tls_key", key));
+  pair.cert_chain = cert_pem;
+  pair.private_key = key_pem;
   options.pem_key_cert_pairs.push_back(pair);
   if (!client_ca.empty()) {
-    auto ca_pem = ReadFile("tls_client_ca", client_ca);
-    if (!ca_pem.ok()) return ca_pem.status();
-    options.pem_root_certs = *ca_pem;
+    ASSIGN_OR_RETURN(auto ca_pem, ReadFile("tls_client_ca", client_ca));
+    options.pem_root_certs = ca_pem;
     options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(options);

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "engine/models/encoder.h"
+#include "engine/architectures/encoder.h"
 
 namespace attnserve::server {
 

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
 #include "server/calls.h"
 #include "server/infer_methods.h"
 #include "server/request_validation.h"
@@ -101,12 +102,11 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelMetadata(grpc::CallbackServ
       context, *request, response,
       [this](const inference::ModelMetadataRequest& asked)
           -> absl::StatusOr<inference::ModelMetadataResponse> {
-        auto model = FindInferModel(admission_.repository(), asked.name());
-        if (!model.ok()) return model.status();
-        if (auto status = CheckVersion(asked.name(), asked.version()); !status.ok()) return status;
+        ASSIGN_OR_RETURN(auto model, FindInferModel(admission_.repository(), asked.name()));
+        RETURN_IF_ERROR(CheckVersion(asked.name(), asked.version()));
         inference::ModelMetadataResponse metadata;
         metadata.set_name(asked.name());
-        DescribeInferModel(*model, metadata);
+        DescribeInferModel(model, metadata);
         return metadata;
       });
 }

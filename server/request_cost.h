@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "engine/models/activation_memory.h"
-#include "engine/models/model.h"
+#include "engine/architectures/activation_memory.h"
+#include "engine/architectures/model.h"
 #include "server/task.h"
 
 namespace attnserve::server {

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
 #include "server/tokenization.h"
 
 namespace attnserve::server {
@@ -28,9 +29,9 @@ absl::StatusOr<std::vector<int64_t>> Resolve(const SequenceInput& sequence, Fiel
   std::vector<int64_t> ids;
   switch (sequence.kind) {
     case SequenceInput::Kind::kText: {
-      auto encoded = EncodeText(sequence.text, {path.field, path.row, Part::kText}, names, worker);
-      if (!encoded.ok()) return encoded.status();
-      ids = *std::move(encoded);
+      ASSIGN_OR_RETURN(auto encoded, EncodeText(sequence.text, {path.field, path.row, Part::kText},
+                                                names, worker));
+      ids = std::move(encoded);
       break;
     }
     case SequenceInput::Kind::kTokens:
@@ -94,9 +95,8 @@ absl::Status ResolveSources(const std::vector<SequenceInput>& sources, Field fie
   }
   for (size_t i = 0; i < sources.size(); ++i) {
     const FieldPath path{field, single ? -1 : static_cast<int64_t>(i)};
-    auto ids = Resolve(sources[i], path, names, worker);
-    if (!ids.ok()) return ids.status();
-    task.sources.push_back(*std::move(ids));
+    ASSIGN_OR_RETURN(auto ids, Resolve(sources[i], path, names, worker));
+    task.sources.push_back(std::move(ids));
   }
   return absl::OkStatus();
 }
@@ -118,16 +118,14 @@ absl::Status CheckCount(const FieldNames& names, Field field, size_t count) {
 
 absl::Status ValidateNextToken(const NextTokenInput& input, const FieldNames& names,
                                const EngineLoop& worker, Task& task) {
-  if (auto status = CheckCount(names, Field::kSequences, input.sequences.size()); !status.ok()) {
-    return status;
-  }
-  if (auto status = CheckTopK(names, input.top_k, worker); !status.ok()) return status;
-  if (auto status = CheckTemperature(names, input.temperature); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckCount(names, Field::kSequences, input.sequences.size()));
+  RETURN_IF_ERROR(CheckTopK(names, input.top_k, worker));
+  RETURN_IF_ERROR(CheckTemperature(names, input.temperature));
   for (size_t i = 0; i < input.sequences.size(); ++i) {
-    auto ids =
-        Resolve(input.sequences[i], {Field::kSequences, static_cast<int64_t>(i)}, names, worker);
-    if (!ids.ok()) return ids.status();
-    task.sequences.push_back(*std::move(ids));
+    ASSIGN_OR_RETURN(
+        auto ids,
+        Resolve(input.sequences[i], {Field::kSequences, static_cast<int64_t>(i)}, names, worker));
+    task.sequences.push_back(std::move(ids));
   }
   if (auto status = ResolveSources(input.sources, Field::kSources, false, task.sequences.size(),
                                    names, worker, task);
@@ -146,9 +144,8 @@ absl::Status ValidateScore(const ScoreInput& input, const FieldNames& names,
   if (input.sequence.kind == SequenceInput::Kind::kMissing) {
     return InvalidField(names, {Field::kSequence}, "is missing");
   }
-  auto ids = Resolve(input.sequence, {Field::kSequence}, names, worker);
-  if (!ids.ok()) return ids.status();
-  task.sequences.push_back(*std::move(ids));
+  ASSIGN_OR_RETURN(auto ids, Resolve(input.sequence, {Field::kSequence}, names, worker));
+  task.sequences.push_back(std::move(ids));
   return ResolveSources(ListOf(input.source), Field::kSource, true, 1, names, worker, task);
 }
 
@@ -161,14 +158,12 @@ absl::Status ValidateEmbed(const EmbedInput& input, const FieldNames& names,
       return InvalidField(names, {Field::kFeatureSets},
                           "given, but model " + worker.name() + " takes token ids");
     }
-    if (auto status = CheckCount(names, Field::kSequences, input.sequences.size()); !status.ok()) {
-      return status;
-    }
+    RETURN_IF_ERROR(CheckCount(names, Field::kSequences, input.sequences.size()));
     for (size_t i = 0; i < input.sequences.size(); ++i) {
-      auto ids =
-          Resolve(input.sequences[i], {Field::kSequences, static_cast<int64_t>(i)}, names, worker);
-      if (!ids.ok()) return ids.status();
-      task.embed_inputs.tokens.push_back(*std::move(ids));
+      ASSIGN_OR_RETURN(
+          auto ids,
+          Resolve(input.sequences[i], {Field::kSequences, static_cast<int64_t>(i)}, names, worker));
+      task.embed_inputs.tokens.push_back(std::move(ids));
     }
   } else {
     if (!input.sequences.empty()) {
@@ -258,11 +253,10 @@ absl::Status ValidateGenerate(const GenerateInput& input, const FieldNames& name
   if (input.prompt.kind == SequenceInput::Kind::kMissing) {
     return InvalidField(names, {Field::kPrompt}, "is missing");
   }
-  auto ids = Resolve(input.prompt, {Field::kPrompt}, names, worker);
-  if (!ids.ok()) return ids.status();
-  if (static_cast<int64_t>(ids->size()) >= worker.max_context()) {
+  ASSIGN_OR_RETURN(auto ids, Resolve(input.prompt, {Field::kPrompt}, names, worker));
+  if (static_cast<int64_t>(ids.size()) >= worker.max_context()) {
     return InvalidField(names, {Field::kPrompt},
-                        absl::StrCat("has ", ids->size(), " tokens and leaves no room in ",
+                        absl::StrCat("has ", ids.size(), " tokens and leaves no room in ",
                                      "the context of ", worker.max_context()));
   }
   if (input.max_tokens < 0 || input.max_tokens > worker.max_context()) {
@@ -270,8 +264,8 @@ absl::Status ValidateGenerate(const GenerateInput& input, const FieldNames& name
         names, {Field::kMaxTokens},
         absl::StrCat("= ", input.max_tokens, " must be in [0, ", worker.max_context(), "]"));
   }
-  if (auto status = CheckTemperature(names, input.temperature); !status.ok()) return status;
-  if (auto status = CheckTopK(names, input.top_k, worker); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckTemperature(names, input.temperature));
+  RETURN_IF_ERROR(CheckTopK(names, input.top_k, worker));
   if (!std::isfinite(input.top_p) || input.top_p < 0.0f || input.top_p > 1.0f) {
     return InvalidField(names, {Field::kTopP},
                         absl::StrCat("= ", input.top_p, " must be in [0, 1]"));
@@ -289,7 +283,7 @@ absl::Status ValidateGenerate(const GenerateInput& input, const FieldNames& name
     }
   }
   GenerateOptions& options = task.generate;
-  const int64_t room = worker.max_context() - static_cast<int64_t>(ids->size());
+  const int64_t room = worker.max_context() - static_cast<int64_t>(ids.size());
   options.max_tokens = input.max_tokens > 0 ? input.max_tokens : 64;
   options.context_limited = options.max_tokens > room;
   options.max_tokens = std::min(options.max_tokens, room);
@@ -298,7 +292,7 @@ absl::Status ValidateGenerate(const GenerateInput& input, const FieldNames& name
   options.top_p = input.top_p > 0.0f ? input.top_p : 1.0f;
   options.seed = input.seed ? *input.seed : std::random_device()();
   options.stop = input.stop;
-  task.sequences.push_back(*std::move(ids));
+  task.sequences.push_back(std::move(ids));
   return ResolveSources(ListOf(input.source), Field::kSource, true, 1, names, worker, task);
 }
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/models/model.h"
+#include "engine/architectures/model.h"
 #include "engine/tensor.h"
 #include "proto/attnserve/v1/inference.pb.h"
 #include "server/task.h"

@@ -34,8 +34,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "engine/architectures/activation_memory.h"
 #include "engine/attention/kv_cache.h"
-#include "engine/models/activation_memory.h"
 #include "server/kv_cache_manager.h"
 #include "server/task.h"
 

@@ -15,8 +15,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "engine/models/activation_memory.h"
-#include "engine/models/encoder.h"
+#include "engine/architectures/activation_memory.h"
+#include "engine/architectures/encoder.h"
 #include "server/results.h"
 
 namespace attnserve::server {

@@ -1,6 +1,7 @@
 #include "server/tokenization.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
 
 namespace attnserve::server {
 namespace {
@@ -26,7 +27,7 @@ absl::Status Named(const FieldPath& path, const FieldNames& names, const absl::S
 
 absl::StatusOr<std::vector<int64_t>> EncodeText(const std::string& text, const FieldPath& path,
                                                 const FieldNames& names, const EngineLoop& worker) {
-  if (auto status = CheckLength(text, path, names, worker); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckLength(text, path, names, worker));
   auto ids = worker.model().tokenizer->EncodeIds(text);
   if (!ids.ok()) return Named(path, names, ids.status());
   return ids;
@@ -35,7 +36,7 @@ absl::StatusOr<std::vector<int64_t>> EncodeText(const std::string& text, const F
 absl::StatusOr<std::vector<TokenSpan>> Tokenize(const TokenizeInput& input, const FieldNames& names,
                                                 const EngineLoop& worker) {
   const FieldPath text{Field::kText};
-  if (auto status = CheckLength(input.text, text, names, worker); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckLength(input.text, text, names, worker));
   const Tokenizer& tokenizer = *worker.model().tokenizer;
   auto encoding = tokenizer.Encode(input.text, !input.omit_special_tokens);
   if (!encoding.ok()) return Named(text, names, encoding.status());

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/importers/weight_reader.h"
 #include "engine/matmul.h"
-#include "engine/model/weight_reader.h"
 
 namespace attnserve {
 

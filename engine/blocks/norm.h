@@ -5,8 +5,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "engine/model/model_config.h"
-#include "engine/model/weight_reader.h"
+#include "engine/importers/model_config.h"
+#include "engine/importers/weight_reader.h"
 
 namespace attnserve {
 

@@ -17,8 +17,8 @@
 #include "engine/attention/multi_head.h"
 #include "engine/blocks/feed_forward.h"
 #include "engine/blocks/norm.h"
-#include "engine/model/model_config.h"
-#include "engine/model/weight_reader.h"
+#include "engine/importers/model_config.h"
+#include "engine/importers/weight_reader.h"
 
 namespace attnserve {
 

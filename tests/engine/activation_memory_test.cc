@@ -1,14 +1,14 @@
-// The admission estimate of a forward pass's memory (engine/models/activation_memory.h) against
-// the tensor memory the pass really allocates at its peak, for every architecture of the golden
-// grid and for the demo model: never below it, and not wastefully above it.
-#include "engine/models/activation_memory.h"
+// The admission estimate of a forward pass's memory (engine/architectures/activation_memory.h)
+// against the tensor memory the pass really allocates at its peak, for every architecture of the
+// golden grid and for the demo model: never below it, and not wastefully above it.
+#include "engine/architectures/activation_memory.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <random>
 
-#include "engine/models/model.h"
+#include "engine/architectures/model.h"
 
 namespace attnserve {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "engine/models/model.h"
+#include "engine/architectures/model.h"
 
 namespace attnserve {
 namespace {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/models/model.h"
+#include "engine/architectures/model.h"
 
 namespace {
 

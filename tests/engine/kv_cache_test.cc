@@ -8,7 +8,7 @@
 #include <numeric>
 #include <random>
 
-#include "engine/models/model.h"
+#include "engine/architectures/model.h"
 
 namespace attnserve {
 namespace {

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
-#include "engine/models/model.h"
+#include "engine/architectures/model.h"
 
 namespace attnserve {
 namespace {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "engine/models/model.h"
+#include "engine/architectures/model.h"
 
 namespace attnserve {
 namespace {

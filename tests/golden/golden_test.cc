@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "engine/architectures/model.h"
 #include "engine/attention/head_contributions.h"
 #include "engine/attention/multi_head.h"
 #include "engine/attention/pointer.h"
@@ -17,7 +18,6 @@
 #include "engine/kernels/embedding.h"
 #include "engine/kernels/normalization.h"
 #include "engine/kernels/softmax.h"
-#include "engine/models/model.h"
 #include "engine/safetensors.h"
 #include "tests/tensor_compare.h"
 

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/models/model.h"
+#include "engine/architectures/model.h"
 
 namespace attnserve::server {
 namespace {

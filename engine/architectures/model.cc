@@ -1,0 +1,107 @@
+#include "engine/architectures/model.h"
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "engine/importers/hf_checkpoint.h"
+#include "engine/packed_weight.h"
+#include "engine/status_macros.h"
+#include "engine/tokenizer/byte_tokenizer.h"
+#include "engine/tokenizer/hf_tokenizer.h"
+
+namespace attnserve {
+
+namespace {
+
+absl::StatusOr<std::shared_ptr<const Tokenizer>> LoadTokenizer(const std::string& directory,
+                                                               const ModelConfig& config) {
+  if (config.tokenizer.type == "byte") {
+    return std::make_shared<const ByteTokenizer>(config.tokenizer.special_tokens);
+  }
+  const std::string path = absl::StrCat(directory, "/", config.tokenizer.file);
+  ASSIGN_OR_RETURN(HfTokenizer tokenizer, HfTokenizer::FromFile(path));
+  // The model must have a row for every id the tokenizer gives.
+  if (tokenizer.vocab_size() > config.vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the tokenizer has ids up to ", tokenizer.vocab_size() - 1,
+                     ", but the model's vocab_size is ", config.vocab_size));
+  }
+  return std::make_shared<const HfTokenizer>(std::move(tokenizer));
+}
+
+template <typename Architecture>
+absl::StatusOr<std::unique_ptr<ServableModel>> LoadAs(const ModelConfig& config,
+                                                      WeightReader& weights) {
+  ASSIGN_OR_RETURN(auto loaded, Architecture::Load(config, weights));
+  return std::unique_ptr<ServableModel>(std::move(loaded));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
+                                                 const LoadOptions& options) {
+  const std::string config_path = directory + "/config.json";
+  std::ifstream config_file(config_path);
+  if (!config_file) {
+    return absl::NotFoundError(absl::StrCat(config_path, ": cannot be read"));
+  }
+  std::stringstream text;
+  text << config_file.rdbuf();
+  auto model = std::make_unique<Model>();
+  ModelConfig config;
+  std::optional<WeightReader> reader;
+  // A Hugging Face snapshot names its model_type; the engine's own format does not.
+  const auto json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (IsHuggingFaceConfig(json)) {
+    ASSIGN_OR_RETURN(ImportedModel imported, ImportHuggingFace(directory, json));
+    config = imported.config;
+    model->weight_file = imported.weight_file;
+    reader.emplace(imported.weights_path, std::move(imported.tensors));
+  } else {
+    ASSIGN_OR_RETURN(config, ParseModelConfig(text.str(), config_path));
+    ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(directory + "/model.safetensors"));
+    model->weight_file = file.bytes();
+    reader.emplace(std::move(file));
+  }
+  WeightReader& weights = *reader;
+  weights.set_format(options.weights);
+  config.weights = options.weights;
+
+  model->directory = directory;
+  model->config = config;
+  // Architectures by config.json's name: nothing else in the engine or the server names them.
+  using Loader =
+      absl::StatusOr<std::unique_ptr<ServableModel>> (*)(const ModelConfig&, WeightReader&);
+  static const std::map<std::string, Loader> kArchitectures = {
+      {"causal_lm", &LoadAs<CausalLM>},       {"encoder", &LoadAs<Encoder>},
+      {"next_word", &LoadAs<NextWordModel>},  {"seq2seq", &LoadAs<Seq2Seq>},
+      {"perceiver_io", &LoadAs<PerceiverIO>}, {"set_transformer", &LoadAs<SetTransformer>}};
+  ASSIGN_OR_RETURN(model->servable, kArchitectures.at(config.architecture)(config, weights));
+  RETURN_IF_ERROR(weights.CheckAllTaken());
+  if (config.token_inputs()) {
+    ASSIGN_OR_RETURN(model->tokenizer, LoadTokenizer(directory, config));
+    for (int64_t id = 0; id < config.vocab_size; ++id) {
+      model->max_token_text_bytes =
+          std::max<int64_t>(model->max_token_text_bytes,
+                            static_cast<int64_t>(model->tokenizer->TokenText(id).size()));
+    }
+    const std::string& end = config.tokenizer.end_of_text;
+    model->end_of_text = config.tokenizer.end_of_text_ids;
+    const int64_t end_id = model->tokenizer->TokenToId(end.empty() ? "<|endoftext|>" : end);
+    if (model->end_of_text.empty() && end_id >= 0) model->end_of_text.push_back(end_id);
+    if (!end.empty() && end_id < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(config_path, ": field tokenizer.end_of_text \"", end, "\" is not a token"));
+    }
+  }
+  // Every layer has a [model_dim, model_dim]-sized projection or larger (out_proj).
+  model->weights_packed =
+      options.weights.int8 || PackedWeight::WorthPacking(config.model_dim, config.model_dim);
+  return model;
+}
+
+}  // namespace attnserve

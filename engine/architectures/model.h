@@ -1,0 +1,50 @@
+// Loading a model directory: config.json plus model.safetensors (docs/model-format.md).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/architectures/causal_lm.h"
+#include "engine/architectures/encoder.h"
+#include "engine/architectures/next_word.h"
+#include "engine/architectures/perceiver_io.h"
+#include "engine/architectures/seq2seq.h"
+#include "engine/architectures/set_transformer.h"
+#include "engine/safetensors.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace attnserve {
+
+// A loaded model: what it computes (one of the architectures, behind the interface the server
+// uses), its tokenizer and its weights' bytes.
+struct Model {
+  // The architecture itself (CausalLM, Encoder, ...), for tests and benchmarks; null if another.
+  template <typename Architecture>
+  const Architecture* As() const {
+    return dynamic_cast<const Architecture*>(servable.get());
+  }
+
+  std::string directory;
+  ModelConfig config;
+  std::unique_ptr<ServableModel> servable;
+  std::shared_ptr<const Tokenizer> tokenizer;  // models with token inputs
+  std::vector<int64_t> end_of_text;            // the tokens that end generation, if any
+  int64_t max_token_text_bytes = 0;            // the longest Tokenizer::TokenText
+  FileBytes weight_file;                       // model.safetensors as read, where the weights live
+  // The layers' matmul weights were copied into packed or int8 buffers and their pages in
+  // weight_file released: the engine reads the rest (embeddings, norms) there.
+  bool weights_packed = false;
+};
+
+struct LoadOptions {
+  WeightFormat weights;  // float32 (the file's weights), or int8 quantized at load
+};
+
+// Reads and validates the directory: every field of config.json, every tensor's presence,
+// dtype and shape, and no tensor left unused. Errors name the file and the field or tensor.
+absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
+                                                 const LoadOptions& options = {});
+
+}  // namespace attnserve

@@ -1,0 +1,63 @@
+#include "engine/importers/weight_reader.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "engine/status_macros.h"
+
+namespace attnserve {
+
+WeightReader::WeightReader(SafetensorsFile file) : path_(file.path()), file_(std::move(file)) {}
+
+WeightReader::WeightReader(std::string path, std::map<std::string, Tensor> tensors)
+    : path_(std::move(path)), tensors_(std::move(tensors)) {}
+
+absl::StatusOr<Tensor> WeightReader::Take(const std::string& name, const Shape& shape) {
+  const bool present = file_ ? file_->contains(name) : tensors_.count(name) > 0;
+  if (!present) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": missing tensor '", name, "' of shape ", ShapeToString(shape)));
+  }
+  ASSIGN_OR_RETURN(Tensor tensor,
+                   file_ ? file_->Float32(name) : absl::StatusOr<Tensor>(tensors_.at(name)));
+  if (tensor.shape() != shape) {
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": tensor '", name, "' has shape ",
+                                                   tensor.ShapeString(), ", the config implies ",
+                                                   ShapeToString(shape)));
+  }
+  // A NaN or infinity in a weight would reach every answer as NaN.
+  if (const int64_t bad = FirstNonFinite(tensor.data(), tensor.size()); bad >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path_, ": tensor '", name, "' holds ", std::isnan(tensor.data()[bad]) ? "NaN" : "infinity",
+        " at element ", bad, " of ", tensor.size()));
+  }
+  taken_.insert(name);
+  return tensor;
+}
+
+absl::StatusOr<Tensor> WeightReader::TakeIf(bool present, const std::string& name,
+                                            const Shape& shape) {
+  if (present) return Take(name, shape);
+  return Tensor();  // an unexpected tensor of this name is caught by CheckAllTaken
+}
+
+absl::StatusOr<LinearWeights> WeightReader::TakeLinear(const std::string& prefix, int64_t out,
+                                                       int64_t in, bool bias) {
+  ASSIGN_OR_RETURN(Tensor weight, Take(prefix + ".weight", {out, in}));
+  ASSIGN_OR_RETURN(Tensor bias_tensor, TakeIf(bias, prefix + ".bias", {out}));
+  return PrepareLinear(std::move(weight), std::move(bias_tensor), format_);
+}
+
+absl::Status WeightReader::CheckAllTaken() const {
+  std::vector<std::string> names = file_ ? file_->names() : std::vector<std::string>();
+  for (const auto& [name, tensor] : tensors_) names.push_back(name);
+  for (const std::string& name : names) {
+    if (!taken_.count(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_, ": unexpected tensor '", name, "' (not used by the config)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace attnserve
