@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
+#include "server/answer_writer.h"
 #include "server/call_gate.h"
 #include "server/model_repository.h"
 #include "server/server_metrics.h"
@@ -20,11 +21,14 @@ namespace attnserve::server {
 
 class Admission {
  public:
-  // Inference calls are admitted through `gate`, which shutdown closes.
-  Admission(const ModelRepository& repository, ServerMetrics& metrics, CallGate& gate)
-      : repository_(repository), metrics_(metrics), gate_(gate) {}
+  // Inference calls are admitted through `gate`, which shutdown closes. Large answers are built
+  // on `answers`' thread (inline when null).
+  Admission(const ModelRepository& repository, ServerMetrics& metrics, CallGate& gate,
+            AnswerWriter* answers = nullptr)
+      : repository_(repository), metrics_(metrics), gate_(gate), answers_(answers) {}
 
   const ModelRepository& repository() const { return repository_; }
+  AnswerWriter* answers() const { return answers_; }
   ServerMetrics& metrics() const { return metrics_; }
   // Admitting calls: shutdown has not begun.
   bool accepting() const { return gate_.open(); }
@@ -63,6 +67,7 @@ class Admission {
   const ModelRepository& repository_;
   ServerMetrics& metrics_;
   CallGate& gate_;
+  AnswerWriter* const answers_;
 };
 
 }  // namespace attnserve::server

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 
+#include "server/answer_writer.h"
 #include "server/call_gate.h"
 #include "server/rpc_scope.h"
 #include "server/task.h"
@@ -41,18 +42,31 @@ class CallTask {
 };
 
 // A unary call. Completing it serializes the task's result into the response with `encode`
-// (which protocol's message it makes is the caller's) and answers; gRPC deletes the reactor once
-// the answer is sent.
+// (which protocol's message it makes is the caller's) and answers, on the completing thread, or
+// on `answers`' thread for an answer admitted with a bound over AnswerWriter::kInlineBytes; gRPC
+// deletes the reactor once the answer is sent.
 class UnaryCall final : public grpc::ServerUnaryReactor, public TaskSink, public CallTask {
  public:
   // May take the task's result apart: the call is its last reader.
   using Encoder = std::function<grpc::ByteBuffer(Task&)>;
-  UnaryCall(RpcScope scope, grpc::ByteBuffer* response, Encoder encode)
-      : scope_(std::move(scope)), response_(response), encode_(std::move(encode)) {}
+  UnaryCall(RpcScope scope, grpc::ByteBuffer* response, Encoder encode,
+            AnswerWriter* answers = nullptr)
+      : scope_(std::move(scope)),
+        response_(response),
+        encode_(std::move(encode)),
+        answers_(answers) {}
 
   // A Generate answered in one message collects its events for the encoder.
   void Send(GenerationEvent event) override { task_->events.push_back(std::move(event)); }
   void Complete(absl::Status status) override {
+    if (status.ok() && answers_ != nullptr && task_ != nullptr &&
+        task_->response_bytes() > AnswerWriter::kInlineBytes) {
+      answers_->Post([this] {
+        *response_ = encode_(*task_);
+        Finish(scope_.Finish(absl::OkStatus()));  // may delete this at once
+      });
+      return;
+    }
     if (status.ok()) *response_ = encode_(*task_);
     Finish(scope_.Finish(status));  // may delete this at once
   }
@@ -71,6 +85,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public TaskSink, public
   RpcScope scope_;
   grpc::ByteBuffer* const response_;
   const Encoder encode_;
+  AnswerWriter* const answers_;
 };
 
 // A Generate stream. gRPC allows one write in flight, so events queue here until the previous

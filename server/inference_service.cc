@@ -123,7 +123,8 @@ grpc::ServerUnaryReactor* InferenceService::Unary(
   }
   auto* call = new UnaryCall(
       RpcScope(admission_.metrics(), admission_.ModelLabel(request.model()), method), response,
-      [model = request.model(), encode](Task& task) { return encode(model, task); });
+      [model = request.model(), encode](Task& task) { return encode(model, task); },
+      admission_.answers());
   admission_.Start(
       context, request.model(), method, kind, prepared,
       [&](const EngineLoop& worker, Task& task) {

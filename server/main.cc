@@ -181,8 +181,10 @@ int Serve() {
     std::cerr << "attnserve: " << credentials.status().message() << "\n";
     return 1;
   }
+  // Declared first, destroyed last: the answers it still holds are sent before the server goes.
+  AnswerWriter answers;
   CallGate gate;
-  Admission admission(*repository, metrics, gate);
+  Admission admission(*repository, metrics, gate, &answers);
   InferenceService service(admission);
   OpenInferenceService open_inference(admission);
   grpc::EnableDefaultHealthCheckService(true);

@@ -131,12 +131,14 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
   // What answering needs, kept by the call; the request itself goes once validated.
   auto answer =
       std::make_shared<InferAnswer>(prepared.ok() ? std::move(call->answer) : InferAnswer());
-  auto* unary = new UnaryCall(RpcScope(admission_.metrics(), label, "ModelInfer"), response,
-                              [answer](Task& task) {
-                                // Takes the results apart as it goes, so that no more than two
-                                // copies of the answer exist at once.
-                                return EncodeMessage(InferResponse(*answer, task));
-                              });
+  auto* unary = new UnaryCall(
+      RpcScope(admission_.metrics(), label, "ModelInfer"), response,
+      [answer](Task& task) {
+        // Takes the results apart as it goes, so that no more than two
+        // copies of the answer exist at once.
+        return EncodeMessage(InferResponse(*answer, task));
+      },
+      admission_.answers());
   const InferFieldNames names(*answer);
   const std::string model = prepared.ok() ? answer->model.worker->name() : "";
   // Validation names the request's tensors and parameters.

@@ -90,6 +90,8 @@ struct Task {
   ~Task() {
     if (response_ledger_) response_ledger_->fetch_sub(response_bytes_);
   }
+  // The most bytes its answer can take, as admitted.
+  int64_t response_bytes() const { return response_bytes_; }
   // Counts `bytes` of answer against `ledger` until the task is destroyed.
   void HoldResponseBytes(std::shared_ptr<std::atomic<int64_t>> ledger, int64_t bytes) {
     response_ledger_ = std::move(ledger);

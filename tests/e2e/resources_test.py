@@ -324,6 +324,12 @@ class StreamsTest(unittest.TestCase):
             for stream in streams:
                 stream.cancel()
             hostile.close()
+            # The server is shared with the next test: let the cancellations land first.
+            deadline = time.time() + 30
+            while time.time() < deadline and (
+                    self.server.metric_value("attnserve_active_sequences") > 0 or
+                    self.server.metric_value("attnserve_queue_length") > 0):
+                time.sleep(0.1)
 
     def test_a_shared_prefix_is_reused(self):
         prefix = "You are a helpful assistant. " * 31  # 899 bytes: 28 blocks of 32

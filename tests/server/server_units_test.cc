@@ -1,15 +1,18 @@
 // Unit tests of the server's pieces that the end-to-end tests cannot reach directly.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
+#include "server/answer_writer.h"
 #include "server/completion_estimate.h"
 #include "server/cpu_quota.h"
 #include "server/memory_budget.h"
@@ -35,6 +38,24 @@ void Write(const fs::path& path, const std::string& text) {
 
 // Holes inside the heap, which glibc never returns by itself (blocks still in use pin its top),
 // go back to the system once the engine has been idle for an interval.
+TEST(AnswerWriterTest, RunsWhatIsPostedInOrderOnItsOwnThreadAndAllOfItBeforeItGoes) {
+  std::vector<int> order;
+  std::atomic<int> elsewhere{0};
+  const std::thread::id poster = std::this_thread::get_id();
+  {
+    AnswerWriter writer;
+    for (int i = 0; i < 100; ++i) {
+      writer.Post([&, i] {
+        if (std::this_thread::get_id() != poster) ++elsewhere;
+        order.push_back(i);  // the writer's thread alone touches it
+      });
+    }
+  }  // the destructor runs what is still queued, then joins
+  ASSERT_EQ(order.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
+  EXPECT_EQ(elsewhere.load(), 100);
+}
+
 TEST(MemoryTrimmerTest, HandsBackFreeMemoryWhenTheEngineIsIdle) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "the sanitizers' allocators replace glibc's, which this trims";
