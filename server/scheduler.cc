@@ -73,7 +73,7 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   // chunks of the step's prompt budget, oldest first.
   int64_t prompt_budget = std::max(budget - plan.unary_tokens, prompt_share);
   EngineCall call;
-  for (Sequence* g : ChooseDecoders(options_.max_batch_size)) {
+  for (Sequence* g : ShareSlots(options_.max_batch_size)) {
     if (!g->started) continue;  // preempted while an earlier one reserved
     if (g->unfed() == 1) {
       if (Reserve(*g, 1, plan)) {
@@ -302,7 +302,7 @@ void Scheduler::Finish(Sequence& g) {
   g.state = SequenceState::kFinished;
 }
 
-std::vector<Sequence*> Scheduler::ChooseDecoders(int64_t slots) const {
+std::vector<Sequence*> Scheduler::ShareSlots(int64_t slots) const {
   // Round robin over the clients, in the order of their oldest sequence; oldest first within
   // each client. Every client gets an even share of the slots, and what one leaves the others.
   std::vector<std::vector<Sequence*>> queues;

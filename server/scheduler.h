@@ -162,8 +162,9 @@ class Scheduler {
                   StepPlan& plan);
   void Preempt(Sequence& g, StepPlan& plan);
   void Finish(Sequence& g);
-  // The decoding slots of this step, shared out among clients.
-  std::vector<Sequence*> ChooseDecoders(int64_t slots) const;
+  // The sequences this step may feed (a token to decode, or a prompt chunk), at most `slots`,
+  // shared out evenly among clients; oldest first.
+  std::vector<Sequence*> ShareSlots(int64_t slots) const;
 
   const SchedulerOptions options_;
   KvCacheManager cache_;
