@@ -92,7 +92,7 @@ test-tsan: deps
 	  -DATTNSERVE_WERROR=$(WERROR) -DATTNSERVE_PYTHON=$(PYTHON)
 	cmake --build build-tsan -j $(JOBS) --target engine_loop_test server_units_test
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1" ctest --output-on-failure -j $(JOBS) \
-	  -R '^(EngineLoopTest|CompletionEstimateTest|CpuQuotaTest|ServingOptionsTest)\.'
+	  -R '^(EngineLoopTest|AnswerWriterTest|CompletionEstimateTest|CpuQuotaTest|ServingOptionsTest)\.'
 
 # libFuzzer (clang, ASan + UBSan) on the safetensors and config parsers, the tokenizer and the
 # service's request path, FUZZ_SECONDS per target, starting from the committed corpus; new
