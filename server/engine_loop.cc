@@ -29,12 +29,6 @@ const char* MethodName(TaskKind kind) {
   return "";
 }
 
-int64_t TokenCount(const TokenSequences& sequences) {
-  int64_t tokens = 0;
-  for (const auto& sequence : sequences) tokens += static_cast<int64_t>(sequence.size());
-  return tokens;
-}
-
 // The tokens a task puts through the engine before its first answer: what its queue wait is
 // estimated from.
 int64_t InputTokens(const Task& task) {

@@ -11,15 +11,6 @@
 #include "server/sampling.h"
 
 namespace attnserve::server {
-namespace {
-
-int64_t TokenCount(const TokenSequences& sequences) {
-  int64_t tokens = 0;
-  for (const auto& sequence : sequences) tokens += static_cast<int64_t>(sequence.size());
-  return tokens;
-}
-
-}  // namespace
 
 Executor::Executor(std::string name, const Model& model, ServerMetrics& metrics)
     : name_(std::move(name)),

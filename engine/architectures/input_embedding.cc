@@ -70,6 +70,12 @@ int64_t LongestSequence(const TokenSequences& sequences) {
   return longest;
 }
 
+int64_t TokenCount(const TokenSequences& sequences) {
+  int64_t tokens = 0;
+  for (const auto& ids : sequences) tokens += static_cast<int64_t>(ids.size());
+  return tokens;
+}
+
 absl::StatusOr<PaddedBatch> InputEmbedding::EmbedTokens(const TokenSequences& sequences,
                                                         const std::vector<int64_t>& starts) const {
   if (tokens_.empty() && quantized_tokens_.empty()) {

@@ -25,6 +25,8 @@ struct ModelInputs {
 
 // The most tokens in one of the sequences: the time axis of their padded batch.
 int64_t LongestSequence(const TokenSequences& sequences);
+// The tokens of all the sequences together.
+int64_t TokenCount(const TokenSequences& sequences);
 
 class InputEmbedding {
  public:
