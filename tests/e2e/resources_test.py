@@ -287,11 +287,17 @@ class StreamsTest(unittest.TestCase):
         streams = [pb_grpc.InferenceStub(hostile).Generate(request, timeout=120)
                    for _ in range(300)]
         try:
-            deadline = time.time() + 30
-            while time.time() < deadline and \
-                    self.server.metric_value("attnserve_active_sequences") < 32:
+            # Until its streams fill the decoding slots and the queue: they arrive over some
+            # time, and only a full queue makes room for another client by pushing one out.
+            capacity = self.server.metric_value("attnserve_queue_capacity", model="demo")
+            self.assertGreater(capacity, 0)
+            deadline = time.time() + 60
+            while time.time() < deadline and (
+                    self.server.metric_value("attnserve_active_sequences") < 32 or
+                    self.server.metric_value("attnserve_queue_length") < capacity):
                 time.sleep(0.05)
             self.assertGreaterEqual(self.server.metric_value("attnserve_active_sequences"), 32)
+            self.assertGreaterEqual(self.server.metric_value("attnserve_queue_length"), capacity)
             start = time.time()
             other = self.server.stub.Generate(pb.GenerateRequest(
                 model="demo", prompt=pb.Sequence(text="Hello"), max_tokens=16), timeout=30)
