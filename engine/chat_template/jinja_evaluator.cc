@@ -189,8 +189,8 @@ class Evaluator : public FilterHost {
 
   absl::StatusOr<Flow> Execute(const Node& node) {
     DepthGuard guard(*this);
-    absl::StatusOr<Flow> flow = guard.Check();
-    if (flow.ok()) flow = ExecuteNode(node);
+    if (absl::Status status = guard.Check(); !status.ok()) return Locate(status, node);
+    absl::StatusOr<Flow> flow = ExecuteNode(node);
     if (!flow.ok()) return Locate(flow.status(), node);
     return flow;
   }
@@ -371,9 +371,10 @@ class Evaluator : public FilterHost {
 
   absl::StatusOr<Value> Eval(const Node& node) {
     DepthGuard guard(*this);
-    absl::StatusOr<Value> value = guard.Check();
-    if (value.ok()) value = Charge(1);
-    if (value.ok()) value = EvalNode(node);
+    absl::Status status = guard.Check();
+    if (status.ok()) status = Charge(1);
+    if (!status.ok()) return Locate(status, node);
+    absl::StatusOr<Value> value = EvalNode(node);
     if (!value.ok()) return Locate(value.status(), node);
     return value;
   }

@@ -63,8 +63,10 @@ int RenderBatch() {
       }
       chosen = &it->second;
     }
-    absl::StatusOr<std::string> output = chosen->status();
-    if (chosen->ok()) {
+    absl::StatusOr<std::string> output = absl::UnknownError("");
+    if (!chosen->ok()) {
+      output = chosen->status();
+    } else {
       attnserve::ChatTemplateLimits limits;
       if (request.contains("limits")) {
         const auto& given = request["limits"];
