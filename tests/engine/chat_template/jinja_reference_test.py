@@ -117,7 +117,9 @@ def jinja2_render(source, context):
     template = _compile_jinja_template(source)
     template.environment.globals["strftime_now"] = lambda fmt: NOW.strftime(fmt)
     template.globals["strftime_now"] = template.environment.globals["strftime_now"]
-    variables = dict(context)
+    # A copy: templates may change what they are given (list.pop), and the engine must get the
+    # original.
+    variables = json.loads(json.dumps(context))
     # What apply_chat_template passes.
     variables.setdefault("tools", None)
     variables.setdefault("documents", None)
