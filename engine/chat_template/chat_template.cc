@@ -85,8 +85,8 @@ absl::StatusOr<std::string> SpecialToken(const nlohmann::json& config, const cha
     const auto content = it->find("content");
     if (content != it->end() && content->is_string()) return content->get<std::string>();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      file, ": ", key, " must be a string or an object with a string \"content\""));
+  return absl::InvalidArgumentError(
+      absl::StrCat(file, ": ", key, " must be a string or an object with a string \"content\""));
 }
 
 }  // namespace

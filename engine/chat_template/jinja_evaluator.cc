@@ -44,8 +44,7 @@ absl::Status UndefinedError(const Value& undefined) {
 
 absl::Status OperandError(std::string_view op, const Value& left, const Value& right) {
   return absl::InvalidArgumentError(StrCat("unsupported operand type(s) for ", op, ": '",
-                                                 TypeName(left), "' and '", TypeName(right),
-                                                 "'"));
+                                           TypeName(left), "' and '", TypeName(right), "'"));
 }
 
 absl::Status Overflow() {
@@ -87,8 +86,20 @@ class Evaluator : public FilterHost {
   Evaluator(std::string_view origin, absl::Time now, const RenderBudget& budget)
       : origin_(origin), now_(now), budget_(budget) {}
 
+  // Macros hold their defining scope and namespaces may hold themselves: clearing every scope
+  // and namespace still alive frees those cycles.
+  ~Evaluator() {
+    scope_.reset();
+    for (const std::weak_ptr<Scope>& weak : scopes_) {
+      if (std::shared_ptr<Scope> scope = weak.lock()) scope->Clear();
+    }
+    for (const std::weak_ptr<ObjectData>& weak : namespaces_) {
+      if (std::shared_ptr<ObjectData> object = weak.lock()) object->attributes.clear();
+    }
+  }
+
   absl::StatusOr<std::string> Run(const Node& root, const Value& context) {
-    scope_ = std::make_shared<Scope>(nullptr);
+    scope_ = NewScope(nullptr);
     if (context.is_dict()) {
       for (const auto& [key, value] : context.dict().entries) {
         if (key.is_string()) scope_->Set(key.string_value(), value);
@@ -105,16 +116,16 @@ class Evaluator : public FilterHost {
   absl::Status Charge(int64_t steps) override {
     steps_ += steps;
     if (steps_ > budget_.max_steps) {
-      return absl::ResourceExhaustedError(StrCat(
-          "template evaluation exceeded max_steps (", budget_.max_steps, " steps)"));
+      return absl::ResourceExhaustedError(
+          StrCat("template evaluation exceeded max_steps (", budget_.max_steps, " steps)"));
     }
     return absl::OkStatus();
   }
   absl::Status CheckSize(size_t bytes) override {
     if (bytes > static_cast<size_t>(budget_.max_output_bytes)) {
       return absl::ResourceExhaustedError(StrCat("a string of ", bytes,
-                                                       " bytes exceeds max_output_bytes (",
-                                                       budget_.max_output_bytes, ")"));
+                                                 " bytes exceeds max_output_bytes (",
+                                                 budget_.max_output_bytes, ")"));
     }
     return absl::OkStatus();
   }
@@ -147,9 +158,9 @@ class Evaluator : public FilterHost {
     ~DepthGuard() { --evaluator_.depth_; }
     absl::Status Check() const {
       if (evaluator_.depth_ > evaluator_.budget_.max_depth) {
-        return absl::ResourceExhaustedError(StrCat(
-            "template evaluation nested deeper than max_depth (", evaluator_.budget_.max_depth,
-            ")"));
+        return absl::ResourceExhaustedError(
+            StrCat("template evaluation nested deeper than max_depth (",
+                   evaluator_.budget_.max_depth, ")"));
       }
       return absl::OkStatus();
     }
@@ -158,19 +169,24 @@ class Evaluator : public FilterHost {
     Evaluator& evaluator_;
   };
 
+  std::shared_ptr<Scope> NewScope(std::shared_ptr<Scope> parent) {
+    auto scope = std::make_shared<Scope>(std::move(parent));
+    scopes_.push_back(scope);
+    return scope;
+  }
+
   // Prefixes the first error with the place it happened; outer nodes pass it on unchanged.
   absl::Status Locate(absl::Status status, const Node& node) {
     if (status.ok() || located_) return status;
     located_ = true;
-    return absl::Status(status.code(),
-                        StrCat(origin_, ":", node.line, ": ", status.message()));
+    return absl::Status(status.code(), StrCat(origin_, ":", node.line, ": ", status.message()));
   }
 
   absl::Status Append(std::string_view text) {
     out_->append(text);
     if (out_->size() > static_cast<size_t>(budget_.max_output_bytes)) {
-      return absl::ResourceExhaustedError(StrCat("rendering exceeds max_output_bytes (",
-                                                       budget_.max_output_bytes, ")"));
+      return absl::ResourceExhaustedError(
+          StrCat("rendering exceeds max_output_bytes (", budget_.max_output_bytes, ")"));
     }
     return Charge(1 + static_cast<int64_t>(text.size() / 64));
   }
@@ -263,12 +279,12 @@ class Evaluator : public FilterHost {
           ASSIGN_OR_RETURN(Value value, Eval(*value_node));
           values.push_back(std::move(value));
         }
-        auto inner = std::make_shared<Scope>(scope_);
+        auto inner = NewScope(scope_);
         for (size_t i = 0; i < node.names.size(); ++i) inner->Set(node.names[i], values[i]);
         return ExecuteInScope(*node.children[0], std::move(inner));
       }
       case NodeKind::kScopedBody:
-        return ExecuteInScope(*node.children[0], std::make_shared<Scope>(scope_));
+        return ExecuteInScope(*node.children[0], NewScope(scope_));
       case NodeKind::kBreak:
         return Flow::kBreak;
       case NodeKind::kContinue:
@@ -295,8 +311,7 @@ class Evaluator : public FilterHost {
     if (items.size() != node.names.size()) {
       if (items.size() < node.names.size()) {
         return absl::InvalidArgumentError(StrCat("not enough values to unpack (expected ",
-                                                       node.names.size(), ", got ",
-                                                       items.size(), ")"));
+                                                 node.names.size(), ", got ", items.size(), ")"));
       }
       return absl::InvalidArgumentError(
           StrCat("too many values to unpack (expected ", node.names.size(), ")"));
@@ -324,7 +339,7 @@ class Evaluator : public FilterHost {
     if (filter != nullptr) {
       std::vector<Value> kept;
       for (Value& item : items) {
-        auto scope = std::make_shared<Scope>(scope_);
+        auto scope = NewScope(scope_);
         RETURN_IF_ERROR(BindTargets(*scope, node, item));
         std::shared_ptr<Scope> outer = std::exchange(scope_, std::move(scope));
         absl::StatusOr<Value> condition = Eval(*filter);
@@ -358,7 +373,7 @@ class Evaluator : public FilterHost {
           {"nextitem", i + 1 < length ? items[static_cast<size_t>(i + 1)]
                                       : Value::Undefined("there is no next item")},
       };
-      auto scope = std::make_shared<Scope>(scope_);
+      auto scope = NewScope(scope_);
       RETURN_IF_ERROR(BindTargets(*scope, node, items[static_cast<size_t>(i)]));
       scope->Set("loop", Value::Object(std::move(loop)));
       ASSIGN_OR_RETURN(Flow flow, ExecuteInScope(*node.children[2], std::move(scope)));
@@ -444,8 +459,7 @@ class Evaluator : public FilterHost {
           ASSIGN_OR_RETURN(Value value, Eval(*node.children[i + 1]));
           if (key.is_list() || key.is_dict() || key.is_undefined()) {
             if (key.is_undefined()) return UndefinedError(key);
-            return absl::InvalidArgumentError(
-                StrCat("unhashable type: '", TypeName(key), "'"));
+            return absl::InvalidArgumentError(StrCat("unhashable type: '", TypeName(key), "'"));
           }
           dict->Set(std::move(key), std::move(value));
         }
@@ -469,8 +483,10 @@ class Evaluator : public FilterHost {
           }
         }
         ASSIGN_OR_RETURN(Value sliced, jinja::Slice(object, bounds[0], bounds[1], bounds[2]));
-        if (sliced.is_sequence()) RETURN_IF_ERROR(Charge(static_cast<int64_t>(sliced.items().size())));
-        if (sliced.is_string()) RETURN_IF_ERROR(Charge(static_cast<int64_t>(sliced.string_value().size() / 4)));
+        if (sliced.is_sequence())
+          RETURN_IF_ERROR(Charge(static_cast<int64_t>(sliced.items().size())));
+        if (sliced.is_string())
+          RETURN_IF_ERROR(Charge(static_cast<int64_t>(sliced.string_value().size() / 4)));
         return sliced;
       }
       case NodeKind::kCall: {
@@ -493,9 +509,9 @@ class Evaluator : public FilterHost {
         ASSIGN_OR_RETURN(Value operand, Eval(*node.children[0]));
         if (operand.is_undefined()) return UndefinedError(operand);
         if (!operand.is_number()) {
-          return absl::InvalidArgumentError(
-              StrCat("bad operand type for unary ", node.kind == NodeKind::kNegate ? "-" : "+",
-                           ": '", TypeName(operand), "'"));
+          return absl::InvalidArgumentError(StrCat("bad operand type for unary ",
+                                                   node.kind == NodeKind::kNegate ? "-" : "+",
+                                                   ": '", TypeName(operand), "'"));
         }
         if (node.kind == NodeKind::kPlus) {
           return operand.is_float() ? operand : Value::Int(operand.int_value());
@@ -544,8 +560,8 @@ class Evaluator : public FilterHost {
         if (Truthy(condition)) return Eval(*node.children[0]);
         if (node.children[2]) return Eval(*node.children[2]);
         return Value::Undefined(StrCat("the inline if-expression on line ", node.line,
-                                             " evaluated to false and no else section was "
-                                             "defined."));
+                                       " evaluated to false and no else section was "
+                                       "defined."));
       }
       default:
         return absl::InternalError("statement where an expression was expected");
@@ -573,7 +589,8 @@ class Evaluator : public FilterHost {
     if (sequence.is_string()) {
       const std::string& text = sequence.string_value();
       const size_t size = static_cast<size_t>(count) * text.size();
-      if (!text.empty() && (count > budget_.max_output_bytes || size / text.size() != static_cast<size_t>(count))) {
+      if (!text.empty() &&
+          (count > budget_.max_output_bytes || size / text.size() != static_cast<size_t>(count))) {
         return CheckSize(SIZE_MAX);
       }
       RETURN_IF_ERROR(CheckSize(size));
@@ -589,7 +606,8 @@ class Evaluator : public FilterHost {
       RETURN_IF_ERROR(Charge(count * static_cast<int64_t>(items.size())));
     }
     std::vector<Value> out;
-    for (int64_t i = 0; i < count && !items.empty(); ++i) out.insert(out.end(), items.begin(), items.end());
+    for (int64_t i = 0; i < count && !items.empty(); ++i)
+      out.insert(out.end(), items.begin(), items.end());
     return sequence.is_tuple() ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
   }
 
@@ -612,8 +630,8 @@ class Evaluator : public FilterHost {
       if (numbers) return Value::Float(left.number_value() + right.number_value());
       if (left.is_string() && right.is_string()) {
         RETURN_IF_ERROR(CheckSize(left.string_value().size() + right.string_value().size()));
-        RETURN_IF_ERROR(Charge(static_cast<int64_t>(
-            (left.string_value().size() + right.string_value().size()) / 4)));
+        RETURN_IF_ERROR(Charge(
+            static_cast<int64_t>((left.string_value().size() + right.string_value().size()) / 4)));
         return Value::String(left.string_value() + right.string_value());
       }
       if (left.kind() == right.kind() && left.is_sequence()) {
@@ -623,8 +641,8 @@ class Evaluator : public FilterHost {
         return left.is_tuple() ? Value::Tuple(std::move(items)) : Value::List(std::move(items));
       }
       if (left.is_string()) {
-        return absl::InvalidArgumentError(StrCat(
-            "can only concatenate str (not \"", TypeName(right), "\") to str"));
+        return absl::InvalidArgumentError(
+            StrCat("can only concatenate str (not \"", TypeName(right), "\") to str"));
       }
       return OperandError(op, left, right);
     }
@@ -704,8 +722,7 @@ class Evaluator : public FilterHost {
     RETURN_IF_ERROR(guard.Check());
     if (callee.is_undefined()) return UndefinedError(callee);
     if (!callee.is_callable()) {
-      return absl::InvalidArgumentError(
-          StrCat("'", TypeName(callee), "' object is not callable"));
+      return absl::InvalidArgumentError(StrCat("'", TypeName(callee), "' object is not callable"));
     }
     const CallableData& callable = callee.callable();
     switch (callable.type) {
@@ -723,9 +740,8 @@ class Evaluator : public FilterHost {
     const Node& macro = *callable.macro;
     const size_t parameters = macro.names.size();
     if (args.positional.size() > parameters) {
-      return absl::InvalidArgumentError(StrCat("macro '", macro.name,
-                                                     "' takes not more than ", parameters,
-                                                     " argument(s)"));
+      return absl::InvalidArgumentError(
+          StrCat("macro '", macro.name, "' takes not more than ", parameters, " argument(s)"));
     }
     for (const auto& [keyword, value] : args.keywords) {
       const auto at = std::find(macro.names.begin(), macro.names.end(), keyword);
@@ -734,12 +750,11 @@ class Evaluator : public FilterHost {
             StrCat("macro '", macro.name, "' takes no keyword argument '", keyword, "'"));
       }
       if (static_cast<size_t>(at - macro.names.begin()) < args.positional.size()) {
-        return absl::InvalidArgumentError(StrCat("macro '", macro.name,
-                                                       "' got multiple values for argument '",
-                                                       keyword, "'"));
+        return absl::InvalidArgumentError(
+            StrCat("macro '", macro.name, "' got multiple values for argument '", keyword, "'"));
       }
     }
-    auto scope = std::make_shared<Scope>(callable.macro_scope);
+    auto scope = NewScope(callable.macro_scope);
     std::shared_ptr<Scope> outer = std::exchange(scope_, scope);
     const size_t first_default = parameters - macro.defaults.size();
     absl::Status status;
@@ -760,12 +775,12 @@ class Evaluator : public FilterHost {
           status = value.status();
         }
       } else {
-        scope->Set(name, Value::Undefined(StrCat("parameter '", name,
-                                                       "' was not provided")));
+        scope->Set(name, Value::Undefined(StrCat("parameter '", name, "' was not provided")));
       }
     }
     absl::StatusOr<std::pair<std::string, Flow>> captured =
-        status.ok() ? Capture(*macro.children[0]) : absl::StatusOr<std::pair<std::string, Flow>>(status);
+        status.ok() ? Capture(*macro.children[0])
+                    : absl::StatusOr<std::pair<std::string, Flow>>(status);
     scope_ = std::move(outer);
     if (!captured.ok()) return captured.status();
     return Value::String(std::move(captured->first));
@@ -786,16 +801,17 @@ class Evaluator : public FilterHost {
       return Value::String(std::move(text));
     }
     if (name == "range") {
-      if (!args.keywords.empty()) return absl::InvalidArgumentError("range() takes no keyword arguments");
+      if (!args.keywords.empty())
+        return absl::InvalidArgumentError("range() takes no keyword arguments");
       if (args.positional.empty() || args.positional.size() > 3) {
-        return absl::InvalidArgumentError(StrCat(
-            "range expected at most 3 arguments, got ", args.positional.size()));
+        return absl::InvalidArgumentError(
+            StrCat("range expected at most 3 arguments, got ", args.positional.size()));
       }
       for (const Value& argument : args.positional) {
         if (argument.is_undefined()) return UndefinedError(argument);
         if (!argument.is_integral()) {
-          return absl::InvalidArgumentError(StrCat(
-              "'", TypeName(argument), "' object cannot be interpreted as an integer"));
+          return absl::InvalidArgumentError(
+              StrCat("'", TypeName(argument), "' object cannot be interpreted as an integer"));
         }
       }
       int64_t start = 0;
@@ -810,14 +826,14 @@ class Evaluator : public FilterHost {
       }
       if (step == 0) return absl::InvalidArgumentError("range() arg 3 must not be zero");
       // The count in 128 bits: the bounds are any 64-bit ints.
-      const __int128 span = step > 0 ? static_cast<__int128>(stop) - start
-                                     : static_cast<__int128>(start) - stop;
+      const __int128 span =
+          step > 0 ? static_cast<__int128>(stop) - start : static_cast<__int128>(start) - stop;
       const __int128 magnitude = step > 0 ? step : -static_cast<__int128>(step);
       const __int128 count = span <= 0 ? 0 : (span + magnitude - 1) / magnitude;
       if (count > kMaxRange) {
-        return absl::ResourceExhaustedError(StrCat(
-            "range of ", static_cast<int64_t>(std::min<__int128>(count, INT64_MAX)),
-            " items exceeds the sandbox's MAX_RANGE (", kMaxRange, "), as in jinja2"));
+        return absl::ResourceExhaustedError(
+            StrCat("range of ", static_cast<int64_t>(std::min<__int128>(count, INT64_MAX)),
+                   " items exceeds the sandbox's MAX_RANGE (", kMaxRange, "), as in jinja2"));
       }
       RETURN_IF_ERROR(Charge(static_cast<int64_t>(count)));
       std::vector<Value> items;
@@ -847,7 +863,8 @@ class Evaluator : public FilterHost {
           }
         }
       }
-      for (const auto& [keyword, value] : args.keywords) entries.emplace_back(Value::String(keyword), value);
+      for (const auto& [keyword, value] : args.keywords)
+        entries.emplace_back(Value::String(keyword), value);
       RETURN_IF_ERROR(Charge(static_cast<int64_t>(entries.size())));
       if (name == "dict") {
         auto dict = std::make_shared<DictData>();
@@ -856,6 +873,7 @@ class Evaluator : public FilterHost {
       }
       auto object = std::make_shared<ObjectData>();
       object->type = ObjectData::Type::kNamespace;
+      namespaces_.push_back(object);
       for (auto& [key, value] : entries) {
         if (!key.is_string()) return absl::InvalidArgumentError("namespace keys must be strings");
         object->Set(key.string_value(), std::move(value));
@@ -873,13 +891,14 @@ class Evaluator : public FilterHost {
   int64_t steps_ = 0;
   int depth_ = 0;
   bool located_ = false;
+  std::vector<std::weak_ptr<Scope>> scopes_;
+  std::vector<std::weak_ptr<ObjectData>> namespaces_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::string> Render(const Node& root, std::string_view origin,
-                                   const Value& context, absl::Time now,
-                                   const RenderBudget& budget) {
+absl::StatusOr<std::string> Render(const Node& root, std::string_view origin, const Value& context,
+                                   absl::Time now, const RenderBudget& budget) {
   Evaluator evaluator(origin, now, budget);
   return evaluator.Run(root, context);
 }

@@ -30,6 +30,9 @@ class Scope {
   explicit Scope(std::shared_ptr<Scope> parent) : parent_(std::move(parent)) {}
   const Value* Find(std::string_view name) const;
   void Set(std::string_view name, Value value);
+  // Drops the variables: a macro keeps the scope it was defined in, which holds the macro, so
+  // the render breaks these cycles when it ends.
+  void Clear() { variables_.clear(); }
 
  private:
   std::shared_ptr<Scope> parent_;
@@ -39,8 +42,7 @@ class Scope {
 // Renders `root` (a kBody) with the variables of `context` (a dict). Errors are
 // "<origin>:<line>: <what>": InvalidArgument for what the template does wrong (raise_exception
 // carries its message), ResourceExhausted when a budget runs out (naming it).
-absl::StatusOr<std::string> Render(const Node& root, std::string_view origin,
-                                   const Value& context, absl::Time now,
-                                   const RenderBudget& budget);
+absl::StatusOr<std::string> Render(const Node& root, std::string_view origin, const Value& context,
+                                   absl::Time now, const RenderBudget& budget);
 
 }  // namespace attnserve::jinja

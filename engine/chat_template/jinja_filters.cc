@@ -32,8 +32,8 @@ absl::Status CallArgs::Check(std::string_view function, size_t max_positional,
                              std::initializer_list<std::string_view> allowed) const {
   if (positional.size() > max_positional) {
     return absl::InvalidArgumentError(StrCat(function, "() takes at most ", max_positional,
-                                                   " positional arguments (",
-                                                   positional.size(), " given)"));
+                                             " positional arguments (", positional.size(),
+                                             " given)"));
   }
   for (const auto& [name, value] : keywords) {
     if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
@@ -50,21 +50,21 @@ using Names = std::set<std::string, std::less<>>;
 
 const Names& FilterNames() {
   static const Names names = {
-      "abs",     "attr",      "capitalize", "center", "count",      "d",         "default",
-      "dictsort", "e",        "escape",     "first",  "float",      "format",    "indent",
-      "int",     "items",     "join",       "last",   "length",     "list",      "lower",
-      "map",     "max",       "min",        "reject", "rejectattr", "replace",   "reverse",
-      "round",   "safe",      "select",     "selectattr", "sort",   "string",    "sum",
-      "title",   "tojson",    "trim",       "truncate", "unique",   "upper",     "wordcount"};
+      "abs",      "attr",   "capitalize", "center",     "count",      "d",       "default",
+      "dictsort", "e",      "escape",     "first",      "float",      "format",  "indent",
+      "int",      "items",  "join",       "last",       "length",     "list",    "lower",
+      "map",      "max",    "min",        "reject",     "rejectattr", "replace", "reverse",
+      "round",    "safe",   "select",     "selectattr", "sort",       "string",  "sum",
+      "title",    "tojson", "trim",       "truncate",   "unique",     "upper",   "wordcount"};
   return names;
 }
 
 const Names& TestNames() {
   static const Names names = {
-      "boolean", "callable", "defined",  "divisibleby", "eq",      "equalto",  "escaped",
-      "even",    "false",    "float",    "ge",          "greaterthan", "gt",   "in",
-      "integer", "iterable", "le",       "lessthan",    "lower",   "lt",       "mapping",
-      "ne",      "none",     "number",   "odd",         "sameas",  "sequence", "string",
+      "boolean", "callable",  "defined", "divisibleby", "eq",          "equalto",  "escaped",
+      "even",    "false",     "float",   "ge",          "greaterthan", "gt",       "in",
+      "integer", "iterable",  "le",      "lessthan",    "lower",       "lt",       "mapping",
+      "ne",      "none",      "number",  "odd",         "sameas",      "sequence", "string",
       "true",    "undefined", "upper"};
   return names;
 }
@@ -166,7 +166,9 @@ std::optional<int64_t> ParsePythonInt(std::string text, int base) {
   std::string digits;
   size_t i = 0;
   if (text[0] == '+' || text[0] == '-') digits.push_back(text[i++]);
-  if (base == 16 && text.size() > i + 1 && text[i] == '0' && (text[i + 1] == 'x' || text[i + 1] == 'X')) i += 2;
+  if (base == 16 && text.size() > i + 1 && text[i] == '0' &&
+      (text[i + 1] == 'x' || text[i + 1] == 'X'))
+    i += 2;
   if (i >= text.size()) return std::nullopt;
   for (; i < text.size(); ++i) {
     if (text[i] == '_' && i + 1 < text.size() && text[i + 1] != '_' && !digits.empty() &&
@@ -268,8 +270,8 @@ absl::StatusOr<Value> Indent(FilterHost& host, const Value& operand, const CallA
   RETURN_IF_ERROR(args.Check("indent", 3, {"width", "first", "blank"}));
   if (!operand.is_string()) {
     if (operand.is_undefined()) return UndefinedError(operand);
-    return absl::InvalidArgumentError(StrCat("unsupported operand type(s) for +=: '",
-                                                   TypeName(operand), "' and 'str'"));
+    return absl::InvalidArgumentError(
+        StrCat("unsupported operand type(s) for +=: '", TypeName(operand), "' and 'str'"));
   }
   const Value width = ArgOr(args, 0, "width", Value::Int(4));
   std::string indentation;
@@ -285,7 +287,8 @@ absl::StatusOr<Value> Indent(FilterHost& host, const Value& operand, const CallA
   const bool first = Truthy(ArgOr(args, 1, "first", Value::Bool(false)));
   const bool blank = Truthy(ArgOr(args, 2, "blank", Value::Bool(false)));
   const std::vector<std::string> lines = PythonSplitLines(operand.string_value() + "\n", false);
-  RETURN_IF_ERROR(host.CheckSize(operand.string_value().size() + lines.size() * indentation.size()));
+  RETURN_IF_ERROR(
+      host.CheckSize(operand.string_value().size() + lines.size() * indentation.size()));
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i > 0) {
@@ -319,7 +322,8 @@ absl::StatusOr<Value> SelectOrReject(FilterHost& host, const Value& operand, con
       return absl::InvalidArgumentError("the test name must be a string");
     }
     test = args.positional[offset].string_value();
-    if (!IsKnownTest(*test)) return absl::InvalidArgumentError(StrCat("No test named '", *test, "'."));
+    if (!IsKnownTest(*test))
+      return absl::InvalidArgumentError(StrCat("No test named '", *test, "'."));
     test_args.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(offset) + 1,
                                 args.positional.end());
     test_args.keywords = args.keywords;
@@ -359,7 +363,8 @@ absl::StatusOr<Value> MinOrMax(FilterHost& host, const Value& operand, const Cal
   }
   size_t best = 0;
   for (size_t i = 1; i < items.size(); ++i) {
-    ASSIGN_OR_RETURN(bool better, max ? LessThan(keys[best], keys[i]) : LessThan(keys[i], keys[best]));
+    ASSIGN_OR_RETURN(bool better,
+                     max ? LessThan(keys[best], keys[i]) : LessThan(keys[i], keys[best]));
     if (better) best = i;
   }
   return items[best];
@@ -378,8 +383,7 @@ absl::StatusOr<Value> Sum(FilterHost& host, const Value& operand, const CallArgs
     }
     if (!total.is_number() || !term.is_number()) {
       return absl::InvalidArgumentError(StrCat("unsupported operand type(s) for +: '",
-                                                     TypeName(total), "' and '", TypeName(term),
-                                                     "'"));
+                                               TypeName(total), "' and '", TypeName(term), "'"));
     }
     if (total.is_float() || term.is_float()) {
       total = Value::Float(total.number_value() + term.number_value());
@@ -408,8 +412,7 @@ absl::StatusOr<Value> Truncate(FilterHost& host, const Value& operand, const Cal
   const std::u32string end = DecodeUtf8(end_value.string_value());
   const int64_t length = length_value.int_value();
   if (length < static_cast<int64_t>(end.size())) {
-    return absl::InvalidArgumentError(
-        StrCat("expected length >= ", end.size(), ", got ", length));
+    return absl::InvalidArgumentError(StrCat("expected length >= ", end.size(), ", got ", length));
   }
   if (leeway_value.int_value() < 0) return absl::InvalidArgumentError("expected leeway >= 0");
   if (static_cast<int64_t>(text.size()) <= length + leeway_value.int_value()) {
@@ -423,8 +426,8 @@ absl::StatusOr<Value> Truncate(FilterHost& host, const Value& operand, const Cal
   return Value::String(EncodeUtf8(head + end));
 }
 
-absl::StatusOr<Value> ApplyFilterImpl(FilterHost& host, std::string_view name,
-                                      const Value& operand, const CallArgs& args) {
+absl::StatusOr<Value> ApplyFilterImpl(FilterHost& host, std::string_view name, const Value& operand,
+                                      const CallArgs& args) {
   if (name == "tojson") return Tojson(host, operand, args);
   if (name == "length" || name == "count") return Length(operand);
   if (name == "default" || name == "d") {
@@ -455,7 +458,8 @@ absl::StatusOr<Value> ApplyFilterImpl(FilterHost& host, std::string_view name,
     std::u32string out;
     bool word_start = true;
     for (char32_t c : text) {
-      const bool boundary = IsPythonSpace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+      const bool boundary =
+          IsPythonSpace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
       if (boundary) {
         out.push_back(c);
         word_start = true;
@@ -524,7 +528,8 @@ absl::StatusOr<Value> ApplyFilterImpl(FilterHost& host, std::string_view name,
       return absl::InvalidArgumentError("Can only get item pairs from a mapping.");
     }
     std::vector<Value> items;
-    for (const auto& [key, value] : operand.dict().entries) items.push_back(Value::Tuple({key, value}));
+    for (const auto& [key, value] : operand.dict().entries)
+      items.push_back(Value::Tuple({key, value}));
     RETURN_IF_ERROR(host.Charge(static_cast<int64_t>(items.size())));
     return Value::List(std::move(items));
   }
@@ -590,7 +595,8 @@ absl::StatusOr<Value> ApplyFilterImpl(FilterHost& host, std::string_view name,
     const bool case_sensitive = Truthy(ArgOr(args, 0, "case_sensitive", Value::Bool(false)));
     const Value attribute = ArgOr(args, 1, "attribute", Value::None());
     ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(operand));
-    RETURN_IF_ERROR(host.Charge(static_cast<int64_t>(items.size() * items.size() / 8 + items.size())));
+    RETURN_IF_ERROR(
+        host.Charge(static_cast<int64_t>(items.size() * items.size() / 8 + items.size())));
     std::vector<Value> seen;
     std::vector<Value> kept;
     for (const Value& item : items) {
@@ -641,7 +647,8 @@ absl::StatusOr<Value> ApplyFilterImpl(FilterHost& host, std::string_view name,
     filter_args.positional.assign(args.positional.begin() + 1, args.positional.end());
     filter_args.keywords = args.keywords;
     for (const Value& item : items) {
-      ASSIGN_OR_RETURN(Value value, host.Filter(args.positional[0].string_value(), item, filter_args));
+      ASSIGN_OR_RETURN(Value value,
+                       host.Filter(args.positional[0].string_value(), item, filter_args));
       mapped.push_back(std::move(value));
     }
     return Value::List(std::move(mapped));
@@ -667,8 +674,9 @@ absl::StatusOr<Value> ApplyFilterImpl(FilterHost& host, std::string_view name,
       return Value::Int(static_cast<int64_t>(std::trunc(value)));
     }
     if (operand.is_string()) {
-      if (std::optional<int64_t> parsed = ParsePythonInt(operand.string_value(),
-                                                         base.is_integral() ? static_cast<int>(base.int_value()) : 10)) {
+      if (std::optional<int64_t> parsed =
+              ParsePythonInt(operand.string_value(),
+                             base.is_integral() ? static_cast<int>(base.int_value()) : 10)) {
         return Value::Int(*parsed);
       }
       if (std::optional<double> parsed = ParsePythonFloat(operand.string_value())) {
@@ -706,10 +714,11 @@ absl::StatusOr<Value> ApplyFilterImpl(FilterHost& host, std::string_view name,
     RETURN_IF_ERROR(args.Check(name, 2, {"precision", "method"}));
     const Value precision = ArgOr(args, 0, "precision", Value::Int(0));
     const Value method = ArgOr(args, 1, "method", Value::String("common"));
-    if (!precision.is_integral()) return absl::InvalidArgumentError("round: precision must be an integer");
-    if (!method.is_string() || (method.string_value() != "common" &&
-                                method.string_value() != "ceil" &&
-                                method.string_value() != "floor")) {
+    if (!precision.is_integral())
+      return absl::InvalidArgumentError("round: precision must be an integer");
+    if (!method.is_string() ||
+        (method.string_value() != "common" && method.string_value() != "ceil" &&
+         method.string_value() != "floor")) {
       return absl::InvalidArgumentError("method must be common, ceil or floor");
     }
     if (!operand.is_number()) {
@@ -743,15 +752,17 @@ absl::StatusOr<Value> ApplyFilterImpl(FilterHost& host, std::string_view name,
   if (name == "center") {
     CallArgs pad_args;
     pad_args.positional.push_back(ArgOr(args, 0, "width", Value::Int(80)));
-    return CallMethod(host, CallableData{CallableData::Type::kMethod, "center",
-                                         std::make_shared<Value>(Value::String(ToStr(operand))),
-                                         nullptr, nullptr},
-                      pad_args);
+    return CallMethod(
+        host,
+        CallableData{CallableData::Type::kMethod, "center",
+                     std::make_shared<Value>(Value::String(ToStr(operand))), nullptr, nullptr},
+        pad_args);
   }
   if (name == "truncate") return Truncate(host, operand, args);
   if (name == "format") {
     if (!args.positional.empty() && !args.keywords.empty()) {
-      return absl::InvalidArgumentError("can't handle positional and keyword arguments at the same time");
+      return absl::InvalidArgumentError(
+          "can't handle positional and keyword arguments at the same time");
     }
     Value values;
     if (!args.keywords.empty()) {
@@ -773,8 +784,8 @@ absl::StatusOr<Value> ApplyFilterImpl(FilterHost& host, std::string_view name,
       // Only real attributes (methods): attr() does not fall back to items.
       ASSIGN_OR_RETURN(Value value, host.GetAttribute(operand, attribute->string_value()));
       if (value.is_callable() || (value.is_undefined() && value.undefined_unsafe())) return value;
-      return Value::Undefined(StrCat("'dict object' has no attribute '",
-                                           attribute->string_value(), "'"));
+      return Value::Undefined(
+          StrCat("'dict object' has no attribute '", attribute->string_value(), "'"));
     }
     if (operand.is_undefined()) return Value::Undefined(operand.undefined_message());
     return host.GetAttribute(operand, attribute->string_value());
@@ -798,13 +809,14 @@ absl::StatusOr<bool> Modulo(const Value& value, const Value& divisor, int64_t re
   if (value.is_undefined()) return UndefinedError(value);
   if (!value.is_number() || !divisor.is_number()) {
     return absl::InvalidArgumentError(StrCat("unsupported operand type(s) for %: '",
-                                                   TypeName(value), "' and '",
-                                                   TypeName(divisor), "'"));
+                                             TypeName(value), "' and '", TypeName(divisor), "'"));
   }
-  if (divisor.number_value() == 0) return absl::InvalidArgumentError("integer division or modulo by zero");
+  if (divisor.number_value() == 0)
+    return absl::InvalidArgumentError("integer division or modulo by zero");
   if (value.is_float() || divisor.is_float()) {
     double result = std::fmod(value.number_value(), divisor.number_value());
-    if (result != 0 && ((result < 0) != (divisor.number_value() < 0))) result += divisor.number_value();
+    if (result != 0 && ((result < 0) != (divisor.number_value() < 0)))
+      result += divisor.number_value();
     return result == static_cast<double>(remainder);
   }
   if (divisor.int_value() == -1) return remainder == 0;
@@ -843,8 +855,7 @@ absl::StatusOr<std::vector<Value>> Iterate(const Value& value) {
       return characters;
     }
     default:
-      return absl::InvalidArgumentError(
-          StrCat("'", TypeName(value), "' object is not iterable"));
+      return absl::InvalidArgumentError(StrCat("'", TypeName(value), "' object is not iterable"));
   }
 }
 
@@ -908,8 +919,8 @@ absl::StatusOr<bool> ApplyTest(FilterHost& host, std::string_view name, const Va
     return Contains(*argument, operand);
   }
   static const std::pair<std::string_view, std::string_view> kComparisons[] = {
-      {"eq", "=="}, {"equalto", "=="}, {"ne", "!="}, {"lt", "<"}, {"lessthan", "<"},
-      {"le", "<="}, {"gt", ">"},       {"greaterthan", ">"},      {"ge", ">="}};
+      {"eq", "=="}, {"equalto", "=="}, {"ne", "!="},         {"lt", "<"}, {"lessthan", "<"},
+      {"le", "<="}, {"gt", ">"},       {"greaterthan", ">"}, {"ge", ">="}};
   for (const auto& [test, op] : kComparisons) {
     if (name == test) {
       RETURN_IF_ERROR(need_argument());
@@ -925,8 +936,8 @@ absl::StatusOr<bool> Contains(const Value& container, const Value& item) {
       return false;
     case Value::Kind::kString:
       if (!item.is_string()) {
-        return absl::InvalidArgumentError(StrCat(
-            "'in <string>' requires string as left operand, not ", TypeName(item)));
+        return absl::InvalidArgumentError(
+            StrCat("'in <string>' requires string as left operand, not ", TypeName(item)));
       }
       return container.string_value().find(item.string_value()) != std::string::npos;
     case Value::Kind::kList:
@@ -936,8 +947,8 @@ absl::StatusOr<bool> Contains(const Value& container, const Value& item) {
     case Value::Kind::kDict:
       return container.dict().Find(item) != nullptr;
     default:
-      return absl::InvalidArgumentError(StrCat("argument of type '", TypeName(container),
-                                                     "' is not iterable"));
+      return absl::InvalidArgumentError(
+          StrCat("argument of type '", TypeName(container), "' is not iterable"));
   }
 }
 

@@ -122,7 +122,7 @@ absl::StatusOr<std::string> FormatValue(const Value& value, const Spec& spec) {
   }
   if (!value.is_number()) {
     return absl::InvalidArgumentError(StrCat("Unknown format code '", std::string(1, type),
-                                                   "' for object of type '", TypeName(value), "'"));
+                                             "' for object of type '", TypeName(value), "'"));
   }
   if (type == 'd' || type == 'x' || type == 'X' || type == 'o' || type == 'b' ||
       (type == 0 && value.is_integral())) {
@@ -156,11 +156,10 @@ absl::StatusOr<std::string> FormatValue(const Value& value, const Spec& spec) {
     body = buffer.data();
     if (type == '%') body += "%";
   } else {
-    return absl::InvalidArgumentError(StrCat("Unknown format code '", std::string(1, type),
-                                                   "' for object of type 'float'"));
+    return absl::InvalidArgumentError(
+        StrCat("Unknown format code '", std::string(1, type), "' for object of type 'float'"));
   }
-  return Pad(SignPrefix(std::signbit(number) && !std::isnan(number), spec.sign) + body, spec,
-             true);
+  return Pad(SignPrefix(std::signbit(number) && !std::isnan(number), spec.sign) + body, spec, true);
 }
 
 }  // namespace
@@ -191,13 +190,14 @@ absl::StatusOr<std::string> PythonReplace(FilterHost& host, std::string_view tex
     return out;
   }
   int64_t occurrences = 0;
-  for (size_t at = text.find(old_text); at != std::string_view::npos && (count < 0 || occurrences < count);
+  for (size_t at = text.find(old_text);
+       at != std::string_view::npos && (count < 0 || occurrences < count);
        at = text.find(old_text, at + old_text.size())) {
     ++occurrences;
   }
-  const int64_t size = static_cast<int64_t>(text.size()) +
-                       occurrences * (static_cast<int64_t>(new_text.size()) -
-                                      static_cast<int64_t>(old_text.size()));
+  const int64_t size =
+      static_cast<int64_t>(text.size()) +
+      occurrences * (static_cast<int64_t>(new_text.size()) - static_cast<int64_t>(old_text.size()));
   RETURN_IF_ERROR(host.CheckSize(static_cast<size_t>(size)));
   RETURN_IF_ERROR(host.Charge(size / 4 + static_cast<int64_t>(text.size()) / 16));
   std::string out;
@@ -288,16 +288,15 @@ absl::StatusOr<std::string> PythonStrFormat(FilterHost& host, std::string_view f
         rest = rest.substr(end);
       } else {
         const size_t end = rest.find(']');
-        if (end == std::string_view::npos) return absl::InvalidArgumentError("Missing ']' in format string");
+        if (end == std::string_view::npos)
+          return absl::InvalidArgumentError("Missing ']' in format string");
         const std::string key(rest.substr(1, end - 1));
-        const bool numeric = !key.empty() && std::all_of(key.begin(), key.end(), absl::ascii_isdigit);
+        const bool numeric =
+            !key.empty() && std::all_of(key.begin(), key.end(), absl::ascii_isdigit);
         ASSIGN_OR_RETURN(value, host.GetItem(value, numeric ? Value::Int(std::atoll(key.c_str()))
                                                             : Value::String(key)));
         rest = rest.substr(end + 1);
       }
-    }
-    if (value.is_undefined() && !value.undefined_message().empty() && false) {
-      return absl::InvalidArgumentError(value.undefined_message());
     }
     if (conversion == 'r' || conversion == 'a') {
       value = Value::String(ToRepr(value));
@@ -343,19 +342,20 @@ absl::StatusOr<std::string> PythonPercentFormat(FilterHost& host, std::string_vi
     bool have_value = false;
     if (format[i] == '(') {
       const size_t close = format.find(')', i);
-      if (close == std::string_view::npos) return absl::InvalidArgumentError("incomplete format key");
+      if (close == std::string_view::npos)
+        return absl::InvalidArgumentError("incomplete format key");
       if (!mapping) return absl::InvalidArgumentError("format requires a mapping");
       const Value* found = values.dict().Find(format.substr(i + 1, close - i - 1));
       if (found == nullptr) {
-        return absl::InvalidArgumentError(
-            StrCat("'", format.substr(i + 1, close - i - 1), "'"));
+        return absl::InvalidArgumentError(StrCat("'", format.substr(i + 1, close - i - 1), "'"));
       }
       value = *found;
       have_value = used_mapping = true;
       i = close + 1;
     }
     Spec spec;
-    while (i < format.size() && std::string_view("-+ #0").find(format[i]) != std::string_view::npos) {
+    while (i < format.size() &&
+           std::string_view("-+ #0").find(format[i]) != std::string_view::npos) {
       if (format[i] == '-') spec.align = '<';
       if (format[i] == '+' || format[i] == ' ') spec.sign = format[i];
       if (format[i] == '0') spec.zero = true;
@@ -395,12 +395,13 @@ absl::StatusOr<std::string> PythonPercentFormat(FilterHost& host, std::string_vi
       case 'u':
         if (!value.is_number()) {
           return absl::InvalidArgumentError(StrCat("%", std::string(1, type),
-                                                         " format: a real number is required, not ",
-                                                         TypeName(value)));
+                                                   " format: a real number is required, not ",
+                                                   TypeName(value)));
         }
         if (value.is_float()) {
           const double truncated = std::trunc(value.number_value());
-          if (!(std::fabs(truncated) < 9.2e18)) return absl::InvalidArgumentError("integer overflow");
+          if (!(std::fabs(truncated) < 9.2e18))
+            return absl::InvalidArgumentError("integer overflow");
           value = Value::Int(static_cast<int64_t>(truncated));
         }
         spec.type = 'd';
@@ -409,9 +410,8 @@ absl::StatusOr<std::string> PythonPercentFormat(FilterHost& host, std::string_vi
       case 'X':
       case 'o':
         if (!value.is_integral()) {
-          return absl::InvalidArgumentError(StrCat("%", std::string(1, type),
-                                                         " format: an integer is required, not ",
-                                                         TypeName(value)));
+          return absl::InvalidArgumentError(StrCat(
+              "%", std::string(1, type), " format: an integer is required, not ", TypeName(value)));
         }
         spec.type = type;
         break;
@@ -422,8 +422,7 @@ absl::StatusOr<std::string> PythonPercentFormat(FilterHost& host, std::string_vi
       case 'g':
       case 'G':
         if (!value.is_number()) {
-          return absl::InvalidArgumentError(
-              StrCat("must be real number, not ", TypeName(value)));
+          return absl::InvalidArgumentError(StrCat("must be real number, not ", TypeName(value)));
         }
         value = Value::Float(value.number_value());
         spec.type = type;

@@ -467,11 +467,10 @@ class Lexer {
         errno = 0;
         const unsigned long long value = std::strtoull(digits.c_str() + skip, nullptr, base);
         if (errno == ERANGE || value > static_cast<unsigned long long>(INT64_MAX)) {
-          return Error(pos, StrCat("integer literal ", digits,
-                                         " is outside the supported 64-bit range"));
+          return Error(
+              pos, StrCat("integer literal ", digits, " is outside the supported 64-bit range"));
         }
-        tokens_.push_back(
-            Token{TokenKind::kInteger, digits, static_cast<int64_t>(value), 0, line});
+        tokens_.push_back(Token{TokenKind::kInteger, digits, static_cast<int64_t>(value), 0, line});
         pos += length;
         continue;
       }
@@ -491,14 +490,13 @@ class Lexer {
           continue;
         }
       }
-      static constexpr std::string_view kTwoCharOperators[] = {"**", "//", "==", "!=", ">=",
-                                                               "<="};
+      static constexpr std::string_view kTwoCharOperators[] = {"**", "//", "==", "!=", ">=", "<="};
       std::string op;
       for (std::string_view candidate : kTwoCharOperators) {
         if (source_.compare(pos, 2, candidate) == 0) op = candidate;
       }
-      if (op.empty() && std::string_view("+-/*%~[](){}><=.:|,;").find(source_[pos]) !=
-                            std::string_view::npos) {
+      if (op.empty() &&
+          std::string_view("+-/*%~[](){}><=.:|,;").find(source_[pos]) != std::string_view::npos) {
         op = source_.substr(pos, 1);
       }
       if (op.empty()) {
@@ -513,7 +511,7 @@ class Lexer {
         if (balancing.empty()) return Error(pos, StrCat("unexpected '", op, "'"));
         if (balancing.back() != op[0]) {
           return Error(pos, StrCat("unexpected '", op, "', expected '",
-                                         std::string(1, balancing.back()), "'"));
+                                   std::string(1, balancing.back()), "'"));
         }
         balancing.pop_back();
       }

@@ -15,14 +15,14 @@ namespace {
 using Names = std::set<std::string, std::less<>>;
 
 const Names& StringMethods() {
-  static const Names names = {
-      "capitalize", "casefold",  "center",       "count",      "endswith",  "find",
-      "format",     "index",     "isalnum",      "isalpha",    "isdecimal", "isdigit",
-      "islower",    "isnumeric", "isspace",      "istitle",    "isupper",   "join",
-      "ljust",      "lower",     "lstrip",       "partition",  "removeprefix",
-      "removesuffix", "replace", "rfind",        "rindex",     "rjust",     "rpartition",
-      "rsplit",     "rstrip",    "split",        "splitlines", "startswith", "strip",
-      "swapcase",   "title",     "upper",        "zfill"};
+  static const Names names = {"capitalize", "casefold",  "center",       "count",        "endswith",
+                              "find",       "format",    "index",        "isalnum",      "isalpha",
+                              "isdecimal",  "isdigit",   "islower",      "isnumeric",    "isspace",
+                              "istitle",    "isupper",   "join",         "ljust",        "lower",
+                              "lstrip",     "partition", "removeprefix", "removesuffix", "replace",
+                              "rfind",      "rindex",    "rjust",        "rpartition",   "rsplit",
+                              "rstrip",     "split",     "splitlines",   "startswith",   "strip",
+                              "swapcase",   "title",     "upper",        "zfill"};
   return names;
 }
 const Names& DictMethods() {
@@ -51,14 +51,13 @@ Value BoundMethod(const Value& receiver, std::string_view name) {
 }
 
 Value Unsafe(const Value& receiver, std::string_view name) {
-  return Value::Undefined(StrCat("access to attribute '", name, "' of '",
-                                       TypeName(receiver), "' object is unsafe."),
-                          /*unsafe=*/true);
+  return Value::Undefined(
+      StrCat("access to attribute '", name, "' of '", TypeName(receiver), "' object is unsafe."),
+      /*unsafe=*/true);
 }
 
 Value NoAttribute(const Value& object, std::string_view name) {
-  return Value::Undefined(
-      StrCat("'", TypeName(object), " object' has no attribute '", name, "'"));
+  return Value::Undefined(StrCat("'", TypeName(object), " object' has no attribute '", name, "'"));
 }
 
 absl::Status UndefinedError(const Value& undefined) {
@@ -137,7 +136,8 @@ std::string PythonTitle(std::string_view text) {
 
 std::string PythonCapitalize(std::string_view text) {
   std::u32string chars = DecodeUtf8(text);
-  for (size_t i = 0; i < chars.size(); ++i) chars[i] = i == 0 ? ToUpper(chars[i]) : ToLower(chars[i]);
+  for (size_t i = 0; i < chars.size(); ++i)
+    chars[i] = i == 0 ? ToUpper(chars[i]) : ToLower(chars[i]);
   return EncodeUtf8(chars);
 }
 
@@ -158,8 +158,8 @@ absl::StatusOr<int64_t> IntArgument(const Value* value, std::string_view what, i
 
 absl::StatusOr<std::string> StringArgument(const Value* value, std::string_view what) {
   if (value == nullptr || !value->is_string()) {
-    return absl::InvalidArgumentError(StrCat(
-        what, " argument must be str, not ", value ? TypeName(*value) : "nothing"));
+    return absl::InvalidArgumentError(
+        StrCat(what, " argument must be str, not ", value ? TypeName(*value) : "nothing"));
   }
   return value->string_value();
 }
@@ -238,8 +238,8 @@ absl::StatusOr<Value> CallStringMethod(FilterHost& host, const std::string& text
       std::u32string reversed_separator = DecodeUtf8(separator_text);
       std::reverse(reversed_separator.begin(), reversed_separator.end());
       const std::string reversed_separator_text = EncodeUtf8(reversed_separator);
-      parts = PythonSplit(EncodeUtf8(reversed),
-                          has_separator ? &reversed_separator_text : nullptr, max_split);
+      parts = PythonSplit(EncodeUtf8(reversed), has_separator ? &reversed_separator_text : nullptr,
+                          max_split);
       std::reverse(parts.begin(), parts.end());
       for (std::string& part : parts) {
         std::u32string chars = DecodeUtf8(part);
@@ -265,19 +265,17 @@ absl::StatusOr<Value> CallStringMethod(FilterHost& host, const std::string& text
   if (name == "startswith" || name == "endswith") {
     RETURN_IF_ERROR(args.Check(name, 1, {}));
     if (first == nullptr) return absl::InvalidArgumentError(StrCat(name, " takes an argument"));
-    std::vector<Value> candidates =
-        first->is_tuple() ? first->items() : std::vector<Value>{*first};
+    std::vector<Value> candidates = first->is_tuple() ? first->items() : std::vector<Value>{*first};
     for (const Value& candidate : candidates) {
       if (!candidate.is_string()) {
-        return absl::InvalidArgumentError(StrCat(
-            name, " first arg must be str or a tuple of str, not ", TypeName(candidate)));
+        return absl::InvalidArgumentError(
+            StrCat(name, " first arg must be str or a tuple of str, not ", TypeName(candidate)));
       }
       const std::string& affix = candidate.string_value();
-      const bool match = name == "startswith"
-                             ? text.compare(0, affix.size(), affix) == 0
-                             : text.size() >= affix.size() &&
-                                   text.compare(text.size() - affix.size(), affix.size(),
-                                                affix) == 0;
+      const bool match = name == "startswith" ? text.compare(0, affix.size(), affix) == 0
+                                              : text.size() >= affix.size() &&
+                                                    text.compare(text.size() - affix.size(),
+                                                                 affix.size(), affix) == 0;
       if (match) return Value::Bool(true);
     }
     return Value::Bool(false);
@@ -292,12 +290,10 @@ absl::StatusOr<Value> CallStringMethod(FilterHost& host, const std::string& text
     ASSIGN_OR_RETURN(std::string old_text, StringArgument(first, "replace()"));
     ASSIGN_OR_RETURN(std::string new_text, StringArgument(args.Find(1, ""), "replace()"));
     ASSIGN_OR_RETURN(int64_t count, IntArgument(args.Find(2, "count"), "replace()", -1));
-    ASSIGN_OR_RETURN(std::string replaced,
-                     PythonReplace(host, text, old_text, new_text, count));
+    ASSIGN_OR_RETURN(std::string replaced, PythonReplace(host, text, old_text, new_text, count));
     return Value::String(std::move(replaced));
   }
-  if (name == "find" || name == "rfind" || name == "index" || name == "rindex" ||
-      name == "count") {
+  if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
     ASSIGN_OR_RETURN(std::string needle_text, StringArgument(first, name));
     const std::u32string haystack = DecodeUtf8(text);
     const std::u32string needle = DecodeUtf8(needle_text);
@@ -334,8 +330,8 @@ absl::StatusOr<Value> CallStringMethod(FilterHost& host, const std::string& text
     std::string out;
     for (size_t i = 0; i < items.size(); ++i) {
       if (!items[i].is_string()) {
-        return absl::InvalidArgumentError(StrCat(
-            "sequence item ", i, ": expected str instance, ", TypeName(items[i]), " found"));
+        return absl::InvalidArgumentError(
+            StrCat("sequence item ", i, ": expected str instance, ", TypeName(items[i]), " found"));
       }
       if (i > 0) out += text;
       out += items[i].string_value();
@@ -427,7 +423,8 @@ absl::StatusOr<Value> CallDictMethod(FilterHost& host, const Value& dict, std::s
   if (name == "get") {
     RETURN_IF_ERROR(args.Check(name, 2, {}));
     const Value* key = args.Find(0, "");
-    if (key == nullptr) return absl::InvalidArgumentError("get expected at least 1 argument, got 0");
+    if (key == nullptr)
+      return absl::InvalidArgumentError("get expected at least 1 argument, got 0");
     if (const Value* value = dict.dict().Find(*key)) return *value;
     const Value* fallback = args.Find(1, "");
     return fallback ? *fallback : Value::None();
@@ -535,7 +532,8 @@ std::vector<std::string> PythonSplit(std::string_view text, const std::string* s
   }
   size_t pos = 0;
   while (true) {
-    while (pos < text.size() && WhitespaceLengthAt(text, pos) > 0) pos += WhitespaceLengthAt(text, pos);
+    while (pos < text.size() && WhitespaceLengthAt(text, pos) > 0)
+      pos += WhitespaceLengthAt(text, pos);
     if (pos >= text.size()) break;
     if (max_split >= 0 && static_cast<int64_t>(parts.size()) == max_split) {
       // The rest, without its trailing whitespace, is the last part.
@@ -617,12 +615,11 @@ absl::StatusOr<Value> GetItem(const Value& object, const Value& key) {
     if (std::optional<Value> method = MethodOf(object, key.string_value())) return *method;
     return NoAttribute(object, key.string_value());
   }
-  return Value::Undefined(StrCat("'", TypeName(object), " object' has no element ",
-                                       ToRepr(key)));
+  return Value::Undefined(StrCat("'", TypeName(object), " object' has no element ", ToRepr(key)));
 }
 
-absl::StatusOr<Value> Slice(const Value& object, const Value& start_value,
-                            const Value& stop_value, const Value& step_value) {
+absl::StatusOr<Value> Slice(const Value& object, const Value& start_value, const Value& stop_value,
+                            const Value& step_value) {
   if (object.is_undefined()) return UndefinedError(object);
   const auto is_bound = [](const Value& v) { return v.is_none() || v.is_integral(); };
   if (!is_bound(start_value) || !is_bound(stop_value) || !is_bound(step_value) ||

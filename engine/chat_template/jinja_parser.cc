@@ -108,8 +108,7 @@ class Parser {
     ~NestingGuard() { --parser_.nesting_; }
     absl::Status Check() const {
       if (parser_.nesting_ > kMaxParseNesting) {
-        return parser_.Error(
-            StrCat("template nested deeper than ", kMaxParseNesting, " levels"));
+        return parser_.Error(StrCat("template nested deeper than ", kMaxParseNesting, " levels"));
       }
       return absl::OkStatus();
     }
@@ -127,8 +126,7 @@ class Parser {
     }
     node->children = std::move(children);
     if (node->depth > kMaxTreeDepth) {
-      return ErrorAt(line, StrCat("expression nested deeper than ", kMaxTreeDepth,
-                                        " levels"));
+      return ErrorAt(line, StrCat("expression nested deeper than ", kMaxTreeDepth, " levels"));
     }
     return node;
   }
@@ -155,7 +153,7 @@ class Parser {
         std::vector<std::string> wanted;
         for (std::string_view name : end_names) wanted.push_back(StrCat("'", name, "'"));
         return Error(StrCat("unexpected end of template; looking for the tags ",
-                                  absl::StrJoin(wanted, " or ")));
+                            absl::StrJoin(wanted, " or ")));
       }
       if (token.kind == TokenKind::kData) {
         ASSIGN_OR_RETURN(NodePtr output, Make(NodeKind::kOutput, token.line));
@@ -167,8 +165,7 @@ class Parser {
         const int line = Current().line;
         ASSIGN_OR_RETURN(NodePtr expr, ParseTuple(true, {}, false));
         if (Current().kind != TokenKind::kVariableEnd) {
-          return Error(StrCat("expected end of print statement, got ",
-                                    Describe(Current())));
+          return Error(StrCat("expected end of print statement, got ", Describe(Current())));
         }
         Advance();
         ASSIGN_OR_RETURN(NodePtr print, Make(NodeKind::kPrint, line, Children(std::move(expr))));
@@ -224,8 +221,8 @@ class Parser {
       return Make(tag == "break" ? NodeKind::kBreak : NodeKind::kContinue, line);
     }
     static const std::set<std::string, std::less<>> kEndTags = {
-        "endfor", "endif",  "endset",  "endmacro",      "endfilter", "endwith",
-        "elif",   "else",   "endraw",  "endgeneration", "endblock",  "endcall"};
+        "endfor", "endif", "endset", "endmacro",      "endfilter", "endwith",
+        "elif",   "else",  "endraw", "endgeneration", "endblock",  "endcall"};
     if (kEndTags.contains(tag)) return Error(StrCat("unexpected tag '", tag, "'"));
     return Error(StrCat("unsupported tag '", tag, "'"));
   }
@@ -485,7 +482,8 @@ class Parser {
       const int line = Current().line;
       Advance();
       ASSIGN_OR_RETURN(NodePtr right, ParseAnd());
-      ASSIGN_OR_RETURN(left, Make(NodeKind::kOr, line, Children(std::move(left), std::move(right))));
+      ASSIGN_OR_RETURN(left,
+                       Make(NodeKind::kOr, line, Children(std::move(left), std::move(right))));
     }
     return left;
   }
@@ -523,8 +521,8 @@ class Parser {
       const Token& token = Current();
       std::string op;
       if (token.kind == TokenKind::kOperator &&
-          (token.text == "==" || token.text == "!=" || token.text == "<" ||
-           token.text == "<=" || token.text == ">" || token.text == ">=")) {
+          (token.text == "==" || token.text == "!=" || token.text == "<" || token.text == "<=" ||
+           token.text == ">" || token.text == ">=")) {
         op = token.text;
         Advance();
       } else if (IsName(token, "in")) {

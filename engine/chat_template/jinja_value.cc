@@ -382,8 +382,7 @@ absl::StatusOr<bool> LessThanAt(const Value& left, const Value& right, int depth
     return a.size() < b.size();
   }
   return absl::InvalidArgumentError(StrCat("'<' not supported between instances of '",
-                                                 TypeName(left), "' and '", TypeName(right),
-                                                 "'"));
+                                           TypeName(left), "' and '", TypeName(right), "'"));
 }
 
 template <typename Json>
@@ -567,8 +566,8 @@ absl::Status AppendJson(const Value& value, const JsonDumpOptions& options, int 
         } else if (key.is_int()) {
           AppendJsonString(StrCat(key.int_value()), out);
         } else {
-          return absl::InvalidArgumentError(StrCat(
-              "keys must be str, int, float, bool or None, not ", TypeName(key)));
+          return absl::InvalidArgumentError(
+              StrCat("keys must be str, int, float, bool or None, not ", TypeName(key)));
         }
         out += options.key_separator;
         RETURN_IF_ERROR(AppendJson(entry->second, options, level + 1, out));

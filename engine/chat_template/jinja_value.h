@@ -50,9 +50,9 @@ struct CallableData {
   enum class Type { kMacro, kGlobal, kMethod };
   Type type = Type::kGlobal;
   std::string name;
-  std::shared_ptr<Value> receiver;      // kMethod
-  const Node* macro = nullptr;          // kMacro: the macro statement
-  std::shared_ptr<Scope> macro_scope;   // kMacro: where it was defined
+  std::shared_ptr<Value> receiver;     // kMethod
+  const Node* macro = nullptr;         // kMacro: the macro statement
+  std::shared_ptr<Scope> macro_scope;  // kMacro: where it was defined
 };
 
 class Value {
@@ -151,7 +151,7 @@ struct JsonDumpOptions {
   std::string item_separator = ", ";
   std::string key_separator = ": ";
   bool sort_keys = false;
-  bool ensure_ascii = false;  // \uXXXX escapes for everything outside ASCII
+  bool ensure_ascii = false;    // \uXXXX escapes for everything outside ASCII
   size_t max_bytes = SIZE_MAX;  // an error once the text would be longer
 };
 // Python's json.dumps(value, ensure_ascii=False, ...): key order kept, floats as repr.

@@ -26,12 +26,12 @@ absl::StatusOr<std::string> Render(std::string_view source, const nlohmann::orde
 }
 
 TEST(ChatTemplateParseTest, RefusesUnsupportedTagsNamingTheLine) {
-  for (const char* tag : {"include", "extends", "import", "block", "call", "from", "autoescape",
-                          "do"}) {
+  for (const char* tag :
+       {"include", "extends", "import", "block", "call", "from", "autoescape", "do"}) {
     const absl::Status status = ParseError(std::string("line one\n\n{% ") + tag + " 'x' %}");
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << tag;
-    EXPECT_THAT(status.message(), HasSubstr(std::string("test.jinja:3: unsupported tag '") + tag +
-                                            "'"));
+    EXPECT_THAT(status.message(),
+                HasSubstr(std::string("test.jinja:3: unsupported tag '") + tag + "'"));
   }
 }
 
@@ -63,7 +63,8 @@ TEST(ChatTemplateParseTest, RefusesSyntaxErrorsNamingTheLine) {
   EXPECT_THAT(ParseError("{{ (1 }}").message(), HasSubstr("test.jinja:1:"));
   EXPECT_THAT(ParseError("{# open").message(), HasSubstr("Missing end of comment tag"));
   EXPECT_THAT(ParseError("{% raw %}x").message(), HasSubstr("Missing end of raw directive"));
-  EXPECT_THAT(ParseError("\n{% endif %}").message(), HasSubstr("test.jinja:2: unexpected tag 'endif'"));
+  EXPECT_THAT(ParseError("\n{% endif %}").message(),
+              HasSubstr("test.jinja:2: unexpected tag 'endif'"));
   EXPECT_THAT(ParseError("{{ 99999999999999999999 }}").message(), HasSubstr("64-bit range"));
 }
 
@@ -83,10 +84,11 @@ TEST(ChatTemplateRenderTest, RaiseExceptionCarriesTheTemplatesMessage) {
 }
 
 TEST(ChatTemplateRenderTest, RuntimeErrorsAreInvalidArgumentWithTheLine) {
-  auto rendered = Render("x\n{{ messages[0].content.missing.deeper }}",
-                         {{"messages", {{{"content", "hi"}}}}});
+  auto rendered =
+      Render("x\n{{ messages[0].content.missing.deeper }}", {{"messages", {{{"content", "hi"}}}}});
   EXPECT_EQ(rendered.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(rendered.status().message(), HasSubstr("test.jinja:2: 'str object' has no attribute"));
+  EXPECT_THAT(rendered.status().message(),
+              HasSubstr("test.jinja:2: 'str object' has no attribute"));
   EXPECT_THAT(Render("{{ [1].append(2) }}", nlohmann::ordered_json::object()).status().message(),
               HasSubstr("unsafe"));
   EXPECT_EQ(Render("{{ 1 }}", nlohmann::ordered_json::array()).status().code(),
@@ -109,8 +111,8 @@ TEST(ChatTemplateRenderTest, KeepsTheRequestsKeyOrderWithOrderedJson) {
 }
 
 TEST(ChatTemplateLimitsTest, HugeRangeIsRefusedAsJinja2Does) {
-  auto rendered = Render("{% for i in range(1000000000) %}x{% endfor %}",
-                         nlohmann::ordered_json::object());
+  auto rendered =
+      Render("{% for i in range(1000000000) %}x{% endfor %}", nlohmann::ordered_json::object());
   EXPECT_EQ(rendered.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(rendered.status().message(), HasSubstr("MAX_RANGE"));
 }
@@ -118,9 +120,9 @@ TEST(ChatTemplateLimitsTest, HugeRangeIsRefusedAsJinja2Does) {
 TEST(ChatTemplateLimitsTest, NestedLoopsStopAtMaxSteps) {
   ChatTemplateLimits limits;
   limits.max_steps = 100'000;
-  auto rendered = Render(
-      "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-      nlohmann::ordered_json::object(), limits);
+  auto rendered =
+      Render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+             nlohmann::ordered_json::object(), limits);
   EXPECT_EQ(rendered.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(rendered.status().message(), HasSubstr("max_steps (100000 steps)"));
 }
@@ -133,9 +135,10 @@ TEST(ChatTemplateLimitsTest, OutputStopsAtMaxOutputBytes) {
   EXPECT_EQ(rendered.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(rendered.status().message(), HasSubstr("max_output_bytes (1000)"));
   // Strings built without output count too: doubling a string stops at the limit.
-  auto doubled = Render("{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
-                        "{% set ns.s = ns.s + ns.s %}{% endfor %}",
-                        nlohmann::ordered_json::object(), limits);
+  auto doubled = Render(
+      "{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
+      "{% set ns.s = ns.s + ns.s %}{% endfor %}",
+      nlohmann::ordered_json::object(), limits);
   EXPECT_EQ(doubled.status().code(), absl::StatusCode::kResourceExhausted);
   auto repeated = Render("{{ 'x' * 1000000000000 }}", nlohmann::ordered_json::object(), limits);
   EXPECT_EQ(repeated.status().code(), absl::StatusCode::kResourceExhausted);
@@ -172,9 +175,8 @@ TEST_F(LoadChatTemplatesTest, StringTemplateAndSpecialTokens) {
   EXPECT_EQ(templates->eos_token, "</s>");
   const ChatTemplate* chosen = templates->Find("");
   ASSERT_NE(chosen, nullptr);
-  auto rendered = chosen->Render(nlohmann::json{{"bos_token", "<s>"},
-                                                {"messages", {{{"content", "hi"}}}}},
-                                 absl::Now());
+  auto rendered = chosen->Render(
+      nlohmann::json{{"bos_token", "<s>"}, {"messages", {{{"content", "hi"}}}}}, absl::Now());
   ASSERT_TRUE(rendered.ok()) << rendered.status();
   EXPECT_EQ(*rendered, "<s>hi");
   EXPECT_EQ(templates->Find("tool_use"), nullptr);
@@ -214,10 +216,9 @@ TEST_F(LoadChatTemplatesTest, NoTemplates) {
 
 TEST_F(LoadChatTemplatesTest, RefusesMalformedConfigsNamingTheFile) {
   const std::string file = (directory_ / "tokenizer_config.json").string();
-  for (const char* config :
-       {R"({"chat_template": 3})", R"({"chat_template": {"default": "x"}})",
-        R"({"chat_template": [{"name": "a"}]})", R"({"chat_template": ["x"]})",
-        R"({"bos_token": 1})", "not json", "[]"}) {
+  for (const char* config : {R"({"chat_template": 3})", R"({"chat_template": {"default": "x"}})",
+                             R"({"chat_template": [{"name": "a"}]})", R"({"chat_template": ["x"]})",
+                             R"({"bos_token": 1})", "not json", "[]"}) {
     Write("tokenizer_config.json", config);
     auto templates = LoadChatTemplates(directory_);
     EXPECT_EQ(templates.status().code(), absl::StatusCode::kInvalidArgument) << config;
