@@ -2,7 +2,7 @@
 # and nghttpx with deploy/proxy/nghttpx.conf, which the Kubernetes pod runs as a sidecar in front
 # of the server (Debian's gRPC 1.51 has no HTTP/2 rapid-reset defence: docs/reliability.md).
 #   podman build --format docker -t attnserve .     (or docker build -t attnserve .)
-#   podman run --rm -p 50051:50051 -p 9090:9090 attnserve
+#   podman run --rm -p 50051:50051 -p 9090:9090 -p 8000:8000 attnserve   (8000: the OpenAI API)
 # Flags come from ATTNSERVE_* environment variables (ATTNSERVE_THREADS=2) or from arguments. The
 # proxy: `--entrypoint nghttpx attnserve --conf=/etc/attnserve/nghttpx.conf` (deploy/k8s/base).
 
@@ -11,7 +11,7 @@ RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       build-essential cmake pkg-config libdnnl-dev libabsl-dev nlohmann-json3-dev libicu-dev libonig-dev \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler prometheus-cpp-dev \
-      grpc-proto \
+      grpc-proto libboost-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -47,8 +47,9 @@ COPY deploy/proxy/nghttpx.conf /etc/attnserve/nghttpx.conf
 USER 10001
 ENV ATTNSERVE_MODEL_REPOSITORY=/opt/attnserve/models \
     ATTNSERVE_PORT=50051 \
-    ATTNSERVE_METRICS_PORT=9090
-EXPOSE 50051 9090
+    ATTNSERVE_METRICS_PORT=9090 \
+    ATTNSERVE_HTTP_PORT=8000
+EXPOSE 50051 9090 8000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s \
   CMD attn health --target "localhost:${ATTNSERVE_PORT}" --timeout 2 --retries 1 || exit 1
 ENTRYPOINT ["attnserve"]

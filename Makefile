@@ -12,7 +12,7 @@ FUZZ_SECONDS ?= 60
 # and much quicker to compile than full debug information).
 SANITIZE_FLAGS = -O2 -g1 -DNDEBUG
 FUZZ_TARGETS = safetensors_fuzz model_config_fuzz tokenizer_fuzz request_fuzz open_inference_fuzz \
-               tokenizer_json_fuzz hf_tokenizer_fuzz chat_template_fuzz
+               tokenizer_json_fuzz hf_tokenizer_fuzz chat_template_fuzz openai_request_fuzz
 
 .PHONY: deps configure build test serve bench bench-model bench-server bench-compare bench-int8 \
         container-test kube-test test-asan \
@@ -36,7 +36,8 @@ test: build
 # on :50051 (gRPC) and :9090 (/metrics); SERVE_FLAGS adds flags.
 serve: build
 	bash scripts/serving-repository.sh $(BUILD_DIR)/serving-models
-	./$(BUILD_DIR)/server/attnserve --model_repository=$(BUILD_DIR)/serving-models $(SERVE_FLAGS)
+	./$(BUILD_DIR)/server/attnserve --model_repository=$(BUILD_DIR)/serving-models --http_port=8000 \
+	  $(SERVE_FLAGS)
 
 bench: build
 	bash bench/run_kernel_bench.sh $(BUILD_DIR)

@@ -15,6 +15,10 @@ packages=(
   libdnnl-dev libabsl-dev nlohmann-json3-dev libicu-dev libonig-dev
   # server: gRPC, Protobuf, Prometheus metrics (prometheus-cpp serves them with civetweb)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler prometheus-cpp-dev
+  # the OpenAI-compatible HTTP API: Boost.Beast over Asio (docs/serving.md says why); Debian's
+  # default Boost, 1.74: libboost1.81-dev conflicts with it, and apt would remove python3-scipy
+  # (through python3-pythran) to install it
+  libboost-dev
   # end-to-end tests: real clients in Python, health and reflection protos, a real Prometheus
   python3-grpcio python3-grpc-tools grpc-proto prometheus
   # an HTTP/2 client that speaks below gRPC, for the rapid-reset tests; the HTTP/2 proxy the
@@ -31,6 +35,8 @@ packages=(
   # what the pinned PyPI packages (python/requirements.txt) take from Debian
   python3-requests python3-yaml python3-packaging python3-typing-extensions python3-scipy python3-pil
   python3-sympy python3-protobuf
+  # chat templates' reference: jinja2, which transformers renders them with
+  python3-jinja2
   # benchmarks plots
   python3-matplotlib
   # the demo model's training text and held-out corpus (the int8 accuracy test reads it)

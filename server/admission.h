@@ -19,6 +19,13 @@
 
 namespace attnserve::server {
 
+// Who sent a call and until when it may take, in no protocol's terms.
+struct CallOrigin {
+  absl::Time deadline = absl::InfiniteFuture();
+  // The connection's peer: queue places and decoding slots are shared out among clients.
+  std::string client;
+};
+
 class Admission {
  public:
   // Inference calls are admitted through `gate`, which shutdown closes. Large answers are built
@@ -47,16 +54,22 @@ class Admission {
   void Start(grpc::CallbackServerContext* context, const std::string& model,
              const std::string& method, TaskKind kind, const absl::Status& prepared,
              Validate validate, Call* call) const {
+    Start(CallOrigin{absl::FromChrono(context->deadline()), context->peer()}, model, method, kind,
+          prepared, std::move(validate), call);
+  }
+  template <typename Validate, typename Call>
+  void Start(const CallOrigin& origin, const std::string& model, const std::string& method,
+             TaskKind kind, const absl::Status& prepared, Validate validate, Call* call) const {
     const bool admitted = gate_.Enter();
     call->Admitted(&gate_);
-    if (!admitted) return call->Complete(absl::UnavailableError("the server is shutting down"));
+    if (!admitted) return call->Complete(ShuttingDownError());
     if (!prepared.ok()) return call->Complete(prepared);
     auto worker = Route(model, method);
     if (!worker.ok()) return call->Complete(worker.status());
     auto task = std::make_shared<Task>(kind, call);
     if (auto status = validate(**worker, *task); !status.ok()) return call->Complete(status);
-    task->deadline = absl::FromChrono(context->deadline());
-    task->client = context->peer();
+    task->deadline = origin.deadline;
+    task->client = origin.client;
     task->wake = [worker = *worker] { worker->Poke(); };
     call->Attach(task);
     // Once queued, the task is the scheduler's: it completes the call, this thread never again.

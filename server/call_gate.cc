@@ -1,6 +1,21 @@
 #include "server/call_gate.h"
 
+#include "absl/strings/cord.h"
+
 namespace attnserve::server {
+namespace {
+constexpr char kShuttingDown[] = "attnserve.shutting_down";
+}  // namespace
+
+absl::Status ShuttingDownError() {
+  absl::Status status = absl::UnavailableError("the server is shutting down");
+  status.SetPayload(kShuttingDown, absl::Cord());
+  return status;
+}
+
+bool IsShuttingDown(const absl::Status& status) {
+  return status.GetPayload(kShuttingDown).has_value();
+}
 
 bool CallGate::Enter() {
   std::lock_guard lock(mutex_);

@@ -8,9 +8,15 @@
 #include <cstdint>
 #include <mutex>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 
 namespace attnserve::server {
+
+// UNAVAILABLE for a call refused because the server is shutting down, marked so that protocols
+// that tell it apart from a full queue can (HTTP answers 503 to the one, 429 to the other).
+absl::Status ShuttingDownError();
+bool IsShuttingDown(const absl::Status& status);
 
 class CallGate {
  public:

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/status_macros.h"
+#include "server/call_gate.h"
 #include "server/model_repository.h"
 
 namespace attnserve::server {
@@ -207,7 +208,7 @@ absl::Status EngineLoop::Submit(std::shared_ptr<Task> task) {
   task->call = cost.call;
   {
     std::lock_guard lock(mutex_);
-    if (draining_) return absl::UnavailableError("the server is shutting down");
+    if (draining_) return ShuttingDownError();
     const int64_t queued = queued_;
     if (queued >= options_.max_queue_size && !PushOutFor(*task)) {
       return Refuse("queue", absl::UnavailableError(

@@ -139,9 +139,13 @@ bool Executor::Emit(Sequence& g, Generation& generation, const float* logits, Re
   }
   const int64_t generated = g.generated() + 1;
   generated_tokens_.Increment();
+  const float log_sum = LogSumExp(logits, vocab);
   g.task->Emit({.id = id,
                 .text = generation.text.Push(id),
-                .log_probability = logits[id] - LogSumExp(logits, vocab)});
+                .log_probability = logits[id] - log_sum,
+                .top = options.top_logprobs > 0 ? TopChoices(logits, vocab, options.top_logprobs,
+                                                             log_sum, *model_.tokenizer)
+                                                : std::vector<TokenChoice>{}});
   if (generated >= options.max_tokens) {
     return finish(options.context_limited ? FinishReason::kContextFull : FinishReason::kMaxTokens,
                   generated);

@@ -575,6 +575,9 @@ std::string InferFieldNames::Name(const FieldPath& path) const {
     case Field::kMaxTokens:
       parameter = "max_tokens";
       break;
+    case Field::kTopLogprobs:
+      parameter = "top_logprobs";
+      break;
     case Field::kPooling:
       parameter = "pooling";
       break;

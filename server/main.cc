@@ -22,15 +22,29 @@
 #include "engine/status_macros.h"
 #include "server/cpu_quota.h"
 #include "server/environment_flags.h"
+#include "server/http_server.h"
 #include "server/inference_service.h"
 #include "server/memory_trimmer.h"
 #include "server/metrics_endpoint.h"
 #include "server/open_inference_service.h"
+#include "server/openai_service.h"
 #include "server/protobuf_log.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on");
 ABSL_FLAG(int, port, 50051, "gRPC port");
 ABSL_FLAG(int, metrics_port, 9090, "HTTP port for /metrics (0: no metrics endpoint)");
+ABSL_FLAG(int, http_port, 0,
+          "HTTP port of the OpenAI-compatible API: /v1/completions, /v1/chat/completions, "
+          "/v1/embeddings, /v1/models, /tokenize, /detokenize, /health (0: off)");
+ABSL_FLAG(std::string, http_host, "",
+          "Address the HTTP API listens on (empty: --host); a pod whose proxy fronts gRPC on "
+          "the loopback serves HTTP on its own address");
+ABSL_FLAG(int, http_threads, 1, "Threads serving the HTTP API's connections");
+ABSL_FLAG(int, http_max_connections, 1024,
+          "HTTP connections open at once; more are answered 503 and closed");
+ABSL_FLAG(int, http_read_timeout_s, 30,
+          "An HTTP request must arrive within this; idle keep-alive connections close after it");
+ABSL_FLAG(int, http_max_header_bytes, 16 << 10, "Largest HTTP request header");
 ABSL_FLAG(std::string, model_repository, "models",
           "Directory with one subdirectory per model (config.json + model.safetensors)");
 ABSL_FLAG(int, threads, 0, "Compute threads per engine call (0: the container's CPU quota)");
@@ -226,6 +240,26 @@ int Serve() {
     std::cerr << "attnserve: cannot listen on " << address << "\n";
     return 1;
   }
+  // The OpenAI-compatible API, on its own port, through the same admission.
+  OpenAiService openai(admission);
+  std::unique_ptr<HttpServer> http;
+  if (const int http_port = absl::GetFlag(FLAGS_http_port); http_port > 0) {
+    HttpLimits limits;
+    limits.max_header_bytes = std::max(1024, absl::GetFlag(FLAGS_http_max_header_bytes));
+    limits.max_body_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+    limits.read_timeout = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_http_read_timeout_s)));
+    limits.max_connections = std::max(1, absl::GetFlag(FLAGS_http_max_connections));
+    limits.threads = std::max(1, absl::GetFlag(FLAGS_http_threads));
+    const std::string http_host = absl::GetFlag(FLAGS_http_host).empty()
+                                      ? absl::GetFlag(FLAGS_host)
+                                      : absl::GetFlag(FLAGS_http_host);
+    auto started = HttpServer::Start(http_host, http_port, limits, openai);
+    if (!started.ok()) {
+      std::cerr << "attnserve: " << started.status().message() << "\n";
+      return 1;
+    }
+    http = *std::move(started);
+  }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(true);
   for (const char* name : kServiceNames) health->SetServingStatus(name, true);
@@ -233,7 +267,7 @@ int Serve() {
             << " with " << threads << " compute thread(s)"
             << (exposer ? absl::StrCat("; metrics on :", absl::GetFlag(FLAGS_metrics_port))
                         : std::string())
-            << "\n";
+            << (http ? absl::StrCat("; OpenAI API on :", http->port()) : std::string()) << "\n";
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
@@ -246,6 +280,9 @@ int Serve() {
   const int64_t left =
       gate.CloseAndWait(absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
   if (left > 0) std::cerr << "attnserve: drain timeout: cancelling " << left << " call(s)\n";
+  // Answers already made go out; then every HTTP connection closes. The server object stays
+  // until the schedulers are drained: their tasks may still hold its connections.
+  if (http) http->Shutdown(absl::Now() + absl::Seconds(2));
   server->Shutdown(std::chrono::system_clock::now());
   repository->DrainAll();
   // What this process answered, by status code: after a drain, every call it accepted.

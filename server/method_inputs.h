@@ -22,8 +22,12 @@ struct SequenceInput {
   Kind kind = Kind::kMissing;
   std::string text;
   std::vector<int64_t> ids;
+  // Text: whether the tokenizer adds its special tokens (a rendered chat template has its own).
+  bool add_special_tokens = true;
 
-  static SequenceInput Text(std::string text) { return {Kind::kText, std::move(text), {}}; }
+  static SequenceInput Text(std::string text, bool add_special_tokens = true) {
+    return {Kind::kText, std::move(text), {}, add_special_tokens};
+  }
   static SequenceInput Tokens(std::vector<int64_t> ids) {
     return {Kind::kTokens, {}, std::move(ids)};
   }
@@ -64,6 +68,7 @@ struct GenerateInput {
   float top_p = 0.0f;  // 0: 1
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
+  int64_t top_logprobs = 0;  // the most likely tokens to report beside each generated one
 };
 
 struct TokenizeInput {
@@ -94,6 +99,7 @@ struct FieldPath {
     kTopP,
     kMaxTokens,
     kStop,
+    kTopLogprobs,
     kPooling,
     kHeadLayers,
   };

@@ -42,7 +42,7 @@ RequestCost CostOf(const Task& task, const Model& model) {
   }
   cost.tokens = call.batch * call.time;
   cost.activation_bytes = ActivationBytes(model.config, call);
-  cost.response_bytes = ResponseBytesBound(task, model);
+  cost.response_bytes = ResponseBytesBound(task, model) * task.answer_scale;
   return cost;
 }
 

@@ -20,6 +20,8 @@ absl::Status InvalidField(const FieldNames& names, const FieldPath& path,
 namespace {
 
 constexpr int kMaxStopBytes = 256;
+// As OpenAI's API allows.
+constexpr int64_t kMaxTopLogprobs = 20;
 
 // Token ids of one sequence: text through the model's tokenizer, or ids checked against the
 // vocabulary; non-empty and within the model's context.
@@ -30,7 +32,7 @@ absl::StatusOr<std::vector<int64_t>> Resolve(const SequenceInput& sequence, Fiel
   switch (sequence.kind) {
     case SequenceInput::Kind::kText: {
       ASSIGN_OR_RETURN(auto encoded, EncodeText(sequence.text, {path.field, path.row, Part::kText},
-                                                names, worker));
+                                                names, worker, sequence.add_special_tokens));
       ids = std::move(encoded);
       break;
     }
@@ -282,7 +284,13 @@ absl::Status ValidateGenerate(const GenerateInput& input, const FieldNames& name
                           absl::StrCat("must hold 1 to ", kMaxStopBytes, " bytes"));
     }
   }
+  if (input.top_logprobs < 0 || input.top_logprobs > kMaxTopLogprobs) {
+    return InvalidField(
+        names, {Field::kTopLogprobs},
+        absl::StrCat("= ", input.top_logprobs, " must be in [0, ", kMaxTopLogprobs, "]"));
+  }
   GenerateOptions& options = task.generate;
+  options.top_logprobs = input.top_logprobs;
   const int64_t room = worker.max_context() - static_cast<int64_t>(ids.size());
   options.max_tokens = input.max_tokens > 0 ? input.max_tokens : 64;
   options.context_limited = options.max_tokens > room;

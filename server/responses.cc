@@ -66,11 +66,28 @@ int64_t ResponseBytesBound(const Task& task, const Model& model) {
       const int64_t event = kEnvelope + kFraming + kVarint +
                             static_cast<int64_t>(TextStream::kMaxHeldTokens) * kTokenText + kFloat;
       if (!task.collect_events) return event;
-      // Collected: every token's id, text and log-probability, then the finish.
-      return event + task.generate.max_tokens * (kFraming + 2 * kVarint + kTokenText + kFloat);
+      // Collected: every token's id, text and log-probability, and its alternatives, then the
+      // finish.
+      const int64_t choice = kFraming + 2 * kVarint + kTokenText + kFloat;
+      return event + task.generate.max_tokens * (1 + task.generate.top_logprobs) * choice;
     }
   }
   return kEnvelope;
+}
+
+std::vector<TokenChoice> TopChoices(const float* logits, int64_t vocab, int64_t k, float log_sum,
+                                    const Tokenizer& tokenizer) {
+  k = std::min(k, vocab);
+  std::vector<int64_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  std::vector<TokenChoice> top(k);
+  for (int64_t i = 0; i < k; ++i) {
+    const float log_p = logits[order[i]] - log_sum;
+    top[i] = {order[i], tokenizer.TokenText(order[i]), std::exp(log_p), log_p};
+  }
+  return top;
 }
 
 NextTokenRow MakeNextTokenRow(const float* raw, int64_t vocab, int64_t input_tokens,

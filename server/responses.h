@@ -17,6 +17,11 @@ namespace attnserve::server {
 // The most bytes the task's answer can take on the wire, from its validated inputs alone.
 int64_t ResponseBytesBound(const Task& task, const Model& model);
 
+// The `k` most likely tokens of raw next-token `logits` with their log-probabilities (a
+// generated token's alternatives); `log_sum` is the logits' log-sum-exp.
+std::vector<TokenChoice> TopChoices(const float* logits, int64_t vocab, int64_t k, float log_sum,
+                                    const Tokenizer& tokenizer);
+
 // One sequence's NextToken result from its next-token logits (one row of vocab floats).
 NextTokenRow MakeNextTokenRow(const float* logits, int64_t vocab, int64_t input_tokens,
                               const Task& task, const Tokenizer& tokenizer);

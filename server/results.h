@@ -58,6 +58,7 @@ struct GenerationEvent {
   int64_t id = 0;  // a token's
   std::string text;
   float log_probability = 0.0f;
+  std::vector<TokenChoice> top = {};  // the most likely tokens in its place, when asked for
   FinishReason reason = FinishReason::kMaxTokens;  // the end's
   int64_t prompt_tokens = 0, generated_tokens = 0;
 };

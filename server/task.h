@@ -30,6 +30,7 @@ struct GenerateOptions {
   float top_p = 1.0f;
   uint64_t seed = 0;
   std::vector<std::string> stop;
+  int64_t top_logprobs = 0;
   bool context_limited = false;  // max_tokens was cut to what the context holds
 };
 
@@ -73,6 +74,9 @@ struct Task {
   // here rather than streamed, so the answer's size follows max_tokens.
   bool collect_events = false;
   std::vector<GenerationEvent> events;
+  // A JSON answer spells out what protobuf packs (field names, decimal floats, escaped text):
+  // its bound is this many times attnserve.v1's.
+  int64_t answer_scale = 1;
   int64_t top_k = 10;              // NextToken
   float temperature = 1.0f;        // NextToken
   bool full_distribution = false;  // NextToken

@@ -26,11 +26,18 @@ absl::Status Named(const FieldPath& path, const FieldNames& names, const absl::S
 }  // namespace
 
 absl::StatusOr<std::vector<int64_t>> EncodeText(const std::string& text, const FieldPath& path,
-                                                const FieldNames& names, const EngineLoop& worker) {
+                                                const FieldNames& names, const EngineLoop& worker,
+                                                bool add_special_tokens) {
   RETURN_IF_ERROR(CheckLength(text, path, names, worker));
-  auto ids = worker.model().tokenizer->EncodeIds(text);
-  if (!ids.ok()) return Named(path, names, ids.status());
-  return ids;
+  const Tokenizer& tokenizer = *worker.model().tokenizer;
+  if (add_special_tokens) {
+    auto ids = tokenizer.EncodeIds(text);
+    if (!ids.ok()) return Named(path, names, ids.status());
+    return ids;
+  }
+  auto encoding = tokenizer.Encode(text, /*add_special_tokens=*/false);
+  if (!encoding.ok()) return Named(path, names, encoding.status());
+  return std::move(encoding->ids);
 }
 
 absl::StatusOr<std::vector<TokenSpan>> Tokenize(const TokenizeInput& input, const FieldNames& names,

@@ -16,7 +16,8 @@ namespace attnserve::server {
 // The ids of `text` (field `path` of the request), refused with INVALID_ARGUMENT naming the
 // field when it is longer than --max_text_bytes or the tokenizer cannot encode it.
 absl::StatusOr<std::vector<int64_t>> EncodeText(const std::string& text, const FieldPath& path,
-                                                const FieldNames& names, const EngineLoop& worker);
+                                                const FieldNames& names, const EngineLoop& worker,
+                                                bool add_special_tokens = true);
 
 // Refused, naming the limit, when the answer could pass the message limit.
 absl::StatusOr<std::vector<TokenSpan>> Tokenize(const TokenizeInput& input, const FieldNames& names,

@@ -38,6 +38,8 @@ const char* FieldName(Field field) {
       return "max_tokens";
     case Field::kStop:
       return "stop";
+    case Field::kTopLogprobs:
+      return "top_logprobs";
     case Field::kPooling:
       return "pooling";
     case Field::kHeadLayers:

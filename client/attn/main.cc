@@ -16,6 +16,7 @@
 #include "client/cli_table.h"
 #include "client/client.h"
 #include "client/exit_codes.h"
+#include "client/openai_chat.h"
 
 namespace attnserve::client {
 namespace {
@@ -34,6 +35,8 @@ Commands:
   embed                  the embedding of --text or --tokens
   tokenize               the tokens of --text, each with its bytes of the text
   detokenize             the text of --tokens
+  chat                   talk with a chat model, a line a turn, through the server's OpenAI
+                         API at --http_target (its chat template renders the conversation)
 
 --model may be left out when the server serves exactly one model.
 )";
@@ -61,6 +64,9 @@ std::vector<FlagSpec> Flags() {
        "tokenize: leave out what the tokenizer adds around the text ([CLS], <s>)"},
       {"skip_special_tokens", FlagKind::kSwitch, "false",
        "detokenize: leave special tokens out of the text"},
+      {"http_target", FlagKind::kString, "localhost:8000",
+       "chat: the server's OpenAI-compatible API, host:port (attnserve --http_port)"},
+      {"system", FlagKind::kString, "", "chat: a system message to begin with"},
       {"help", FlagKind::kSwitch, "false", "this help"},
   };
   flags.insert(flags.end(), own.begin(), own.end());
@@ -104,6 +110,7 @@ class Command {
     if (name == "embed") return Embed();
     if (name == "tokenize") return Tokenize();
     if (name == "detokenize") return Detokenize();
+    if (name == "chat") return Chat();
     return UsageError(absl::StrCat("unknown command \"", name, "\"; see attn --help"));
   }
 
@@ -364,6 +371,35 @@ class Command {
     }
     table.Print(std::cout);
     std::cout << response->tokens_size() << " tokens\n";
+    return std::nullopt;
+  }
+
+  // One turn a line of standard input, until its end; the replies stream to standard output.
+  std::optional<Failure> Chat() {
+    ChatOptions options;
+    const std::string target = arguments_.text("http_target");
+    const size_t colon = target.rfind(':');
+    if (colon == std::string::npos || !absl::SimpleAtoi(target.substr(colon + 1), &options.port)) {
+      return UsageError(absl::StrCat("--http_target: \"", target, "\" is not host:port"));
+    }
+    options.host = target.substr(0, colon);
+    if (auto failure = ResolveModel(options.model)) return failure;
+    options.max_tokens = arguments_.given("max_tokens") ? arguments_.integer("max_tokens") : 0;
+    options.temperature = arguments_.given("temperature") ? arguments_.number("temperature") : 0.7;
+    nlohmann::json messages = nlohmann::json::array();
+    if (arguments_.given("system")) {
+      messages.push_back({{"role", "system"}, {"content", arguments_.text("system")}});
+    }
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      if (line.empty()) continue;
+      messages.push_back({{"role", "user"}, {"content", line}});
+      auto reply = StreamChatTurn(options, messages,
+                                  [](const std::string& text) { std::cout << text << std::flush; });
+      std::cout << "\n";
+      if (!reply.ok()) return ServerError(reply.status());
+      messages.push_back({{"role", "assistant"}, {"content", *reply}});
+    }
     return std::nullopt;
   }
 

@@ -97,6 +97,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
       return absl::InvalidArgumentError(
           absl::StrCat(config_path, ": field tokenizer.end_of_text \"", end, "\" is not a token"));
     }
+    // A template that does not parse refuses the model, naming its file and line.
+    ASSIGN_OR_RETURN(model->chat_templates, LoadChatTemplates(directory));
   }
   // Every layer has a [model_dim, model_dim]-sized projection or larger (out_proj).
   model->weights_packed =

@@ -12,6 +12,7 @@
 #include "engine/architectures/perceiver_io.h"
 #include "engine/architectures/seq2seq.h"
 #include "engine/architectures/set_transformer.h"
+#include "engine/chat_template/chat_template.h"
 #include "engine/safetensors.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -31,6 +32,7 @@ struct Model {
   std::unique_ptr<ServableModel> servable;
   std::shared_ptr<const Tokenizer> tokenizer;  // models with token inputs
   std::vector<int64_t> end_of_text;            // the tokens that end generation, if any
+  ChatTemplates chat_templates;                // its chat templates, if it has any
   int64_t max_token_text_bytes = 0;            // the longest Tokenizer::TokenText
   FileBytes weight_file;                       // model.safetensors as read, where the weights live
   // The layers' matmul weights were copied into packed or int8 buffers and their pages in

@@ -1,0 +1,117 @@
+// libFuzzer target: arbitrary bodies through the OpenAI-compatible API's service, in process,
+// as the HTTP server hands them over: the first byte picks the endpoint, the rest is the body
+// (JSON or not). The repository (ATTNSERVE_FUZZ_MODELS) holds a causal LM, an encoder-decoder and
+// an encoder, without chat templates (a chat call is refused naming that, after its body is read).
+//
+// Every call must be answered once: 200 with a JSON body or a stream of events ending in
+// `data: [DONE]`, or an error in OpenAI's shape with a status that names a refusal (400, 404,
+// 405, 413, 429), never a crash, a 500 or silence; and nothing may be left queued or running.
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "server/inference_service.h"
+#include "server/openai_service.h"
+#include "tests/fuzz/in_process_server.h"
+
+namespace attnserve::server {
+namespace {
+
+InProcessServer* the_server = nullptr;
+OpenAiService* service = nullptr;
+
+// Records the answer, from whichever thread gives it.
+class RecordingResponder final : public HttpResponder {
+ public:
+  void Respond(int status, std::string content_type, std::string body) override {
+    std::lock_guard lock(mutex_);
+    Require(!answered_, "answered twice");
+    status_ = status;
+    content_type_ = std::move(content_type);
+    body_ = std::move(body);
+    answered_ = true;
+    done_.notify_all();
+  }
+  void StartStream(int status, std::string content_type) override {
+    std::lock_guard lock(mutex_);
+    Require(!answered_ && !streaming_, "a stream started after an answer");
+    Require(status == 200 && content_type == "text/event-stream", "a stream's header");
+    streaming_ = true;
+  }
+  void Chunk(std::string data) override {
+    std::lock_guard lock(mutex_);
+    Require(streaming_ && !answered_, "a chunk outside a stream");
+    Require(data.rfind("data: ", 0) == 0 && data.size() >= 8 &&
+                data.compare(data.size() - 2, 2, "\n\n") == 0,
+            "a chunk that is not a server-sent event: " + data.substr(0, 64));
+    body_ += data;
+  }
+  void EndStream() override {
+    std::lock_guard lock(mutex_);
+    Require(streaming_ && !answered_, "a stream ended twice");
+    Require(body_.size() >= 14 && body_.compare(body_.size() - 14, 14, "data: [DONE]\n\n") == 0,
+            "a stream that does not end with data: [DONE]");
+    status_ = 200;
+    answered_ = true;
+    done_.notify_all();
+  }
+  int64_t Unsent() const override { return 0; }
+  void OnGone(std::function<void()>) override {}
+  void OnWritten(std::function<void()>) override {}
+
+  // Waits for the answer, then checks it.
+  void RequireAnswer(const std::string& what) {
+    std::unique_lock lock(mutex_);
+    Require(done_.wait_for(lock, std::chrono::seconds(60), [&] { return answered_; }),
+            what + " was not answered within 60 s");
+    if (streaming_) return;
+    Require(content_type_ == "application/json", what + " answered " + content_type_);
+    const auto body = nlohmann::json::parse(body_, nullptr, /*allow_exceptions=*/false);
+    Require(!body.is_discarded(), what + " answered invalid JSON: " + body_.substr(0, 200));
+    if (status_ == 200) return;
+    Require(status_ == 400 || status_ == 404 || status_ == 405 || status_ == 413 || status_ == 429,
+            what + " answered " + std::to_string(status_) + ": " + body_.substr(0, 300));
+    Require(body.contains("error") && body["error"].value("code", 0) == status_ &&
+                !body["error"].value("message", "").empty(),
+            what + " answered an error not in OpenAI's shape: " + body_.substr(0, 300));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_;
+  bool answered_ = false, streaming_ = false;
+  int status_ = 0;
+  std::string content_type_, body_;
+};
+
+}  // namespace
+}  // namespace attnserve::server
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  using namespace attnserve::server;
+  the_server = StartInProcessServer<InferenceService>();
+  service = new OpenAiService(*the_server->admission);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace attnserve::server;
+  if (size == 0) return 0;
+  static const char* const kPaths[] = {"/v1/completions", "/v1/chat/completions", "/v1/embeddings",
+                                       "/tokenize",       "/detokenize",          "/v1/models"};
+  const char* path = kPaths[data[0] % 6];
+  HttpRequest request;
+  request.method = data[0] % 6 == 5 ? "GET" : "POST";
+  request.target = path;
+  request.client = "ipv4:127.0.0.1:1";
+  request.body.assign(reinterpret_cast<const char*>(data) + 1, size - 1);
+  auto responder = std::make_shared<RecordingResponder>();
+  service->Handle(std::move(request), responder);
+  responder->RequireAnswer(path);
+  // The scheduler frees what ended before the answer goes out (docs/serving.md).
+  the_server->RequireNothingOutstanding();
+  return 0;
+}
