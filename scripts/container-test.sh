@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the OCI image with podman and checks it end to end (make container-test): the image
-# starts, reports healthy over grpc.health.v1, answers a NextToken call from the attn inside it,
-# serves /metrics, and drains and exits 0 on SIGTERM. Prints the build time and image size. Then
+# starts, reports healthy over grpc.health.v1, answers a NextToken call from the attn inside it
+# and a /v1/completions call from the host, serves /metrics, and drains and exits 0 on SIGTERM. Prints the build time and image size. Then
 # plays deploy/k8s's Deployment on it with podman (scripts/kube-test.py, also make kube-test).
 # Needs root for podman; scripts/container-base.sh installs podman and makes the base image
 # locally when they are missing (a machine without a Docker engine or a registry).
@@ -19,9 +19,9 @@ size=$(podman image inspect --format '{{.Size}}' "$image")
 echo "container-test: built $image in $((built - start)) s, $((size / 1000000)) MB"
 
 # Free ports on the host network (the sandbox has no port mapping).
-read -r grpc_port metrics_port < <(/usr/bin/python3 -c '
+read -r grpc_port metrics_port http_port < <(/usr/bin/python3 -c '
 import socket
-sockets = [socket.socket() for _ in range(2)]
+sockets = [socket.socket() for _ in range(3)]
 for s in sockets: s.bind(("127.0.0.1", 0))
 print(*(s.getsockname()[1] for s in sockets))')
 name=attnserve-test-$$
@@ -29,6 +29,7 @@ cleanup() { podman rm -f "$name" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 podman run -d --name "$name" --runtime runc --network host \
   -e ATTNSERVE_PORT="$grpc_port" -e ATTNSERVE_METRICS_PORT="$metrics_port" \
+  -e ATTNSERVE_HTTP_PORT="$http_port" \
   -e ATTNSERVE_THREADS=1 "$image" >/dev/null 2>&1  # podman warns that it has no systemd timers
 
 fail() {
@@ -50,6 +51,13 @@ metrics=$(/usr/bin/python3 -c "import urllib.request;
 print(urllib.request.urlopen('http://127.0.0.1:$metrics_port/metrics', timeout=5).read().decode())")
 grep -q 'attnserve_requests_total{code="OK",method="NextToken",model="demo"} 1' <<<"$metrics" ||
   fail "/metrics does not count the NextToken call"
+completion=$(/usr/bin/python3 -c "import json, urllib.request;
+request = urllib.request.Request('http://127.0.0.1:$http_port/v1/completions', json.dumps(
+    {'model': 'demo', 'prompt': 'Hello', 'max_tokens': 4}).encode(),
+    {'Content-Type': 'application/json'})
+print(json.load(urllib.request.urlopen(request, timeout=30))['usage']['completion_tokens'])") ||
+  fail "the OpenAI API's /v1/completions"
+[[ $completion == 4 ]] || fail "/v1/completions made $completion tokens, not 4"
 # The image's HEALTHCHECK, run once by hand: podman schedules it with systemd, absent here.
 podman healthcheck run "$name" >/dev/null 2>&1 || fail "the image's HEALTHCHECK reports unhealthy"
 
@@ -59,7 +67,8 @@ logs=$(podman logs "$name" 2>&1)
 [[ $exit_code == 0 ]] || fail "exit code $exit_code after SIGTERM"
 grep -q "SIGTERM: draining" <<<"$logs" || fail "no drain on SIGTERM"
 grep -q "drained, exiting" <<<"$logs" || fail "did not finish draining"
-echo "container-test: OK (health, HEALTHCHECK, NextToken, /metrics, drain on SIGTERM;" \
+echo "container-test: OK (health, HEALTHCHECK, NextToken, /v1/completions, /metrics, drain on" \
+  "SIGTERM;" \
   "$(($(date +%s) - start)) s in all)"
 cleanup
 
