@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the OCI image with podman and checks it end to end (make container-test): the image
 # starts, reports healthy over grpc.health.v1, answers a NextToken call from the attn inside it
-# and a /v1/completions call from the host, serves /metrics, and drains and exits 0 on SIGTERM. Prints the build time and image size. Then
-# plays deploy/k8s's Deployment on it with podman (scripts/kube-test.py, also make kube-test).
+# and a /v1/completions call from the host, serves /metrics, and drains and exits 0 on SIGTERM.
+# Prints the build time and image size. Then plays deploy/k8s's Deployment on it with podman
+# (scripts/kube-test.py, also make kube-test).
 # Needs root for podman; scripts/container-base.sh installs podman and makes the base image
 # locally when they are missing (a machine without a Docker engine or a registry).
 set -euo pipefail
