@@ -90,17 +90,18 @@ test-asan: deps
 
 # The model scheduler's concurrency under ThreadSanitizer in build-tsan/: many submitting
 # threads, batching, cancellation, deadlines, a full queue, a drain under load, metrics read
-# while written (tests/server/engine_loop_test.cc), and the server's unit tests. Any report
-# fails the test that triggered it. They drive the scheduler directly: Debian's gRPC is not
-# instrumented, so TSan cannot see the ordering inside it and would report its handoffs. One
-# compute thread, as Debian's OpenMP is not instrumented either.
+# while written (tests/server/engine_loop_test.cc), the HTTP server answered from other threads
+# (tests/server/http_server_test.cc; Asio is header-only, so TSan sees it), and the server's
+# unit tests. Any report fails the test that triggered it. They drive the scheduler directly:
+# Debian's gRPC is not instrumented, so TSan cannot see the ordering inside it and would report
+# its handoffs. One compute thread, as Debian's OpenMP is not instrumented either.
 test-tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNSERVE_SANITIZE=thread \
 	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SANITIZE_FLAGS)" \
 	  -DATTNSERVE_WERROR=$(WERROR) -DATTNSERVE_PYTHON=$(PYTHON)
-	cmake --build build-tsan -j $(JOBS) --target engine_loop_test server_units_test
+	cmake --build build-tsan -j $(JOBS) --target engine_loop_test server_units_test http_server_test
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1" ctest --output-on-failure -j $(JOBS) \
-	  -R '^(EngineLoopTest|AnswerWriterTest|CompletionEstimateTest|CpuQuotaTest|ServingOptionsTest)\.'
+	  -R '^(EngineLoopTest|AnswerWriterTest|CompletionEstimateTest|CpuQuotaTest|ServingOptionsTest|HttpServerTest)\.'
 
 # libFuzzer (clang, ASan + UBSan) on the safetensors and config parsers, the tokenizer and the
 # service's request path, FUZZ_SECONDS per target, starting from the committed corpus; new
