@@ -71,8 +71,16 @@ container-test:
 kube-test:
 	$(PYTHON) scripts/kube-test.py
 
-# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/: any report
-# fails the test that triggered it, leaks included (LeakSanitizer runs at exit). Every C++ unit
+# The sanitized build both targets below share (build-asan/): clang, ASan + UBSan, libFuzzer's
+# coverage counters, and the libFuzzer targets beside the tests. One build instead of two saves
+# CI a whole compile of the project.
+ASAN_CONFIGURE = cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNSERVE_FUZZ=ON -DATTNSERVE_BENCH=OFF \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SANITIZE_FLAGS)" -DATTNSERVE_WERROR=$(WERROR) \
+  -DATTNSERVE_PYTHON=$(PYTHON)
+
+# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer: any report fails the test
+# that triggered it, leaks included (LeakSanitizer runs at exit). Every C++ unit
 # test, and the end-to-end tests that drive the server's request lifetimes: hostile requests,
 # cancellations and streams (e2e_server), preemption, paused streams, prefix reuse and memory caps
 # (e2e_resources), real checkpoints loaded (hf_model_reference). The others are left to `make test`:
@@ -81,9 +89,7 @@ kube-test:
 # already run here; the protocol and tokenizer parsers are fuzzed under ASan by `make fuzz`.
 ASAN_SKIPPED = ^(e2e_(overload|examples|cli|replicas|tokenizers|pretrained|proxy|open_inference)|quantization_accuracy.*|hf_tokenizer_reference|python_reference_test|deploy_checks)$$
 test-asan: deps
-	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNSERVE_SANITIZE=address,undefined \
-	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SANITIZE_FLAGS)" -DATTNSERVE_BENCH=OFF \
-	  -DATTNSERVE_WERROR=$(WERROR) -DATTNSERVE_PYTHON=$(PYTHON)
+	$(ASAN_CONFIGURE)
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -E '$(ASAN_SKIPPED)'
@@ -103,16 +109,16 @@ test-tsan: deps
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1" ctest --output-on-failure -j $(JOBS) \
 	  -R '^(EngineLoopTest|AnswerWriterTest|CompletionEstimateTest|CpuQuotaTest|ServingOptionsTest|HttpServerTest)\.'
 
-# libFuzzer (clang, ASan + UBSan) on the safetensors and config parsers, the tokenizer and the
-# service's request path, FUZZ_SECONDS per target, starting from the committed corpus; new
-# inputs collect in build-fuzz/corpus/, crashes in build-fuzz/ (crash-*), and fail the target.
+# libFuzzer (clang, ASan + UBSan) on the safetensors and config parsers, the tokenizers, chat
+# templates and the services' request paths, FUZZ_SECONDS per target, starting from the
+# committed corpus; new inputs collect in build-asan/corpus/, crashes in build-asan/ (crash-*),
+# and fail the target.
 fuzz: deps
-	cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DATTNSERVE_FUZZ=ON -DATTNSERVE_WERROR=$(WERROR) -DATTNSERVE_PYTHON=$(PYTHON)
-	cmake --build build-fuzz -j $(JOBS)
+	$(ASAN_CONFIGURE)
+	cmake --build build-asan -j $(JOBS) --target $(FUZZ_TARGETS) fuzz_models
 	for target in $(FUZZ_TARGETS); do \
-	  corpus=$${target%_fuzz}; mkdir -p build-fuzz/corpus/$$corpus && \
-	  (cd build-fuzz && ATTNSERVE_FUZZ_MODELS=tests/fuzz/models OMP_NUM_THREADS=1 \
+	  corpus=$${target%_fuzz}; mkdir -p build-asan/corpus/$$corpus && \
+	  (cd build-asan && ATTNSERVE_FUZZ_MODELS=tests/fuzz/models OMP_NUM_THREADS=1 \
 	    tests/fuzz/$$target corpus/$$corpus ../tests/fuzz/corpus/$$corpus \
 	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1) || exit 1; \
 	done

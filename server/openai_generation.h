@@ -112,7 +112,6 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   bool answered_ = false;
   int64_t done_ = 0;
   absl::Status error_;
-  bool error_sent_ = false;
   std::vector<int64_t> prompt_tokens_;  // per prompt
   int64_t completion_tokens_ = 0;
 };
