@@ -161,17 +161,8 @@ const char* FinishReasonName(FinishReason reason) {
 
 std::string CompletionBody(const AnswerHeader& header, const std::vector<ChoiceText>& choices,
                            bool logprobs, const Usage& usage, const Tokenizer& tokenizer) {
-  json body = Header(header, "text_completion");
-  json list = json::array();
-  for (const ChoiceText& choice : choices) {
-    list.push_back({{"index", choice.index},
-                    {"text", choice.text},
-                    {"logprobs", logprobs ? CompletionLogprobs(choice, tokenizer) : json(nullptr)},
-                    {"finish_reason", Finish(choice)}});
-  }
-  body["choices"] = std::move(list);
-  body["usage"] = UsageJson(usage);
-  return Dump(body);
+  // A whole answer is its stream's one chunk, with the usage.
+  return CompletionChunk(header, choices, logprobs, usage, tokenizer);
 }
 
 std::string CompletionChunk(const AnswerHeader& header, const std::vector<ChoiceText>& choices,

@@ -106,6 +106,14 @@ class EmbeddingCall final : public TaskSink {
   std::shared_ptr<Task> task_;
 };
 
+// The body, read as one endpoint's request.
+template <typename Request>
+absl::StatusOr<Request> ReadBody(const HttpRequest& request,
+                                 absl::StatusOr<Request> (*read)(const nlohmann::ordered_json&)) {
+  ASSIGN_OR_RETURN(auto body, ParseJsonBody(request.body));
+  return read(body);
+}
+
 }  // namespace
 
 void OpenAiService::Handle(HttpRequest request, std::shared_ptr<HttpResponder> responder) {
@@ -216,9 +224,7 @@ void StartGeneration(const Admission& admission, const HttpRequest& request,
 
 void OpenAiService::Completions(const HttpRequest& request,
                                 std::shared_ptr<HttpResponder> responder) const {
-  auto body = ParseJsonBody(request.body);
-  absl::StatusOr<CompletionRequest> read =
-      body.ok() ? ReadCompletionRequest(*body) : absl::StatusOr<CompletionRequest>(body.status());
+  absl::StatusOr<CompletionRequest> read = ReadBody(request, ReadCompletionRequest);
   RpcScope scope(admission_.metrics(), admission_.ModelLabel(read.ok() ? read->model : ""),
                  "openai.completions");
   if (!read.ok()) {
@@ -253,9 +259,7 @@ void OpenAiService::Completions(const HttpRequest& request,
 
 void OpenAiService::Chat(const HttpRequest& request,
                          std::shared_ptr<HttpResponder> responder) const {
-  auto body = ParseJsonBody(request.body);
-  absl::StatusOr<ChatRequest> read =
-      body.ok() ? ReadChatRequest(*body) : absl::StatusOr<ChatRequest>(body.status());
+  absl::StatusOr<ChatRequest> read = ReadBody(request, ReadChatRequest);
   RpcScope scope(admission_.metrics(), admission_.ModelLabel(read.ok() ? read->model : ""),
                  "openai.chat.completions");
   auto prompt = [&]() -> absl::StatusOr<std::pair<EngineLoop*, std::string>> {
@@ -282,9 +286,7 @@ void OpenAiService::Chat(const HttpRequest& request,
 
 void OpenAiService::Embeddings(const HttpRequest& request,
                                std::shared_ptr<HttpResponder> responder) const {
-  auto body = ParseJsonBody(request.body);
-  absl::StatusOr<EmbeddingRequest> read =
-      body.ok() ? ReadEmbeddingRequest(*body) : absl::StatusOr<EmbeddingRequest>(body.status());
+  absl::StatusOr<EmbeddingRequest> read = ReadBody(request, ReadEmbeddingRequest);
   const std::string model = read.ok() ? read->model : "";
   RpcScope scope(admission_.metrics(), admission_.ModelLabel(model), "openai.embeddings");
   if (!read.ok()) {
@@ -306,9 +308,7 @@ void OpenAiService::Embeddings(const HttpRequest& request,
 }
 
 void OpenAiService::Tokenize(const HttpRequest& request, HttpResponder& responder) const {
-  auto body = ParseJsonBody(request.body);
-  absl::StatusOr<TokenizeHttpRequest> read =
-      body.ok() ? ReadTokenizeRequest(*body) : absl::StatusOr<TokenizeHttpRequest>(body.status());
+  absl::StatusOr<TokenizeHttpRequest> read = ReadBody(request, ReadTokenizeRequest);
   RpcScope scope(admission_.metrics(), admission_.ModelLabel(read.ok() ? read->model : ""),
                  "openai.tokenize");
   auto answer = [&]() -> absl::StatusOr<json> {
@@ -344,10 +344,7 @@ void OpenAiService::Tokenize(const HttpRequest& request, HttpResponder& responde
 }
 
 void OpenAiService::Detokenize(const HttpRequest& request, HttpResponder& responder) const {
-  auto body = ParseJsonBody(request.body);
-  absl::StatusOr<DetokenizeHttpRequest> read =
-      body.ok() ? ReadDetokenizeRequest(*body)
-                : absl::StatusOr<DetokenizeHttpRequest>(body.status());
+  absl::StatusOr<DetokenizeHttpRequest> read = ReadBody(request, ReadDetokenizeRequest);
   RpcScope scope(admission_.metrics(), admission_.ModelLabel(read.ok() ? read->model : ""),
                  "openai.detokenize");
   auto answer = [&]() -> absl::StatusOr<std::string> {
