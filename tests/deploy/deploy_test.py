@@ -156,10 +156,11 @@ class ManifestTest(unittest.TestCase):
         self.assertEqual(deployment["spec"]["selector"]["matchLabels"].items() - labels.items(),
                          set())
         server, proxy = container(pod["spec"], "attnserve"), container(pod["spec"], "proxy")
-        # gRPC and the server's /metrics reach the pod through the proxy only.
+        # gRPC and the server's /metrics reach the pod through the proxy only; the OpenAI API
+        # (HTTP/1.1, with its own limits) the server serves on the pod's address itself.
         ports = {p["name"]: p["containerPort"] for c in (server, proxy) for p in c.get("ports", [])}
-        self.assertEqual(ports, {"grpc": 50051, "metrics": 9090})
-        self.assertNotIn("ports", server)
+        self.assertEqual(ports, {"grpc": 50051, "metrics": 9090, "http": 8000})
+        self.assertEqual([p["name"] for p in server["ports"]], ["http"])
         for service in by_kind(self.base, "Service"):
             self.assertEqual(service["spec"]["selector"].items() - labels.items(), set())
             for port in service["spec"]["ports"]:
@@ -168,6 +169,8 @@ class ManifestTest(unittest.TestCase):
         self.assertEqual(headless["spec"]["clusterIP"], "None")
         # The server's probes ask its health on the loopback, where it listens, with attn.
         env = {e["name"]: e.get("value") for e in server["env"]}
+        self.assertEqual((env["ATTNSERVE_HTTP_HOST"], int(env["ATTNSERVE_HTTP_PORT"])),
+                         ("0.0.0.0", ports["http"]))
         target = f"{env['ATTNSERVE_HOST']}:{env['ATTNSERVE_PORT']}"
         for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
             command = server[probe]["exec"]["command"]
