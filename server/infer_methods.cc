@@ -552,42 +552,12 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
 std::string InferFieldNames::Name(const FieldPath& path) const {
   using Field = FieldPath::Field;
   using Part = FieldPath::Part;
-  const char* parameter = nullptr;
-  switch (path.field) {
-    case Field::kSequences:
-    case Field::kSequence:
-    case Field::kPrompt:
-    case Field::kFeatureSets:
-    case Field::kText:
-    case Field::kIds:
-    case Field::kSources:
-    case Field::kSource:
-      break;
-    case Field::kTopK:
-      parameter = "top_k";
-      break;
-    case Field::kTemperature:
-      parameter = "temperature";
-      break;
-    case Field::kTopP:
-      parameter = "top_p";
-      break;
-    case Field::kMaxTokens:
-      parameter = "max_tokens";
-      break;
-    case Field::kTopLogprobs:
-      parameter = "top_logprobs";
-      break;
-    case Field::kPooling:
-      parameter = "pooling";
-      break;
-    case Field::kHeadLayers:
-      parameter = "head_contribution_layers";
-      break;
-    case Field::kStop:
-      return path.row >= 0 ? absl::StrCat("input 'stop' row ", path.row) : "input 'stop'";
+  if (path.field == Field::kStop) {
+    return path.row >= 0 ? absl::StrCat("input 'stop' row ", path.row) : "input 'stop'";
   }
-  if (parameter != nullptr) return absl::StrCat("parameter '", parameter, "'");
+  if (const char* parameter = ParameterName(path.field)) {
+    return absl::StrCat("parameter '", parameter, "'");
+  }
   const bool source = path.field == Field::kSources || path.field == Field::kSource;
   std::string name =
       absl::StrCat("input '", source ? answer_.source_input : answer_.sequence_input, "'");

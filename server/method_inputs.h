@@ -111,6 +111,10 @@ struct FieldPath {
   int64_t element = -1;  // a token of kTokenIds, or an id of kIds
 };
 
+// The name every protocol gives a parameter field (top_k, temperature, ...); nullptr for the
+// fields each protocol names its own way (its sequences, texts, ids and stop sequences).
+const char* ParameterName(FieldPath::Field field);
+
 // A protocol's words for the fields of its requests.
 class FieldNames {
  public:

@@ -373,7 +373,7 @@ absl::StatusOr<DetokenizeHttpRequest> ReadDetokenizeRequest(const json& body) {
 }
 
 std::string OpenAiFieldNames::Name(const FieldPath& path) const {
-  const std::string entry = row_ >= 0 ? absl::StrCat(list_, "[", row_, "]") : list_;
+  if (const char* parameter = ParameterName(path.field)) return parameter;
   switch (path.field) {
     case Field::kSequences:
     case Field::kSequence:
@@ -393,24 +393,18 @@ std::string OpenAiFieldNames::Name(const FieldPath& path) const {
       return "source";
     case Field::kFeatureSets:
       return "input";
-    case Field::kTopK:
-      return "top_k";
-    case Field::kTemperature:
-      return "temperature";
-    case Field::kTopP:
-      return "top_p";
-    case Field::kMaxTokens:
-      return "max_tokens";
     case Field::kStop:
       return path.row >= 0 ? absl::StrCat("stop[", path.row, "]") : "stop";
+    case Field::kTopK:
+    case Field::kTemperature:
+    case Field::kTopP:
+    case Field::kMaxTokens:
     case Field::kTopLogprobs:
-      return "top_logprobs";
     case Field::kPooling:
-      return "pooling";
     case Field::kHeadLayers:
-      return "head_layers";
+      break;  // ParameterName's
   }
-  return entry;
+  return list_;
 }
 
 }  // namespace attnserve::server

@@ -12,6 +12,36 @@ namespace attnserve::server {
 using Field = FieldPath::Field;
 using Part = FieldPath::Part;
 
+const char* ParameterName(FieldPath::Field field) {
+  switch (field) {
+    case Field::kTopK:
+      return "top_k";
+    case Field::kTemperature:
+      return "temperature";
+    case Field::kTopP:
+      return "top_p";
+    case Field::kMaxTokens:
+      return "max_tokens";
+    case Field::kTopLogprobs:
+      return "top_logprobs";
+    case Field::kPooling:
+      return "pooling";
+    case Field::kHeadLayers:
+      return "head_contribution_layers";
+    case Field::kSequences:
+    case Field::kSequence:
+    case Field::kPrompt:
+    case Field::kSources:
+    case Field::kSource:
+    case Field::kFeatureSets:
+    case Field::kText:
+    case Field::kIds:
+    case Field::kStop:
+      break;
+  }
+  return nullptr;
+}
+
 absl::Status InvalidField(const FieldNames& names, const FieldPath& path,
                           absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(names.Name(path), " ", problem));

@@ -11,6 +11,7 @@ using Field = FieldPath::Field;
 using Part = FieldPath::Part;
 
 const char* FieldName(Field field) {
+  if (const char* parameter = ParameterName(field)) return parameter;
   switch (field) {
     case Field::kSequences:
       return "sequences";
@@ -28,22 +29,16 @@ const char* FieldName(Field field) {
       return "text";
     case Field::kIds:
       return "ids";
-    case Field::kTopK:
-      return "top_k";
-    case Field::kTemperature:
-      return "temperature";
-    case Field::kTopP:
-      return "top_p";
-    case Field::kMaxTokens:
-      return "max_tokens";
     case Field::kStop:
       return "stop";
+    case Field::kTopK:
+    case Field::kTemperature:
+    case Field::kTopP:
+    case Field::kMaxTokens:
     case Field::kTopLogprobs:
-      return "top_logprobs";
     case Field::kPooling:
-      return "pooling";
     case Field::kHeadLayers:
-      return "head_contribution_layers";
+      break;  // ParameterName's
   }
   return "";
 }
