@@ -13,6 +13,10 @@ namespace attnserve {
 struct WeightFormat {
   bool int8 = false;
   int64_t group_size = 32;
+  // "auto": LoadModel chooses int8 for a GGUF file whose layers are block-quantized (the closest
+  // the engine keeps to the file's precision and size), float32 for anything else; the loaded
+  // model's config says which.
+  bool automatic = false;
 };
 
 }  // namespace attnserve

@@ -34,7 +34,7 @@ packages=(
   python3 python3-torch python3-numpy libopenblas0-openmp python3-venv
   # what the pinned PyPI packages (python/requirements.txt) take from Debian
   python3-requests python3-yaml python3-packaging python3-typing-extensions python3-scipy python3-pil
-  python3-sympy python3-protobuf
+  python3-sympy python3-protobuf python3-psutil
   # chat templates' reference: jinja2, which transformers renders them with
   python3-jinja2
   # benchmarks plots

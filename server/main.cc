@@ -65,9 +65,10 @@ ABSL_FLAG(int64_t, memory_limit_mb, 0,
           "memory); shared out among the models' KV caches, activations and answers");
 ABSL_FLAG(int, idle_spin_us, 300,
           "How long an idle model scheduler polls for work before sleeping (0: never)");
-ABSL_FLAG(std::string, weights, "float32",
-          "How models keep their linear layers' weights: float32, or int8 quantized at load "
-          "(a quarter of the memory, faster decoding; per model in serving.json)");
+ABSL_FLAG(std::string, weights, "auto",
+          "How models keep their linear layers' weights: float32, int8 quantized at load (a "
+          "quarter of the memory, faster decoding), or auto: int8 for GGUF files of quantized "
+          "weights, float32 for the rest (per model in serving.json)");
 ABSL_FLAG(int64_t, int8_group_size, 32,
           "int8 weights: a scale per this many input columns of each output (0: one per output)");
 ABSL_FLAG(int, drain_timeout_s, 30, "On SIGTERM, how long in-flight requests may take");
@@ -152,12 +153,12 @@ int Serve() {
   options.prefill_chunk_tokens = std::max<int64_t>(1, absl::GetFlag(FLAGS_prefill_chunk_tokens));
   options.max_response_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.max_text_bytes = std::max<int64_t>(1, absl::GetFlag(FLAGS_max_text_bytes));
-  auto int8 = ParseWeightFormat(absl::GetFlag(FLAGS_weights));
-  if (!int8.ok()) {
-    std::cerr << "attnserve: --weights: " << int8.status().message() << "\n";
+  options.weights.group_size = std::max<int64_t>(0, absl::GetFlag(FLAGS_int8_group_size));
+  if (const absl::Status format = ParseWeightFormat(absl::GetFlag(FLAGS_weights), options.weights);
+      !format.ok()) {
+    std::cerr << "attnserve: --weights: " << format.message() << "\n";
     return 2;
   }
-  options.weights = {*int8, std::max<int64_t>(0, absl::GetFlag(FLAGS_int8_group_size))};
   const MemoryLimit limit = DetectMemoryLimit(absl::GetFlag(FLAGS_memory_limit_mb) << 20);
   // Models load on a thread of their own, so that the OpenMP team loading starts ends with it. A
   // team left on this thread would count against the CPUs, and libgomp then stops every compute

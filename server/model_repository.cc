@@ -20,7 +20,10 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
   std::error_code error;
   std::vector<std::filesystem::path> directories;
   for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
-    if (entry.is_directory()) directories.push_back(entry.path());
+    // A model directory, or a GGUF file served under its name without .gguf.
+    if (entry.is_directory() || entry.path().extension() == ".gguf") {
+      directories.push_back(entry.path());
+    }
   }
   if (error) {
     repository->failures_[root] = "cannot list the model repository: " + error.message();
@@ -37,7 +40,8 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
   };
   std::vector<Loaded> loaded;
   for (const auto& directory : directories) {
-    const std::string name = directory.filename().string();
+    const std::string name = directory.extension() == ".gguf" ? directory.stem().string()
+                                                              : directory.filename().string();
     auto model_options = ServingOptionsFor(directory.string(), options);
     if (!model_options.ok()) {
       fail(name, model_options.status());
@@ -48,11 +52,16 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
       fail(name, model.status());
       continue;
     }
-    if (model_options->weights.int8) {
-      std::cerr << "attnserve: model " << name << ": int8 weights, a scale per "
-                << model_options->weights.group_size << " input columns (0: per output), prefill"
-                << " through " << Int8TileFormatName(BestInt8TileFormat()) << " tiles\n";
+    const WeightFormat& weights = (*model)->config.weights;
+    std::cerr << "attnserve: model " << name << ": " << (*model)->source << ", ";
+    if (weights.int8) {
+      std::cerr << "int8 weights, a scale per " << weights.group_size
+                << " input columns (0: per output), prefill through "
+                << Int8TileFormatName(BestInt8TileFormat()) << " tiles";
+    } else {
+      std::cerr << "float32 weights";
     }
+    std::cerr << (weights.automatic ? " (--weights=auto)\n" : "\n");
     loaded.push_back({name, *std::move(model), *model_options});
   }
   // Shared out once every model's weights are resident (or mapped): what is left is theirs.
@@ -95,12 +104,12 @@ absl::StatusOr<EngineLoopOptions> ServingOptionsFor(const std::string& directory
     const std::string& key = item.key();
     const auto& value = item.value();
     if (key == "weights") {
-      auto format = ParseWeightFormat(value.is_string() ? value.get<std::string>() : "");
+      const absl::Status format =
+          ParseWeightFormat(value.is_string() ? value.get<std::string>() : "", options.weights);
       if (!format.ok()) {
         return absl::InvalidArgumentError(
-            absl::StrCat(path, ": field weights: ", format.status().message()));
+            absl::StrCat(path, ": field weights: ", format.message()));
       }
-      options.weights.int8 = *format;
       continue;
     }
     const bool may_be_zero = key == "max_queue_delay_ms" || key == "int8_group_size";
@@ -133,11 +142,14 @@ absl::StatusOr<EngineLoopOptions> ServingOptionsFor(const std::string& directory
   return options;
 }
 
-absl::StatusOr<bool> ParseWeightFormat(const std::string& name) {
-  if (name == "float32") return false;
-  if (name == "int8") return true;
-  return absl::InvalidArgumentError(
-      absl::StrCat("\"", name, "\" is not a weight format (float32 or int8)"));
+absl::Status ParseWeightFormat(const std::string& name, WeightFormat& format) {
+  if (name != "float32" && name != "int8" && name != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\" is not a weight format (float32, int8 or auto)"));
+  }
+  format.int8 = name == "int8";
+  format.automatic = name == "auto";
+  return absl::OkStatus();
 }
 
 EngineLoop* ModelRepository::Find(const std::string& name) const {

@@ -42,8 +42,9 @@ class ModelRepository {
 absl::StatusOr<EngineLoopOptions> ServingOptionsFor(const std::string& directory,
                                                     const EngineLoopOptions& defaults);
 
-// "int8" (true) or "float32" (false): the --weights flag and serving.json's "weights".
-absl::StatusOr<bool> ParseWeightFormat(const std::string& name);
+// "float32", "int8" or "auto" (int8 for a GGUF file of quantized layers, else float32), the
+// --weights flag and serving.json's "weights", set on `format`.
+absl::Status ParseWeightFormat(const std::string& name, WeightFormat& format);
 
 // The RPCs a model's architecture answers.
 std::vector<std::string> SupportedMethods(const Model& model);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "engine/importers/gguf_importer.h"
 #include "engine/importers/hf_checkpoint.h"
 #include "engine/packed_weight.h"
 #include "engine/status_macros.h"
@@ -17,13 +18,17 @@ namespace attnserve {
 
 namespace {
 
+// `gguf`: the tokenizer a GGUF file describes, else the config's.
 absl::StatusOr<std::shared_ptr<const Tokenizer>> LoadTokenizer(const std::string& directory,
-                                                               const ModelConfig& config) {
+                                                               const ModelConfig& config,
+                                                               const GgufImport* gguf,
+                                                               const std::string& gguf_path) {
   if (config.tokenizer.type == "byte") {
     return std::make_shared<const ByteTokenizer>(config.tokenizer.special_tokens);
   }
-  const std::string path = absl::StrCat(directory, "/", config.tokenizer.file);
-  ASSIGN_OR_RETURN(HfTokenizer tokenizer, HfTokenizer::FromFile(path));
+  const std::string path = gguf ? gguf_path : absl::StrCat(directory, "/", config.tokenizer.file);
+  ASSIGN_OR_RETURN(HfTokenizer tokenizer, gguf ? HfTokenizer::FromJson(gguf->tokenizer_json, path)
+                                               : HfTokenizer::FromFile(path));
   // The model must have a row for every id the tokenizer gives.
   if (tokenizer.vocab_size() > config.vocab_size) {
     return absl::InvalidArgumentError(
@@ -44,32 +49,46 @@ absl::StatusOr<std::unique_ptr<ServableModel>> LoadAs(const ModelConfig& config,
 
 absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
                                                  const LoadOptions& options) {
-  const std::string config_path = directory + "/config.json";
-  std::ifstream config_file(config_path);
-  if (!config_file) {
-    return absl::NotFoundError(absl::StrCat(config_path, ": cannot be read"));
-  }
-  std::stringstream text;
-  text << config_file.rdbuf();
   auto model = std::make_unique<Model>();
   ModelConfig config;
   std::optional<WeightReader> reader;
-  // A Hugging Face snapshot names its model_type; the engine's own format does not.
-  const auto json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (IsHuggingFaceConfig(json)) {
-    ASSIGN_OR_RETURN(ImportedModel imported, ImportHuggingFace(directory, json));
-    config = imported.config;
-    model->weight_file = imported.weight_file;
-    reader.emplace(imported.weights_path, std::move(imported.tensors));
+  std::optional<GgufImport> gguf;
+  const std::string config_path = directory + "/config.json";
+  ASSIGN_OR_RETURN(const std::string gguf_path, GgufFileOf(directory));
+  if (!gguf_path.empty()) {
+    ASSIGN_OR_RETURN(gguf, ImportGguf(gguf_path));
+    config = gguf->config;
+    reader.emplace(gguf_path, std::move(gguf->tensors));
+    model->source = absl::StrCat(gguf_path, " (", gguf->tensor_types, ")");
   } else {
-    ASSIGN_OR_RETURN(config, ParseModelConfig(text.str(), config_path));
-    ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(directory + "/model.safetensors"));
-    model->weight_file = file.bytes();
-    reader.emplace(std::move(file));
+    std::ifstream config_file(config_path);
+    if (!config_file) {
+      return absl::NotFoundError(absl::StrCat(config_path, ": cannot be read"));
+    }
+    std::stringstream text;
+    text << config_file.rdbuf();
+    // A Hugging Face snapshot names its model_type; the engine's own format does not.
+    const auto json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+    if (IsHuggingFaceConfig(json)) {
+      ASSIGN_OR_RETURN(ImportedModel imported, ImportHuggingFace(directory, json));
+      config = imported.config;
+      model->weight_file = imported.weight_file;
+      model->source = imported.weights_path;
+      reader.emplace(imported.weights_path, std::move(imported.tensors));
+    } else {
+      ASSIGN_OR_RETURN(config, ParseModelConfig(text.str(), config_path));
+      ASSIGN_OR_RETURN(SafetensorsFile file,
+                       SafetensorsFile::Open(directory + "/model.safetensors"));
+      model->weight_file = file.bytes();
+      model->source = file.path();
+      reader.emplace(std::move(file));
+    }
   }
   WeightReader& weights = *reader;
-  weights.set_format(options.weights);
-  config.weights = options.weights;
+  WeightFormat format = options.weights;
+  if (format.automatic) format.int8 = gguf && gguf->quantized;
+  weights.set_format(format);
+  config.weights = format;
 
   model->directory = directory;
   model->config = config;
@@ -83,7 +102,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
   ASSIGN_OR_RETURN(model->servable, kArchitectures.at(config.architecture)(config, weights));
   RETURN_IF_ERROR(weights.CheckAllTaken());
   if (config.token_inputs()) {
-    ASSIGN_OR_RETURN(model->tokenizer, LoadTokenizer(directory, config));
+    ASSIGN_OR_RETURN(model->tokenizer,
+                     LoadTokenizer(directory, config, gguf ? &*gguf : nullptr, gguf_path));
     for (int64_t id = 0; id < config.vocab_size; ++id) {
       model->max_token_text_bytes =
           std::max<int64_t>(model->max_token_text_bytes,
@@ -98,11 +118,15 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
           absl::StrCat(config_path, ": field tokenizer.end_of_text \"", end, "\" is not a token"));
     }
     // A template that does not parse refuses the model, naming its file and line.
-    ASSIGN_OR_RETURN(model->chat_templates, LoadChatTemplates(directory));
+    if (gguf) {
+      model->chat_templates = std::move(gguf->chat_templates);
+    } else {
+      ASSIGN_OR_RETURN(model->chat_templates, LoadChatTemplates(directory));
+    }
   }
   // Every layer has a [model_dim, model_dim]-sized projection or larger (out_proj).
   model->weights_packed =
-      options.weights.int8 || PackedWeight::WorthPacking(config.model_dim, config.model_dim);
+      format.int8 || PackedWeight::WorthPacking(config.model_dim, config.model_dim);
   return model;
 }
 

@@ -1,4 +1,5 @@
-// Loading a model directory: config.json plus model.safetensors (docs/model-format.md).
+// Loading a model: a directory with config.json plus model.safetensors (docs/model-format.md), a
+// Hugging Face snapshot, or a GGUF file (alone or as the one .gguf file of a directory).
 #pragma once
 
 #include <memory>
@@ -35,13 +36,14 @@ struct Model {
   ChatTemplates chat_templates;                // its chat templates, if it has any
   int64_t max_token_text_bytes = 0;            // the longest Tokenizer::TokenText
   FileBytes weight_file;                       // model.safetensors as read, where the weights live
+  std::string source;  // what was read, for the log: "model.gguf (210 Q4_1, 61 F32, 1 Q8_0)"
   // The layers' matmul weights were copied into packed or int8 buffers and their pages in
   // weight_file released: the engine reads the rest (embeddings, norms) there.
   bool weights_packed = false;
 };
 
 struct LoadOptions {
-  WeightFormat weights;  // float32 (the file's weights), or int8 quantized at load
+  WeightFormat weights;  // float32 (the file's weights), int8 quantized at load, or automatic
 };
 
 // Reads and validates the directory: every field of config.json, every tensor's presence,

@@ -12,19 +12,31 @@ WeightReader::WeightReader(SafetensorsFile file) : path_(file.path()), file_(std
 WeightReader::WeightReader(std::string path, std::map<std::string, Tensor> tensors)
     : path_(std::move(path)), tensors_(std::move(tensors)) {}
 
+WeightReader::WeightReader(std::string path, std::map<std::string, LazyTensor> tensors)
+    : path_(std::move(path)), lazy_tensors_(std::move(tensors)) {}
+
 absl::StatusOr<Tensor> WeightReader::Take(const std::string& name, const Shape& shape) {
-  const bool present = file_ ? file_->contains(name) : tensors_.count(name) > 0;
+  const auto lazy = lazy_tensors_.find(name);
+  const bool present =
+      file_ ? file_->contains(name) : tensors_.count(name) > 0 || lazy != lazy_tensors_.end();
   if (!present) {
     return absl::InvalidArgumentError(
         absl::StrCat(path_, ": missing tensor '", name, "' of shape ", ShapeToString(shape)));
   }
-  ASSIGN_OR_RETURN(Tensor tensor,
-                   file_ ? file_->Float32(name) : absl::StatusOr<Tensor>(tensors_.at(name)));
-  if (tensor.shape() != shape) {
+  auto wrong_shape = [&](const Shape& actual) {
     return absl::InvalidArgumentError(absl::StrCat(path_, ": tensor '", name, "' has shape ",
-                                                   tensor.ShapeString(), ", the config implies ",
+                                                   ShapeToString(actual), ", the config implies ",
                                                    ShapeToString(shape)));
+  };
+  // A lazy tensor's shape is checked before it is made.
+  if (lazy != lazy_tensors_.end() && lazy->second.shape != shape) {
+    return wrong_shape(lazy->second.shape);
   }
+  ASSIGN_OR_RETURN(Tensor tensor, file_ ? file_->Float32(name)
+                                  : lazy != lazy_tensors_.end()
+                                      ? lazy->second.make()
+                                      : absl::StatusOr<Tensor>(tensors_.at(name)));
+  if (tensor.shape() != shape) return wrong_shape(tensor.shape());
   // A NaN or infinity in a weight would reach every answer as NaN.
   if (const int64_t bad = FirstNonFinite(tensor.data(), tensor.size()); bad >= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -51,6 +63,7 @@ absl::StatusOr<LinearWeights> WeightReader::TakeLinear(const std::string& prefix
 absl::Status WeightReader::CheckAllTaken() const {
   std::vector<std::string> names = file_ ? file_->names() : std::vector<std::string>();
   for (const auto& [name, tensor] : tensors_) names.push_back(name);
+  for (const auto& [name, tensor] : lazy_tensors_) names.push_back(name);
   for (const std::string& name : names) {
     if (!taken_.count(name)) {
       return absl::InvalidArgumentError(

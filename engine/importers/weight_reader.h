@@ -4,6 +4,7 @@
 // names (a Hugging Face checkpoint's, renamed and converted by its importer).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -15,11 +16,19 @@
 
 namespace attnserve {
 
+// A tensor made when it is taken (a GGUF file's, dequantized): loading then holds one source
+// tensor in float32 at a time, not the whole model.
+struct LazyTensor {
+  Shape shape;
+  std::function<absl::StatusOr<Tensor>()> make;
+};
+
 class WeightReader {
  public:
   explicit WeightReader(SafetensorsFile file);
   // `path` names where the tensors came from, in errors.
   WeightReader(std::string path, std::map<std::string, Tensor> tensors);
+  WeightReader(std::string path, std::map<std::string, LazyTensor> tensors);
 
   // The tensor `name` with exactly `shape`; errors name the file and the tensor.
   absl::StatusOr<Tensor> Take(const std::string& name, const Shape& shape);
@@ -44,6 +53,7 @@ class WeightReader {
   std::string path_;
   std::optional<SafetensorsFile> file_;
   std::map<std::string, Tensor> tensors_;  // without a file
+  std::map<std::string, LazyTensor> lazy_tensors_;
   std::set<std::string> taken_;
   WeightFormat format_;
 };

@@ -88,7 +88,10 @@ class ReferenceTest(unittest.TestCase):
         reference = Tokenizer.from_str(json.dumps(tokenizer_json))
         reference.no_truncation()
         reference.no_padding()
-        result = run_tool(tokenizer_json, texts)
+        self.assert_output_matches(reference, run_tool(tokenizer_json, texts), texts)
+
+    def assert_output_matches(self, reference, result, texts):
+        """The tool's output (a CompletedProcess) on `texts` against the reference Tokenizer."""
         self.assertEqual(result.returncode, 0, result.stderr)
         lines = result.stdout.splitlines()
         self.assertEqual(len(lines), len(texts))

@@ -170,6 +170,18 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_TRUE(options->weights.int8);
   EXPECT_EQ(options->weights.group_size, 0);
+  EXPECT_FALSE(options->weights.automatic);
+
+  // "auto" leaves the choice to the load (int8 for a GGUF file of quantized layers).
+  Write(dir / "serving.json", R"({"weights": "auto"})");
+  options = ServingOptionsFor(dir.string(), defaults);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->weights.automatic);
+  EXPECT_FALSE(options->weights.int8);
+  Write(dir / "serving.json", R"({"weights": "float32"})");
+  options = ServingOptionsFor(dir.string(), *options);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_FALSE(options->weights.automatic);
 
   for (const auto& [text, fragment] : std::vector<std::pair<std::string, std::string>>{
            {R"({"weights": "int4"})", "\"int4\" is not a weight format"},

