@@ -83,11 +83,13 @@ ASAN_CONFIGURE = cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=clang++ \
 # that triggered it, leaks included (LeakSanitizer runs at exit). Every C++ unit
 # test, and the end-to-end tests that drive the server's request lifetimes: hostile requests,
 # cancellations and streams (e2e_server), preemption, paused streams, prefix reuse and memory caps
-# (e2e_resources), real checkpoints loaded (hf_model_reference). The others are left to `make test`:
+# (e2e_resources), real checkpoints and GGUF files loaded (hf_model_reference, gguf_model_reference,
+# gguf_dequantize_reference). The others are left to `make test`:
 # they time the server (e2e_overload, meaningless at ASan's speed), run Python or other languages'
 # clients over the same server paths, or hold models' accuracy to bounds with kernels the unit tests
-# already run here; the protocol and tokenizer parsers are fuzzed under ASan by `make fuzz`.
-ASAN_SKIPPED = ^(e2e_(overload|examples|cli|replicas|tokenizers|pretrained|proxy|open_inference)|quantization_accuracy.*|hf_tokenizer_reference|python_reference_test|deploy_checks)$$
+# already run here (e2e_smollm2: a real model's accuracy); the protocol, GGUF and tokenizer parsers
+# are fuzzed under ASan by `make fuzz`.
+ASAN_SKIPPED = ^(e2e_(overload|examples|cli|replicas|tokenizers|pretrained|proxy|open_inference|smollm2)|quantization_accuracy.*|(hf|gguf)_tokenizer_reference|python_reference_test|deploy_checks)$$
 test-asan: deps
 	$(ASAN_CONFIGURE)
 	cmake --build build-asan -j $(JOBS)

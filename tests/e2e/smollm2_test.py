@@ -14,6 +14,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
+import resources_test  # noqa: E402
 from server_harness import Server, free_port  # noqa: E402
 
 import gguf  # noqa: E402
@@ -112,6 +113,37 @@ class SmolLm2Test(unittest.TestCase):
     def test_int8_weights_answer_too(self):
         answer = self.ask("smollm2").choices[0].message.content
         self.assertIn("Paris", answer)
+
+
+class GgufLoadingTest(unittest.TestCase):
+    def test_loads_under_a_cap_smaller_than_its_float_weights(self):
+        # Tensors are dequantized one at a time as the model takes them and quantized to int8 at
+        # once: the 135M parameters, 515 MiB in float32, never are in float32 together, so the
+        # model loads and answers in a 256 MiB cgroup, the server's own memory included (peak
+        # 202 MiB here).
+        if not os.access(resources_test.CGROUP_ROOT, os.W_OK):
+            raise RuntimeError(f"{resources_test.CGROUP_ROOT} is not writable: this test needs "
+                               "root and the cgroup v1 memory controller, as CI machines have")
+        with tempfile.TemporaryDirectory() as repository:
+            os.symlink(os.path.realpath(SMOLLM2), os.path.join(repository, "smollm2.gguf"))
+            cgroup = resources_test.MemoryCgroup(256 << 20)
+            port = free_port()
+            # The plan is told 2 GiB, so that its activation budget covers the 8192-token
+            # context: what is measured is loading, against the cgroup's real limit.
+            server = Server(f"--http_port={port}", "--threads=2", "--memory_limit_mb=2048",
+                            models=repository, preexec_fn=cgroup.join)
+            try:
+                client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused",
+                                       max_retries=0, timeout=120)
+                answer = client.chat.completions.create(model="smollm2", messages=QUESTION,
+                                                        max_tokens=8, temperature=0)
+                self.assertTrue(answer.choices[0].message.content)
+                peak = cgroup.read("memory.max_usage_in_bytes") / 2**20
+                print(f"\nGGUF int8 load: cgroup peak {peak:.0f} MiB of 256 MiB", file=sys.stderr)
+                self.assertEqual(cgroup.read("memory.failcnt"), 0)
+            finally:
+                server.stop()
+                cgroup.remove()
 
 
 if __name__ == "__main__":
