@@ -106,7 +106,8 @@ absl::StatusOr<uint64_t> TensorBytes(const std::vector<int64_t>& dims, GgmlType 
   const GgmlBlockLayout layout = *GgmlLayout(type);
   int64_t elements = 1;
   for (int64_t dim : dims) {
-    if (dim <= 0) return absl::InvalidArgumentError(absl::StrCat("dimension ", dim));
+    if (dim <= 0)
+      return absl::InvalidArgumentError(absl::StrCat("dimension ", dim, " is not positive"));
     if (__builtin_mul_overflow(elements, dim, &elements)) {
       return absl::InvalidArgumentError(
           absl::StrCat("dimensions ", ShapeToString(dims), " overflow a 64-bit element count"));
@@ -466,10 +467,10 @@ absl::StatusOr<GgufFile> GgufFile::Parse(std::shared_ptr<const Source> source) {
     }
     for (uint32_t d = 0; d < n_dims; ++d) {
       ASSIGN_OR_RETURN(const uint64_t dim, parser.Scalar<uint64_t>("a dimension"));
-      if (dim == 0 || dim > static_cast<uint64_t>(INT64_MAX)) {
-        return parser.Fail(absl::StrCat("dimension ", d, " is ",
-                                        dim == 0 ? "zero" : "negative as a signed 64-bit count",
-                                        " (", dim, ")"));
+      if (dim == 0) return parser.Fail(absl::StrCat("dimension ", d, " is zero"));
+      if (dim > static_cast<uint64_t>(INT64_MAX)) {
+        return parser.Fail(
+            absl::StrCat("dimension ", d, " is ", dim, ", negative as a signed 64-bit count"));
       }
       tensor.dims.push_back(static_cast<int64_t>(dim));
     }

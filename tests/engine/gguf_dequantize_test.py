@@ -94,7 +94,8 @@ class DequantizeTest(unittest.TestCase):
             for qtype in TYPES:
                 block_size = GGML_QUANT_SIZES[qtype][0]
                 # Several rows of several blocks, and a 3-D tensor: dims and rows in order.
-                for suffix, shape in [("rows", (5, 4 * block_size)), ("3d", (2, 3, 2 * block_size))]:
+                shapes = [("rows", (5, 4 * block_size)), ("3d", (2, 3, 2 * block_size))]
+                for suffix, shape in shapes:
                     name = f"{qtype.name}.{suffix}"
                     raw = random_blocks(rng, qtype, shape)
                     writer.add_tensor(name, raw, raw_dtype=qtype)
@@ -182,7 +183,8 @@ class RealModelTest(unittest.TestCase):
                 if kind == GGUFValueType.STRING:
                     return bytes(part).decode("utf-8", errors="replace")
                 item = part[0].item()
-                return float(item) if kind in (GGUFValueType.FLOAT32, GGUFValueType.FLOAT64) else item
+                floats = (GGUFValueType.FLOAT32, GGUFValueType.FLOAT64)
+                return float(item) if kind in floats else item
             if field.types[0] == GGUFValueType.ARRAY:
                 return [scalar(field.types[1], field.parts[i]) for i in field.data]
             return scalar(field.types[0], field.parts[field.data[0]])

@@ -402,7 +402,7 @@ TEST(GgufFileTest, RefusesBadDimensions) {
   ExpectRefused(Writer().Add("zero", {4, 0}, GgmlType::kF32, "").Build(),
                 {"tensor 'zero'", "dimension 1 is zero"});
   ExpectRefused(Writer().Add("neg", {~uint64_t{0}}, GgmlType::kF32, "").Build(),
-                {"tensor 'neg'", "dimension 0 is negative"});
+                {"tensor 'neg'", "dimension 0 is 18446744073709551615, negative"});
   ExpectRefused(
       Writer().Add("big", {uint64_t{1} << 40, uint64_t{1} << 40}, GgmlType::kF32, "").Build(),
       {"tensor 'big'", "overflow"});

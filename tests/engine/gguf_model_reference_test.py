@@ -250,6 +250,14 @@ class GgufModelTest(unittest.TestCase):
         values[3] = np.nan
         nan["output_norm.weight"] = (values, T.F32)
         refused("nan", nan, "NaN")
+        # A directory of several GGUF files does not say which to serve.
+        directory = self.write("several", "llama", dims, good)
+        shutil.copy(os.path.join(directory, "model.gguf"), os.path.join(directory, "other.gguf"))
+        result = subprocess.run([os.environ["HF_MODEL_TOOL"], directory],
+                                input=json.dumps({"sequences": [[5]]}), capture_output=True,
+                                text=True)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("holds several GGUF files", result.stderr)
 
 
 if __name__ == "__main__":
