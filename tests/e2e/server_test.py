@@ -563,7 +563,8 @@ class LifecycleTest(unittest.TestCase):
                 self.assertIn('"int4" is not a weight format', failure.error)
                 info = server.stub.GetModel(pb.GetModelRequest(model="int8"))
                 self.assertEqual((info.weights, info.int8_group_size), ("int8", 32))
-                self.assertRegex(server.output(), r"model int8: int8 weights, a scale per 32 input "
+                self.assertRegex(server.output(), r"model int8: \S+/model.safetensors, int8 "
+                                 r"weights, a scale per 32 input "
                                  r"columns \(0: per output\), prefill through (bf16 packed|float32 "
                                  r"packed|float32) tiles")
                 self.assertEqual(server.stub.GetModel(pb.GetModelRequest(model="float")).weights,
