@@ -49,8 +49,6 @@ DECODE = (128, 512, 2048)
 DECODE_TOKENS = 4  # llama-bench -n: one decode sample is this many consecutive tokens
 NO_REPACK = "llama.cpp --repack 0"
 PEERS = ("attnserve int8", "attnserve float32", "llama.cpp", NO_REPACK)
-
-
 TIMEOUT = 240  # seconds: a process this slow ran beside a busy neighbour (the round is redone)
 
 
