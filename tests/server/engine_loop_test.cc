@@ -204,6 +204,42 @@ TEST_F(EngineLoopTest, DeadlinesAndAFullQueueAreRefused) {
   for (Call& call : queued) EXPECT_TRUE(call.sink->Wait().ok());
 }
 
+TEST_F(EngineLoopTest, AFullQueueMakesRoomForAClientWithFewerRequestsQueued) {
+  EngineLoopOptions options;
+  options.max_queue_size = 3;
+  options.max_batch_size = 1;
+  auto worker = StartWorker(options);
+  // Client "busy" holds the one decoding slot and fills the queue behind it (generations:
+  // unary requests would run beside the decoding one).
+  Call running = MakeCall(TaskKind::kGenerate, 1, 400);
+  running.task->client = "busy";
+  ASSERT_TRUE(worker->Submit(running.task).ok());
+  running.sink->WaitForEvents(1);
+  std::vector<Call> busy;
+  for (int i = 0; i < 3; ++i) {
+    busy.push_back(MakeCall(TaskKind::kGenerate, 10 + i));
+    busy.back().task->client = "busy";
+    ASSERT_TRUE(worker->Submit(busy.back().task).ok());
+  }
+  // Its fourth is refused: the queue is full and it holds all of it.
+  Call fourth = MakeCall(TaskKind::kGenerate, 13);
+  fourth.task->client = "busy";
+  const absl::Status refused = worker->Submit(fourth.task);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(refused.message().find("requests queued, its limit"), std::string::npos) << refused;
+  // Another client's request takes the place of the busy client's newest.
+  Call other = MakeCall(TaskKind::kGenerate, 20);
+  other.task->client = "other";
+  ASSERT_TRUE(worker->Submit(other.task).ok());
+  const absl::Status pushed_out = busy.back().sink->Wait();
+  EXPECT_EQ(pushed_out.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(pushed_out.message().find("a client with fewer requests queued"), std::string::npos)
+      << pushed_out;
+  running.task->cancelled = true;
+  EXPECT_TRUE(other.sink->Wait().ok());
+  for (size_t i = 0; i + 1 < busy.size(); ++i) EXPECT_TRUE(busy[i].sink->Wait().ok());
+  EXPECT_EQ(busy.back().sink->completions(), 1);
+}
 TEST_F(EngineLoopTest, UnaryRequestsShareStepsWithDecoding) {
   // While a generation decodes, a step takes prefill_chunk_tokens: each of these 24-token
   // requests runs in a step of its own, beside one decoded token, rather than all of them in
