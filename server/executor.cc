@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -120,7 +121,18 @@ void Executor::End(Sequence& g, absl::Status status, Result& result) {
 bool Executor::Emit(Sequence& g, Generation& generation, const float* logits, Result& result) {
   const int64_t vocab = model_.config.vocab_size;
   const GenerateOptions& options = g.task->generate;
-  const int64_t id = Sample(logits, vocab, options, generation.rng);
+  const std::vector<int64_t>& end_of_text = model_.end_of_text;
+  const bool early = g.generated() < options.min_tokens;
+  int64_t id;
+  if ((options.ignore_eos || early) && !end_of_text.empty()) {
+    // Drawn as if the end-of-text tokens had probability 0; the reported log-probability
+    // stays the model's.
+    suppressed_.assign(logits, logits + vocab);
+    for (int64_t eos : end_of_text) suppressed_[eos] = -std::numeric_limits<float>::infinity();
+    id = Sample(suppressed_.data(), vocab, options, generation.rng);
+  } else {
+    id = Sample(logits, vocab, options, generation.rng);
+  }
   if (g.generated() == 0) {
     first_token_.Observe(absl::ToDoubleSeconds(absl::Now() - g.task->enqueued));
   }
@@ -133,7 +145,6 @@ bool Executor::Emit(Sequence& g, Generation& generation, const float* logits, Re
     End(g, absl::OkStatus(), result);
     return false;
   };
-  const std::vector<int64_t>& end_of_text = model_.end_of_text;
   if (std::find(end_of_text.begin(), end_of_text.end(), id) != end_of_text.end()) {
     return finish(FinishReason::kEndOfText, g.generated());
   }
@@ -151,7 +162,7 @@ bool Executor::Emit(Sequence& g, Generation& generation, const float* logits, Re
                   generated);
   }
   for (const std::string& stop : options.stop) {
-    if (absl::EndsWith(generation.text.text(), stop)) {
+    if (generated >= options.min_tokens && absl::EndsWith(generation.text.text(), stop)) {
       return finish(FinishReason::kStopSequence, generated);
     }
   }

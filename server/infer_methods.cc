@@ -445,8 +445,8 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
       break;
     }
     case InferMethod::kGenerate: {
-      if (auto status =
-              parameters.OnlyThese({"max_tokens", "temperature", "top_k", "top_p", "seed"});
+      if (auto status = parameters.OnlyThese(
+              {"max_tokens", "min_tokens", "ignore_eos", "temperature", "top_k", "top_p", "seed"});
           !status.ok()) {
         return status;
       }
@@ -454,6 +454,10 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
       ASSIGN_OR_RETURN(auto max_tokens,
                        parameters.Integer("max_tokens", 0, 0, worker.max_context()));
       generate.max_tokens = max_tokens;
+      ASSIGN_OR_RETURN(auto min_tokens,
+                       parameters.Integer("min_tokens", 0, 0, worker.max_context()));
+      generate.min_tokens = min_tokens;
+      ASSIGN_OR_RETURN(generate.ignore_eos, parameters.Boolean("ignore_eos"));
       ASSIGN_OR_RETURN(auto top_k,
                        parameters.Integer("top_k", 0, 0, worker.model().config.vocab_size));
       generate.top_k = top_k;

@@ -69,6 +69,8 @@ struct GenerateInput {
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   int64_t top_logprobs = 0;  // the most likely tokens to report beside each generated one
+  bool ignore_eos = false;
+  int64_t min_tokens = 0;
 };
 
 struct TokenizeInput {
@@ -98,6 +100,7 @@ struct FieldPath {
     kTemperature,
     kTopP,
     kMaxTokens,
+    kMinTokens,
     kStop,
     kTopLogprobs,
     kPooling,

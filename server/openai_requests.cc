@@ -183,6 +183,9 @@ absl::StatusOr<OpenAiSampling> Sampling(const json& body, int64_t default_max_to
                                                : static_cast<uint64_t>(seed->get<int64_t>());
   }
   ASSIGN_OR_RETURN(generate.stop, StopSequences(body));
+  // vLLM's and llama.cpp's extensions, for benchmarks that need exactly N tokens.
+  ASSIGN_OR_RETURN(generate.ignore_eos, Bool(body, "ignore_eos", false));
+  ASSIGN_OR_RETURN(generate.min_tokens, Int(body, "min_tokens", 0, 0, kLarge));
   ASSIGN_OR_RETURN(sampling.n, Int(body, "n", 1, 1, kMaxChoices));
   ASSIGN_OR_RETURN(sampling.stream, Bool(body, "stream", false));
   if (const json* options = Find(body, "stream_options"); options != nullptr) {
@@ -399,6 +402,7 @@ std::string OpenAiFieldNames::Name(const FieldPath& path) const {
     case Field::kTemperature:
     case Field::kTopP:
     case Field::kMaxTokens:
+    case Field::kMinTokens:
     case Field::kTopLogprobs:
     case Field::kPooling:
     case Field::kHeadLayers:

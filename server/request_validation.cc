@@ -22,6 +22,8 @@ const char* ParameterName(FieldPath::Field field) {
       return "top_p";
     case Field::kMaxTokens:
       return "max_tokens";
+    case Field::kMinTokens:
+      return "min_tokens";
     case Field::kTopLogprobs:
       return "top_logprobs";
     case Field::kPooling:
@@ -323,6 +325,13 @@ absl::Status ValidateGenerate(const GenerateInput& input, const FieldNames& name
   options.top_logprobs = input.top_logprobs;
   const int64_t room = worker.max_context() - static_cast<int64_t>(ids.size());
   options.max_tokens = input.max_tokens > 0 ? input.max_tokens : 64;
+  if (input.min_tokens < 0 || input.min_tokens > options.max_tokens) {
+    return InvalidField(names, {Field::kMinTokens},
+                        absl::StrCat("= ", input.min_tokens,
+                                     " must be in [0, max_tokens = ", options.max_tokens, "]"));
+  }
+  options.ignore_eos = input.ignore_eos;
+  options.min_tokens = input.min_tokens;
   options.context_limited = options.max_tokens > room;
   options.max_tokens = std::min(options.max_tokens, room);
   options.temperature = input.temperature;

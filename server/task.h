@@ -32,6 +32,10 @@ struct GenerateOptions {
   std::vector<std::string> stop;
   int64_t top_logprobs = 0;
   bool context_limited = false;  // max_tokens was cut to what the context holds
+  // End-of-text is never drawn: with ignore_eos at all, else for the first min_tokens tokens,
+  // during which stop sequences are not looked for either.
+  bool ignore_eos = false;
+  int64_t min_tokens = 0;
 };
 
 // Where a task's results go; called on the scheduler thread only.

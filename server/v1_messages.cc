@@ -35,6 +35,7 @@ const char* FieldName(Field field) {
     case Field::kTemperature:
     case Field::kTopP:
     case Field::kMaxTokens:
+    case Field::kMinTokens:
     case Field::kTopLogprobs:
     case Field::kPooling:
     case Field::kHeadLayers:
@@ -164,6 +165,8 @@ absl::StatusOr<GenerateInput> ReadInput(const v1::GenerateRequest& request) {
   input.top_p = request.top_p();
   if (request.sampling_seed_case() == v1::GenerateRequest::kSeed) input.seed = request.seed();
   input.stop.assign(request.stop().begin(), request.stop().end());
+  input.ignore_eos = request.ignore_eos();
+  input.min_tokens = request.min_tokens();
   return input;
 }
 

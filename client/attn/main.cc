@@ -58,6 +58,10 @@ std::vector<FlagSpec> Flags() {
       {"top_p", FlagKind::kNumber, "0", "generate: nucleus sampling (0: off)"},
       {"seed", FlagKind::kInteger, "-1", "generate: a seed for reproducible sampling (-1: none)"},
       {"stop", FlagKind::kString, "", "generate: comma-separated stop sequences"},
+      {"min_tokens", FlagKind::kInteger, "0",
+       "generate: tokens before end-of-text or a stop sequence may end it"},
+      {"ignore_eos", FlagKind::kSwitch, "false",
+       "generate: never draw end-of-text, so that max_tokens are generated"},
       {"pooling", FlagKind::kString, "default", "embed: default, mean, first, last, pma or none"},
       {"normalize", FlagKind::kSwitch, "false", "embed: L2-normalize"},
       {"omit_special_tokens", FlagKind::kSwitch, "false",
@@ -272,6 +276,8 @@ class Command {
     request.set_top_k(static_cast<int32_t>(arguments_.integer("top_k")));
     request.set_top_p(static_cast<float>(arguments_.number("top_p")));
     if (arguments_.integer("seed") >= 0) request.set_seed(arguments_.integer("seed"));
+    request.set_min_tokens(static_cast<int32_t>(arguments_.integer("min_tokens")));
+    request.set_ignore_eos(arguments_.on("ignore_eos"));
     if (!arguments_.text("stop").empty()) {
       for (absl::string_view stop : absl::StrSplit(arguments_.text("stop"), ',')) {
         request.add_stop(std::string(stop));

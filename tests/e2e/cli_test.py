@@ -336,6 +336,14 @@ class AttnTest(ToolTestCase):
         self.assertTrue(all("token" in json.loads(line) for line in lines[:-1]))
         self.assertEqual(json.loads(lines[-1])["finish"]["reason"], "FINISH_REASON_MAX_TOKENS")
         self.assertEqual(result.stderr, "")  # the finish line is in the JSON
+        # The same sample, run past its end-of-text (drawn after 7 tokens) to 30 tokens.
+        events = generate_events(self.stub, model=MODEL, prompt=pb.Sequence(
+            text="Once upon a time"), max_tokens=30, temperature=1.0, seed=0, ignore_eos=True)
+        result = self.attn_ok("generate", "--text", "Once upon a time", "--max_tokens", "30",
+                              "--temperature", "1", "--seed", "0", "--ignore_eos", "--json")
+        self.assertEqual([json_format.Parse(line, pb.GenerateResponse())
+                          for line in result.stdout.splitlines()], events)
+        self.assertEqual(events[-1].finish.generated_tokens, 30)
 
     def test_generate_stops_at_a_stop_sequence(self):
         text, stops = "Once upon", ["zzz", "e"]

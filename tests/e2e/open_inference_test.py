@@ -269,7 +269,10 @@ class AnswersTest(unittest.TestCase):
         prompt = "Once upon a time"
         for parameters, stops in [({"max_tokens": 30, "temperature": 0.8, "seed": 7}, []),
                                   ({"max_tokens": 40}, ["e "]),  # greedy, to a stop sequence
-                                  ({"max_tokens": 12, "top_k": 5, "top_p": 0.9, "seed": 2}, [])]:
+                                  ({"max_tokens": 12, "top_k": 5, "top_p": 0.9, "seed": 2}, []),
+                                  # End-of-text after 7 tokens without ignore_eos.
+                                  ({"max_tokens": 20, "temperature": 1.0, "seed": 0,
+                                    "ignore_eos": True, "min_tokens": 10}, [])]:
             with self.subTest(parameters=parameters, stops=stops):
                 inputs = [tensor("text", [prompt])]
                 if stops:

@@ -169,6 +169,19 @@ class OpenAiApiTest(unittest.TestCase):
             stream=True))
         self.assertEqual(streamed, whole.choices[0].text)
 
+    def test_ignore_eos_and_min_tokens(self):
+        # This prompt and seed draw end-of-text after 15 tokens; vLLM's extensions run past it.
+        options = dict(model="demo", prompt="The end", max_tokens=40, temperature=1.0, seed=37)
+        self.assertEqual(self.client.completions.create(**options).choices[0].finish_reason,
+                         "stop")
+        for extra in ({"ignore_eos": True}, {"min_tokens": 40}):
+            answer = self.client.completions.create(**options, extra_body=extra)
+            self.assertEqual(answer.choices[0].finish_reason, "length", extra)
+            self.assertEqual(answer.usage.completion_tokens, 40, extra)
+        status, body = self.raw("POST", "/v1/completions", dict(options, min_tokens=-1))
+        self.assertEqual(status, 400)
+        self.assertIn("min_tokens", body["error"]["message"])
+
     def test_echo_and_logprobs(self):
         answer = self.client.completions.create(model="demo", prompt="Hi ", max_tokens=6,
                                                  temperature=0.0, echo=True, logprobs=3)

@@ -179,6 +179,28 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(finish.reason, pb.FINISH_REASON_STOP_SEQUENCE)
         self.assertTrue("".join(t.text for t in tokens).endswith(stop))
 
+    def test_generate_ignore_eos_and_min_tokens(self):
+        # This prompt and seed draw end-of-text after 15 tokens.
+        options = dict(max_tokens=40, temperature=1.0, seed=37)
+        tokens, finish = self.generate("The end", **options)
+        self.assertEqual(finish.reason, pb.FINISH_REASON_END_OF_TEXT)
+        self.assertLess(len(tokens), 20)
+        tokens, finish = self.generate("The end", ignore_eos=True, **options)
+        self.assertEqual((len(tokens), finish.reason), (40, pb.FINISH_REASON_MAX_TOKENS))
+        tokens, finish = self.generate("The end", min_tokens=20, **options)
+        self.assertGreaterEqual(len(tokens), 20)
+        self.assertEqual(finish.generated_tokens, len(tokens))
+        # Stop sequences wait for min_tokens too.
+        greedy, _ = self.generate("The", max_tokens=40)
+        stop = "".join(t.text for t in greedy)[5:7]
+        tokens, finish = self.generate("The", max_tokens=40, stop=[stop], min_tokens=30)
+        self.assertGreaterEqual(len(tokens), 30)
+        with self.assertRaises(grpc.RpcError) as raised:
+            self.generate("The end", max_tokens=40, min_tokens=41)
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("min_tokens = 41 must be in [0, max_tokens = 40]",
+                      raised.exception.details())
+
     def test_generate_near_the_end_of_the_context(self):
         info = self.stub.GetModel(pb.GetModelRequest(model=MODEL))
         prompt = "x" * (info.max_context - 3)
