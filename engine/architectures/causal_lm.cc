@@ -128,9 +128,9 @@ std::optional<KvBlockShape> CausalLM::CacheShape(int64_t block_tokens) const {
 }
 
 bool CausalLM::CachesDependOnTokensAlone() const {
-  // Dynamic NTK scaling rotates keys by the sequence's length when they were computed, so a
-  // published block would hold keys that depend on how its sequence was fed.
-  return config_.rotary.scaling != RopeScaling::kDynamic;
+  // Dynamic NTK scaling and LongRoPE rotate keys by the sequence's length when they were
+  // computed, so a published block would hold keys that depend on how its sequence was fed.
+  return !config_.rotary.depends_on_context();
 }
 
 std::unique_ptr<DecoderState> CausalLM::NewState(KvBlockPool* pool) const {

@@ -5,6 +5,8 @@
 // sliding windows (Mistral's on every layer; Qwen2's on some layers, refused) and head widths
 // (Llama and Mistral may set head_dim). Where a checkpoint has biases on only some projections,
 // the others get zero biases: the engine's bias setting covers every projection of a layer.
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "engine/importers/hf_importers.h"
 #include "engine/status_macros.h"
@@ -12,22 +14,58 @@
 namespace attnserve {
 namespace {
 
-// rope_scaling: transformers' rope_type (or the older "type") default, linear, dynamic or
-// llama3; yarn and longrope are refused. Other keys are transformers' to ignore as well.
+// A rope_scaling list of numbers, as float32 (transformers makes a float32 tensor of it).
+std::vector<float> ReadFactors(FieldReader& s, const nlohmann::json& scaling,
+                               const std::string& key) {
+  std::vector<float> factors;
+  const auto it = scaling.find(key);
+  if (it == scaling.end() || !it->is_array()) {
+    s.Fail(key, "must be a list of numbers");
+    return factors;
+  }
+  for (const nlohmann::json& value : *it) {
+    if (!value.is_number()) {
+      s.Fail(key, "must be a list of numbers");
+      break;
+    }
+    factors.push_back(static_cast<float>(value.get<double>()));
+  }
+  return factors;
+}
+
+// rope_scaling's original_max_position_embeddings, which transformers 4.45.2 reads for llama3
+// only: yarn and longrope take the original context from elsewhere (below), and later versions
+// read this key instead (yarn then also derives the factor from it). A value that disagrees
+// would give a different model in each version, so it is refused.
+void CheckOriginalContext(FieldReader& s, int64_t original) {
+  const int64_t given = s.Int("original_max_position_embeddings", 1, 1 << 24, original);
+  if (given != original) {
+    s.Fail("original_max_position_embeddings",
+           absl::StrCat("is ", given, ", not the original context transformers 4.45.2 uses (",
+                        original, "): later versions read it differently, so it is ambiguous"));
+  }
+}
+
+// rope_scaling: transformers' rope_type (or the older "type") default, linear, dynamic, llama3,
+// yarn or longrope, with what transformers 4.45.2 reads of them. Other keys are transformers'
+// to ignore as well.
 void ReadRopeScaling(FieldReader& read, ModelConfig& c) {
   const nlohmann::json* scaling = read.Object("rope_scaling");
   if (scaling == nullptr) return;
   FieldReader s(*scaling, read.path() + " rope_scaling");
   const std::string field = scaling->contains("rope_type") ? "rope_type" : "type";
-  const std::map<std::string, RopeScaling> kinds = {{"default", RopeScaling::kNone},
-                                                    {"linear", RopeScaling::kLinear},
-                                                    {"dynamic", RopeScaling::kDynamic},
-                                                    {"llama3", RopeScaling::kLlama3}};
+  const std::map<std::string, RopeScaling> kinds = {
+      {"default", RopeScaling::kNone},    {"linear", RopeScaling::kLinear},
+      {"dynamic", RopeScaling::kDynamic}, {"llama3", RopeScaling::kLlama3},
+      {"yarn", RopeScaling::kYarn},       {"longrope", RopeScaling::kLongRope}};
   RotaryConfig& r = c.rotary;
   r.scaling = s.Choice<RopeScaling>(field, kinds, std::nullopt);
-  if (r.scaling != RopeScaling::kNone) r.factor = s.Real("factor", 1.0, 1e6, 1.0);
-  if (r.scaling == RopeScaling::kDynamic) {
-    // transformers scales past max_position_embeddings; the served context grows by the factor.
+  if (r.scaling != RopeScaling::kNone && r.scaling != RopeScaling::kLongRope) {
+    r.factor = s.Real("factor", 1.0, 1e6, 1.0);
+  }
+  if (r.scaling == RopeScaling::kDynamic || r.scaling == RopeScaling::kYarn) {
+    // transformers scales past max_position_embeddings; the served context grows by the factor
+    // (Qwen2.5's 32768 positions with yarn's factor 4: 131072).
     r.original_max_positions = c.max_positions;
     c.max_positions = static_cast<int64_t>(static_cast<double>(c.max_positions) * r.factor);
   }
@@ -35,6 +73,40 @@ void ReadRopeScaling(FieldReader& read, ModelConfig& c) {
     r.low_freq_factor = s.Real("low_freq_factor", 0.0, 1e6, 1.0);
     r.high_freq_factor = s.Real("high_freq_factor", 0.0, 1e6, 4.0);
     r.original_max_positions = s.Int("original_max_position_embeddings", 1, 1 << 24, std::nullopt);
+  }
+  if (r.scaling == RopeScaling::kYarn) {
+    CheckOriginalContext(s, r.original_max_positions);
+    r.beta_fast = s.Real("beta_fast", 1e-6, 1e6, 32.0);
+    r.beta_slow = s.Real("beta_slow", 1e-6, 1e6, 1.0);
+    r.attention_factor = s.Real("attention_factor", 1e-6, 1e6, 0.1 * std::log(r.factor) + 1.0);
+    for (const std::string key : {"mscale", "mscale_all_dim"}) {
+      if (scaling->contains(key)) {
+        s.Fail(key, "is set: DeepSeek's YaRN attention scales are not supported");
+      }
+    }
+  }
+  if (r.scaling == RopeScaling::kLongRope) {
+    // Phi-3 sets original_max_position_embeddings beside max_position_embeddings, the extended
+    // context; without it, the context extends max_position_embeddings by the factor.
+    const int64_t phi3_original = read.Int("original_max_position_embeddings", 1, 1 << 24, 0);
+    double factor = 1.0;
+    if (phi3_original > 0) {
+      r.original_max_positions = phi3_original;
+      factor = static_cast<double>(c.max_positions) / static_cast<double>(phi3_original);
+    } else if (!scaling->contains("factor")) {
+      s.Fail("factor", "is missing (longrope needs it without original_max_position_embeddings)");
+    } else {
+      r.original_max_positions = c.max_positions;
+      factor = s.Real("factor", 1.0, 1e6, 1.0);
+      c.max_positions = static_cast<int64_t>(static_cast<double>(c.max_positions) * factor);
+    }
+    CheckOriginalContext(s, r.original_max_positions);
+    const double original = static_cast<double>(r.original_max_positions);
+    r.attention_factor =
+        s.Real("attention_factor", 1e-6, 1e6,
+               factor <= 1.0 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(original)));
+    r.short_factor = ReadFactors(s, *scaling, "short_factor");
+    r.long_factor = ReadFactors(s, *scaling, "long_factor");
   }
   read.Adopt(s);
 }

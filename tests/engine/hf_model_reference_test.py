@@ -9,7 +9,9 @@ decoding with the cache those of the full pass within 1e-5. Then: sharded checkp
 prefixes, sentence-transformers pooling, untied GPT-2 heads, Llama-family variants (grouped-query
 and multi-query attention, biases, rotary scalings, sliding windows, tied heads) with greedy
 generation identical to transformers' token for token, and the errors a malformed snapshot
-gets."""
+gets. Rotary positions: the kernel's frequencies, angles, cos and sin against transformers' own
+to 8.7k positions for every scaling, and log-probabilities of an 8k-token sequence against a
+float64 run whose error must not grow with the position."""
 import json
 import os
 import shutil
@@ -23,11 +25,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers import (BertConfig, BertForMaskedLM, BertModel, DistilBertConfig,  # noqa: E402
                           DistilBertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig,
-                          LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
-                          Qwen2ForCausalLM, RobertaConfig, RobertaModel)
+                          LlamaForCausalLM, MistralConfig, MistralForCausalLM, Phi3Config,
+                          Qwen2Config, Qwen2ForCausalLM, RobertaConfig, RobertaModel)
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
+from transformers.models.phi3.modeling_phi3 import Phi3LongRoPEScaledRotaryEmbedding  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_tokenizer_reference_test import MINILM, gpt2, llama2  # noqa: E402
@@ -60,10 +65,10 @@ def padded(batch):
     return ids, mask
 
 
-def run_engine(directory, batch, generate=0):
-    result = subprocess.run([TOOL, directory],
-                            input=json.dumps({"sequences": batch, "generate": generate}),
-                            capture_output=True, text=True)
+def run_engine(directory, batch, generate=0, **options):
+    request = {"sequences": batch, "generate": generate, **options}
+    result = subprocess.run([TOOL, directory], input=json.dumps(request), capture_output=True,
+                            text=True)
     if result.returncode != 0:
         raise AssertionError(f"hf_model_tool exit {result.returncode}: {result.stderr}")
     return json.loads(result.stdout)
@@ -247,6 +252,18 @@ class HfModelTest(unittest.TestCase):
         save(model, directory, self.byte_level)
         self.check_gpt2(model, directory, sequences(50257, 7))
 
+    def test_gpt2_scores_scaled_by_layer_are_refused(self):
+        # transformers divides layer l's scores by l + 1 as well; the engine's layers share one
+        # score scale, so the checkpoint is refused rather than served wrong.
+        config = GPT2Config(vocab_size=50257, n_embd=16, n_layer=2, n_head=2, n_positions=8,
+                            scale_attn_by_inverse_layer_idx=True)
+        directory = self.directory("gpt2_layer_scaled")
+        save(randomize(GPT2LMHeadModel(config), 10), directory, self.byte_level)
+        code, message = engine_error(directory)
+        self.assertEqual(code, 2)
+        self.assertIn("scale_attn_by_inverse_layer_idx is true: scores scaled by 1 / (layer index "
+                      "+ 1) are not supported", message)
+
     GENERATED = 8
 
     def check_llama(self, model, directory, batch, decoded=True):
@@ -292,6 +309,9 @@ class HfModelTest(unittest.TestCase):
                                                       low_freq_factor=1.0, high_freq_factor=4.0,
                                                       original_max_position_embeddings=16)),
             "linear": dict(rope_scaling=dict(type="linear", factor=2.0), hidden_act="gelu"),
+            # Qwen2.5's long-context setting: its correction range and attention factor.
+            "yarn": dict(rope_theta=1e6, rope_scaling=dict(type="yarn", factor=2.0,
+                                                           original_max_position_embeddings=64)),
         }
         for seed, (name, changes) in enumerate(variants.items(), start=12):
             with self.subTest(name):
@@ -320,6 +340,138 @@ class HfModelTest(unittest.TestCase):
             self.assert_close(ours["logits"][0], logits, 1e-4, f"{len(sequence)} tokens")
         self.assertIn("beyond", engine_error(directory, [list(range(5, 22))])[1])
 
+    ROTARY_CONTEXT = 8704  # past 8k positions
+    ROTARY_POSITIONS = list(range(0, ROTARY_CONTEXT, 7)) + list(range(ROTARY_CONTEXT - 40,
+                                                                         ROTARY_CONTEXT))
+
+    def rotary_model(self, name, **changes):
+        """A one-head Llama of head_dim 128 saved for the engine; its LlamaConfig."""
+        config = LlamaConfig(**self.llama_config(**{
+            **dict(hidden_size=128, num_attention_heads=1, num_key_value_heads=1,
+                   num_hidden_layers=1, intermediate_size=64, max_position_embeddings=8192),
+            **changes}))
+        directory = self.directory(f"rotary_{name}")
+        save(randomize(LlamaForCausalLM(config), 20), directory, self.byte_fallback)
+        return config, directory
+
+    def assert_rotary_tables(self, directory, reference, context, bitwise, what):
+        """The engine's frequencies for a sequence of `context` tokens and its cos and sin at
+        ROTARY_POSITIONS against transformers' rotary module `reference`. bitwise: the
+        frequencies, so the angles, equal; else within a float ulp. cos and sin (rounded
+        correctly here, by SLEEF in torch) within an ulp or two of the attention factor at every
+        position: the difference must not grow with the position."""
+        positions = [p for p in self.ROTARY_POSITIONS if p < context]
+        ours = run_engine(directory, [[1]], rotary={"positions": positions, "context": context})
+        with torch.no_grad():
+            cos, sin = reference(torch.zeros(1), torch.arange(context)[None])
+        inverse = np.asarray(ours["inverse_frequencies"], np.float32)
+        expected = reference.inv_freq.numpy()
+        if bitwise:
+            np.testing.assert_array_equal(inverse, expected, what)
+        else:
+            np.testing.assert_array_less(np.abs(inverse - expected), np.spacing(expected) * 1.01,
+                                         what)
+        angles = np.float32(positions)[:, None] * expected[None]
+        angles_ours = np.float32(positions)[:, None] * inverse[None]
+        self.assertEqual(int((angles != angles_ours).sum()) == 0, bitwise, what)
+        half = inverse.size
+        scale = max(1.0, float(cos.abs().max()))
+        tolerance = 1.2e-7 * scale if bitwise else 1e-6
+        for name, ours_values, theirs in [("cos", ours["cos"], cos), ("sin", ours["sin"], sin)]:
+            reference_values = theirs[0, positions, :half].numpy()
+            error = np.abs(np.asarray(ours_values, np.float32) - reference_values)
+            self.assertLessEqual(error.max(), tolerance, f"{what} {name}")
+
+    def test_rotary_tables_equal_transformers_past_8k_positions(self):
+        # Every scaling the engine reads from config.json, head_dim 128, against
+        # LlamaRotaryEmbedding of transformers 4.45.2. For the usual bases the frequencies and the
+        # angles are bitwise transformers'; at 1e6 torch's powf (SLEEF's, not rounded correctly)
+        # gives one of the 64 frequencies an ulp off.
+        cases = [
+            ("default_10000", dict(rope_theta=10000.0), True),
+            ("default_500000", dict(rope_theta=500000.0), True),
+            ("default_1e6", dict(rope_theta=1e6), False),
+            ("llama3", dict(rope_theta=500000.0, rope_scaling=dict(
+                rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                original_max_position_embeddings=8192)), True),
+            ("linear", dict(rope_theta=10000.0, rope_scaling=dict(type="linear", factor=4.0)),
+             True),
+            # Past max_position_embeddings: the base of the whole sequence's length.
+            ("dynamic", dict(rope_theta=10000.0, max_position_embeddings=4096,
+                             rope_scaling=dict(type="dynamic", factor=2.0)), True),
+            ("yarn", dict(rope_theta=10000.0, max_position_embeddings=4096,
+                          rope_scaling=dict(rope_type="yarn", factor=8.0, beta_fast=16.0,
+                                            beta_slow=2.0)), True),
+            ("yarn_qwen2.5", dict(rope_theta=1e6, max_position_embeddings=4096,
+                                  rope_scaling=dict(type="yarn", factor=4.0,
+                                                    original_max_position_embeddings=4096)),
+             False),
+        ]
+        for name, changes, bitwise in cases:
+            with self.subTest(name):
+                config, directory = self.rotary_model(name, **changes)
+                self.assert_rotary_tables(directory, LlamaRotaryEmbedding(config=config),
+                                          self.ROTARY_CONTEXT, bitwise, name)
+
+    def test_longrope_short_and_long_factors_by_sequence_length(self):
+        # Phi-3's LongRoPE: short factors for a sequence within original_max_position_embeddings,
+        # long ones past it, as Phi-3's own rotary module in transformers picks them for one
+        # forward pass; the attention factor from max_position_embeddings / original.
+        generator = np.random.default_rng(22)
+        scaling = dict(type="longrope", short_factor=(1 + generator.random(64)).tolist(),
+                       long_factor=(1 + 20 * generator.random(64)).tolist())
+        config, directory = self.rotary_model("longrope", max_position_embeddings=16384,
+                                              original_max_position_embeddings=4096,
+                                              rope_scaling=dict(scaling))
+        # LlamaConfig adds rope_type to its rope_scaling; Phi3Config accepts only these keys.
+        phi3 = Phi3Config(hidden_size=128, num_attention_heads=1, max_position_embeddings=16384,
+                          original_max_position_embeddings=4096, rope_scaling=dict(scaling))
+        reference = Phi3LongRoPEScaledRotaryEmbedding(128, phi3)
+        for context in (4096, 4097, self.ROTARY_CONTEXT):
+            self.assert_rotary_tables(directory, reference, context, True, f"{context} tokens")
+
+    def test_llama_longrope_past_the_original_context(self):
+        # transformers 4.45.2's Llama picks LongRoPE's long factors once for all lengths (its
+        # Phi-3 and later versions by the sequence's length, as the engine): compared on
+        # sequences past original_max_position_embeddings, where both use the long ones.
+        # Decoding with the cache keeps the rotation each key had when cached: the first 16
+        # tokens' keys used the short factors, so only the full pass and generation are compared.
+        generator = np.random.default_rng(23)
+        scaling = dict(type="longrope", short_factor=(1 + generator.random(8)).tolist(),
+                       long_factor=(1 + 4 * generator.random(8)).tolist())
+        config = LlamaConfig(**self.llama_config(original_max_position_embeddings=16,
+                                                 rope_scaling=scaling))
+        model = randomize(LlamaForCausalLM(config), 23)
+        directory = self.directory("llama_longrope")
+        save(model, directory, self.byte_fallback)
+        batch = [np.random.default_rng(23).integers(4, 1000, size=n).tolist() for n in (17, 30)]
+        self.check_llama(model, directory, batch, decoded=False)
+
+    def test_log_probabilities_stay_accurate_past_8k_tokens(self):
+        # An 8k-token sequence through a one-layer Llama of head_dim 128 (Llama 3's base): the
+        # engine's log-probabilities against transformers run in float64 (whose rotary angles are
+        # float32 as well) must be no worse far into the sequence than transformers' own float32
+        # run there. Angles rounded otherwise than transformers' gave 4e-3 at 6k-8k tokens.
+        config, directory = self.rotary_model("long_score", rope_theta=500000.0)
+        model = randomize(LlamaForCausalLM(config), 20)
+        length = 8192
+        tokens = np.random.default_rng(24).integers(4, 1000, size=length).tolist()
+        ours = np.asarray(run_engine(directory, [tokens], scores_only=True)["scores"][0])
+        ids = torch.tensor([tokens])
+
+        def scores(m):
+            with torch.no_grad():
+                log_probabilities = F.log_softmax(m(input_ids=ids).logits[0].double(), -1)
+            return log_probabilities[torch.arange(length - 1), ids[0, 1:]].numpy()
+
+        single = scores(model)
+        double = scores(model.double())
+        late = slice(5999, None)  # the scores of tokens 6000 to 8191
+        ours_late = np.abs(ours - double)[late].max()
+        theirs_late = np.abs(single - double)[late].max()
+        self.assertLessEqual(ours_late, 1.5e-4)
+        self.assertLessEqual(ours_late, 3 * theirs_late, f"transformers float32: {theirs_late:.2e}")
+
     def test_mistral_sliding_window(self):
         config = MistralConfig(**self.llama_config(sliding_window=4, head_dim=16))
         model = randomize(MistralForCausalLM(config), 15)
@@ -346,8 +498,19 @@ class HfModelTest(unittest.TestCase):
             original = json.load(f)
         for change, expected in [
                 ({"use_sliding_window": True}, "use_sliding_window is true"),
-                ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
-                 'rope_type is "yarn", expected one of'),
+                ({"rope_scaling": {"rope_type": "su", "factor": 4.0}},
+                 'rope_type is "su", expected one of'),
+                ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                   "original_max_position_embeddings": 16}},
+                 "original_max_position_embeddings is 16, not the original context"),
+                ({"rope_scaling": {"rope_type": "yarn", "factor": 40.0, "mscale": 1.0}},
+                 "DeepSeek's YaRN attention scales are not supported"),
+                ({"rope_scaling": {"rope_type": "longrope", "factor": 2.0, "short_factor": [1.0],
+                                   "long_factor": "2"}},
+                 "long_factor must be a list of numbers"),
+                ({"rope_scaling": {"rope_type": "longrope", "short_factor": [1.0],
+                                   "long_factor": [2.0]}},
+                 "factor is missing"),
                 ({"num_key_value_heads": 3}, "num_key_value_heads is 3, which does not divide"),
                 ({"eos_token_id": 5000}, "eos_token_id is 5000"),
                 ({"hidden_act": "relu2"}, 'field hidden_act is "relu2"')]:

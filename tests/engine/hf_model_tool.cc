@@ -4,15 +4,24 @@
 // causal LM gives each sequence's logits at every position ([T][vocab]) from one pass, and those
 // of each position again from decoding with the cache (the prompt's first token, then one token at
 // a time). With "generate": N, a causal LM also gives each sequence's N greedy continuation
-// tokens, the prompt fed in one step. A model that does not load: its error on stderr, exit code 2.
+// tokens, the prompt fed in one step. With "scores_only": true, a causal LM gives only each
+// sequence's scores (the log-probability of every token after the first given the ones before,
+// from the full pass), for sequences too long to print every logit of. With
+// "rotary": {"positions": [...], "context": L}, a rotary model gives instead its θ_i for a
+// sequence of L tokens and the cos and sin (attention factor included) by which the kernel turns
+// each pair at each position, read off unit vectors it rotates. A model that does not load: its
+// error on stderr, exit code 2.
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "engine/architectures/causal_lm.h"
 #include "engine/architectures/model.h"
+#include "engine/kernels/rotary.h"
 
 namespace {
 
@@ -30,6 +39,42 @@ json Rows(const attnserve::Tensor& matrix, int64_t rows) {
 int Fail(const absl::Status& status) {
   std::cerr << status.message() << "\n";
   return 3;
+}
+
+// The kernel's θ_i and, per position, its cos_i and sin_i: pair i of a head holding 1 in its first
+// element and 0 in its second becomes (cos_i, sin_i).
+json RotaryTables(const attnserve::RotaryConfig& config, int64_t head_dim, const json& request) {
+  const attnserve::RotaryEmbedding rotary(config);
+  const int64_t context = request["context"].get<int64_t>();
+  const int64_t pairs = config.dims / 2;
+  const int64_t first_step = config.interleaved ? 2 : 1, partner = config.interleaved ? 1 : pairs;
+  json out = {{"inverse_frequencies", rotary.InverseFrequencies(context)}};
+  for (const json& position : request["positions"]) {
+    std::vector<float> head(head_dim, 0.0f);
+    for (int64_t i = 0; i < pairs; ++i) head[i * first_step] = 1.0f;
+    rotary.Apply(head.data(), head_dim, 1, 1, head_dim, position.get<int64_t>(), context);
+    std::vector<float> cosines(pairs), sines(pairs);
+    for (int64_t i = 0; i < pairs; ++i) {
+      cosines[i] = head[i * first_step];
+      sines[i] = head[i * first_step + partner];
+    }
+    out["cos"].push_back(cosines);
+    out["sin"].push_back(sines);
+  }
+  return out;
+}
+
+// log p(token t | tokens before it) for t >= 1, from logits [T][vocab], in double.
+std::vector<double> Scores(const attnserve::Tensor& logits, const std::vector<int64_t>& tokens) {
+  std::vector<double> scores;
+  for (size_t t = 1; t < tokens.size(); ++t) {
+    const float* row = logits.row(static_cast<int64_t>(t - 1));
+    const double top = *std::max_element(row, row + logits.dim(-1));
+    double sum = 0;
+    for (int64_t v = 0; v < logits.dim(-1); ++v) sum += std::exp(row[v] - top);
+    scores.push_back(row[tokens[t]] - top - std::log(sum));
+  }
+  return scores;
 }
 
 }  // namespace
@@ -59,9 +104,23 @@ int main(int argc, char** argv) {
       out["states"].push_back(Rows(states->values.Select(b), states->lengths[b]));
     }
     out["embeddings"] = Rows(*pooled, pooled->dim(0));
-  } else if (const attnserve::CausalLM* lm = (*model)->As<attnserve::CausalLM>()) {
+  } else if (const attnserve::CausalLM* lm = (*model)->As<attnserve::CausalLM>();
+             lm != nullptr && request.contains("rotary")) {
+    const attnserve::ModelConfig& config = lm->config();
+    if (!config.rotary.enabled()) {
+      return Fail(absl::InvalidArgumentError("no rotary positions"));
+    }
+    out = RotaryTables(config.rotary, config.head_dim_qk, request["rotary"]);
+  } else if (lm != nullptr) {
     auto logits = lm->Logits(sequences);
     if (!logits.ok()) return Fail(logits.status());
+    if (request.value("scores_only", false)) {
+      for (size_t b = 0; b < sequences.size(); ++b) {
+        out["scores"].push_back(Scores(logits->Select(b), sequences[b]));
+      }
+      std::cout << out.dump() << "\n";
+      return 0;
+    }
     for (size_t b = 0; b < sequences.size(); ++b) {
       out["logits"].push_back(Rows(logits->Select(b), sequences[b].size()));
       auto state = lm->NewState(static_cast<int64_t>(sequences[b].size()));

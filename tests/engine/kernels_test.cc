@@ -11,6 +11,7 @@
 #include "engine/kernels/alibi.h"
 #include "engine/kernels/embedding.h"
 #include "engine/kernels/normalization.h"
+#include "engine/kernels/rotary.h"
 #include "engine/kernels/softmax.h"
 
 namespace attnserve {
@@ -98,6 +99,67 @@ TEST(KernelsTest, AlibiSlopesFollowThePaper) {
   const float expected[] = {0.25f, 0.0625f, 1.0f / 64, 1.0f / 256, 0.5f, 0.125f};
   ASSERT_EQ(six.size(), 6u);
   for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(six[i], expected[i]) << i;
+}
+
+// Pair i of a half-split head holding (1, 0), rotated at `position`: (cos_i, sin_i) as the kernel
+// forms them.
+std::pair<float, float> RotatedUnitPair(const RotaryEmbedding& rotary, int64_t dims, int64_t pair,
+                                        int64_t position, int64_t context) {
+  std::vector<float> head(dims, 0.0f);
+  head[pair] = 1.0f;
+  rotary.Apply(head.data(), dims, 1, 1, dims, position, context);
+  return {head[pair], head[pair + dims / 2]};
+}
+
+TEST(KernelsTest, RotaryAnglesAreFloatProductsAsTransformersForms) {
+  // transformers' angle is position · θ_i rounded to float32; the exact product differs from it
+  // by up to 2.4e-4 radians at 8k positions, enough to shift log-probabilities by 1e-3.
+  RotaryConfig config;
+  config.dims = 128;
+  config.theta = 500000.0;
+  const RotaryEmbedding rotary(config);
+  const std::vector<float> theta = rotary.InverseFrequencies(8192);
+  int64_t products_that_round = 0;
+  for (int64_t position : {255, 4097, 8191, 8703}) {
+    for (int64_t i = 0; i < 64; ++i) {
+      const float angle = static_cast<float>(position) * theta[i];
+      products_that_round += static_cast<double>(angle) != position * static_cast<double>(theta[i]);
+      const auto [cosine, sine] = RotatedUnitPair(rotary, 128, i, position, 8192);
+      ASSERT_EQ(cosine, static_cast<float>(std::cos(static_cast<double>(angle)))) << position;
+      ASSERT_EQ(sine, static_cast<float>(std::sin(static_cast<double>(angle)))) << position;
+    }
+  }
+  EXPECT_GT(products_that_round, 100);  // the check above tells the two apart
+}
+
+TEST(KernelsTest, LongRopePicksItsFactorsByContextAndScalesByTheAttentionFactor) {
+  RotaryConfig config;
+  config.dims = 8;
+  config.scaling = RopeScaling::kLongRope;
+  config.original_max_positions = 16;
+  config.attention_factor = 1.25;
+  config.short_factor = {1.0f, 1.0f, 1.0f, 1.0f};
+  config.long_factor = {2.0f, 4.0f, 8.0f, 16.0f};
+  ASSERT_TRUE(CheckRotaryConfig(config, 8).ok());
+  const RotaryEmbedding rotary(config);
+  const std::vector<float> within = rotary.InverseFrequencies(16),
+                           past = rotary.InverseFrequencies(17);
+  for (int64_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(within[i], 1.0f / std::pow(10000.0f, i / 4.0f)) << i;
+    EXPECT_FLOAT_EQ(past[i], within[i] / config.long_factor[i]) << i;
+  }
+  // The rotated pair's length is the attention factor, at any position.
+  for (int64_t position : {0, 5, 16}) {
+    const auto [cosine, sine] = RotatedUnitPair(rotary, 8, 1, position, position + 1);
+    EXPECT_NEAR(std::hypot(cosine, sine), 1.25, 1e-6);
+  }
+  config.long_factor.pop_back();
+  absl::Status status = CheckRotaryConfig(config, 8);
+  EXPECT_TRUE(absl::StrContains(status.message(), "long_factor has 3 values")) << status;
+  config.scaling = RopeScaling::kYarn;
+  config.beta_fast = 0;
+  status = CheckRotaryConfig(config, 8);
+  EXPECT_TRUE(absl::StrContains(status.message(), "beta_fast is 0")) << status;
 }
 
 }  // namespace
