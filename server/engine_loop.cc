@@ -176,9 +176,13 @@ absl::Status EngineLoop::CheckFits(const Task& task, const RequestCost& cost) {
     return absl::OkStatus();
   }
   if (cost.tokens > options_.max_batch_tokens) {
+    const std::string how =
+        cost.passes > 1
+            ? absl::StrCat(cost.call.batch, " sequences in ", cost.passes,
+                           " groups of similar length, each padded to its longest")
+            : absl::StrCat(cost.call.batch, " sequences padded to the longest, ", cost.call.time);
     return Refuse("tokens", absl::InvalidArgumentError(absl::StrCat(
-                                "the request has ", cost.tokens, " tokens (", cost.call.batch,
-                                " sequences padded to the longest, ", cost.call.time, "); model ",
+                                "the request has ", cost.tokens, " tokens (", how, "); model ",
                                 name_, " takes at most ", options_.max_batch_tokens,
                                 " per request (--max_batch_tokens); split it")));
   }

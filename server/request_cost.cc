@@ -42,6 +42,25 @@ RequestCost CostOf(const Task& task, const Model& model) {
   }
   cost.tokens = call.batch * call.time;
   cost.activation_bytes = ActivationBytes(model.config, call);
+  if (task.kind == TaskKind::kEmbed && model.config.token_inputs()) {
+    const auto passes = model.servable->EmbedPasses(task.embed_inputs, call.head_layers > 0);
+    if (passes.size() > 1) {
+      cost.passes = static_cast<int64_t>(passes.size());
+      cost.tokens = 0;
+      cost.activation_bytes = 0;
+      for (const std::vector<size_t>& pass : passes) {
+        EngineCall part = call;
+        part.batch = static_cast<int64_t>(pass.size());
+        part.time = 0;
+        for (size_t i : pass) {
+          part.time = std::max(part.time, static_cast<int64_t>(task.embed_inputs.tokens[i].size()));
+        }
+        cost.tokens += part.batch * part.time;
+        cost.activation_bytes =
+            std::max(cost.activation_bytes, ActivationBytes(model.config, part));
+      }
+    }
+  }
   cost.response_bytes = ResponseBytesBound(task, model) * task.answer_scale;
   return cost;
 }

@@ -12,11 +12,15 @@
 namespace attnserve::server {
 
 struct RequestCost {
-  // Unary requests: the engine call that answers them (sequences padded to the longest).
-  // Generate: the prompt, fed in chunks.
+  // Unary requests: the engine call that answers them (sequences padded to the longest), as
+  // the scheduler batches it with others. Generate: the prompt, fed in chunks.
   EngineCall call;
-  int64_t tokens = 0;  // call.batch × call.time for unary requests; the prompt for Generate
-  int64_t activation_bytes = 0;
+  // The engine passes that call makes alone: 1, or Embed's groups of similar length.
+  int64_t passes = 1;
+  // Unary requests: the tokens the engine computes, padding included (call.batch × call.time
+  // in one pass); the prompt for Generate.
+  int64_t tokens = 0;
+  int64_t activation_bytes = 0;  // the largest pass's
   int64_t response_bytes = 0;
   int64_t context_tokens = 0;  // Generate: prompt + max_tokens, what its cache may hold
 };

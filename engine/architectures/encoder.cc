@@ -86,14 +86,20 @@ std::vector<std::vector<size_t>> LengthGroups(const TokenSequences& sequences) {
 
 }  // namespace
 
+std::vector<std::vector<size_t>> Encoder::EmbedPasses(const ModelInputs& inputs,
+                                                      bool contributions) const {
+  if (!config_.token_inputs() || contributions) {
+    return ServableModel::EmbedPasses(inputs, contributions);
+  }
+  return LengthGroups(inputs.tokens);
+}
+
 absl::StatusOr<EmbedOutput> Encoder::Embed(const ModelInputs& inputs,
                                            std::optional<Pooling> pooling,
                                            const std::vector<int64_t>& contribution_layers) const {
   const bool per_token = pooling.value_or(config_.pooling) == Pooling::kNone;
   EmbedOutput out;
-  const auto groups = config_.token_inputs() && contribution_layers.empty()
-                          ? LengthGroups(inputs.tokens)
-                          : std::vector<std::vector<size_t>>();
+  const auto groups = EmbedPasses(inputs, !contribution_layers.empty());
   if (groups.size() > 1) {
     // Each group in one pass, its rows put back in the request's order.
     const auto batch = static_cast<int64_t>(inputs.tokens.size());

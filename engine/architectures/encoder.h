@@ -44,6 +44,10 @@ class Encoder final : public ServableModel {
   int64_t num_layers() const override { return static_cast<int64_t>(stack_->layers().size()); }
   absl::StatusOr<EmbedOutput> Embed(const ModelInputs& inputs, std::optional<Pooling> pooling,
                                     const std::vector<int64_t>& contribution_layers) const override;
+  // Token sequences run in groups of similar length (without contributions, which come from
+  // one pass).
+  std::vector<std::vector<size_t>> EmbedPasses(const ModelInputs& inputs,
+                                               bool contributions) const override;
 
  private:
   ModelConfig config_;

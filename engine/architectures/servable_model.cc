@@ -1,5 +1,7 @@
 #include "engine/architectures/servable_model.h"
 
+#include <numeric>
+
 #include "engine/status_macros.h"
 
 namespace attnserve {
@@ -26,6 +28,14 @@ absl::StatusOr<Tensor> ServableModel::NextTokenLogits(const TokenSequences&,
 
 absl::StatusOr<Tensor> ServableModel::Logits(const TokenSequences&, const TokenSequences&) const {
   return NotAnswered("Score");
+}
+
+std::vector<std::vector<size_t>> ServableModel::EmbedPasses(const ModelInputs& inputs,
+                                                            bool /*contributions*/) const {
+  std::vector<size_t> all(inputs.tokens.empty() ? static_cast<size_t>(inputs.features.batch())
+                                                : inputs.tokens.size());
+  std::iota(all.begin(), all.end(), 0);
+  return {all};
 }
 
 absl::StatusOr<EmbedOutput> ServableModel::Embed(const ModelInputs&, std::optional<Pooling>,

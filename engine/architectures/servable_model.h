@@ -70,6 +70,11 @@ class ServableModel {
   virtual absl::StatusOr<EmbedOutput> Embed(const ModelInputs& inputs,
                                             std::optional<Pooling> pooling,
                                             const std::vector<int64_t>& contribution_layers) const;
+  // The engine passes Embed makes for these inputs: the indices of the sequences each pass
+  // takes, padded to its longest. One pass of all of them unless the model says otherwise; the
+  // server counts a request's work and memory from these.
+  virtual std::vector<std::vector<size_t>> EmbedPasses(const ModelInputs& inputs,
+                                                       bool contributions) const;
 
   // Generate: the blocks a pool of this model's KV cache holds (nullopt: no layer caches keys,
   // as with linear attention); whether sequences may share the published blocks of a common

@@ -385,6 +385,35 @@ TEST_F(EngineLoopTest, ConcurrentEmbedsShareEngineCallsAndEachGetsItsOwnAnswer) 
   EXPECT_LT(engine_calls() - before, kCalls / 2);
 }
 
+TEST_F(EngineLoopTest, EmbedBudgetsCountTheGroupsTheEngineRuns) {
+  // 39 sequences of 4 tokens and one of 60: padded to the longest they would be 2,400 tokens,
+  // but the encoder runs them in two groups of similar length, 216 tokens in all.
+  EngineLoopOptions options;
+  options.max_batch_tokens = 500;
+  auto worker =
+      StartWorker(options, ATTNSERVE_GOLDEN_DIR "/model_encoder_softmax_learned_mean_rms_norm_pre");
+  const auto make = [](int long_sequences) {
+    Call call = MakeCall(TaskKind::kEmbed, 0);
+    for (int i = 0; i < 40; ++i) {
+      call.task->embed_inputs.tokens.push_back(
+          std::vector<int64_t>(i < long_sequences ? 60 : 4, 40 + i));
+    }
+    return call;
+  };
+  Call grouped = make(1);
+  ASSERT_TRUE(worker->Submit(grouped.task).ok());
+  ASSERT_TRUE(grouped.sink->Wait().ok());
+  EXPECT_EQ(grouped.task->embeddings.size(), 40u);
+  // Real work over the limit is refused, saying how it was counted: 20 × 4 + 20 × 60.
+  Call over = make(20);
+  const absl::Status refused = worker->Submit(over.task);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("the request has 1280 tokens (40 sequences in 2 groups of "
+                                   "similar length, each padded to its longest)"),
+            std::string::npos)
+      << refused;
+}
+
 TEST_F(EngineLoopTest, AnswersThatWouldHoldNaNAreInternalErrors) {
   // Finite weights whose values overflow: the final norm scales every state by 3e38, so the
   // logits are infinite and their log-softmax NaN. No answer may carry that as OK.
