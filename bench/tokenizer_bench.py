@@ -5,8 +5,10 @@
 
 Texts: the paragraphs of Debian's license texts (/usr/share/common-licenses, English prose, about
 a quarter of a megabyte) and the tokenizer tests' hard corpus (many scripts, emoji, long words).
-Tokenizers: all-MiniLM-L6-v2's WordPiece, GPT-2's byte-level BPE, and a byte-fallback BPE (as
-Llama 2's) and a Unigram (as T5's) trained on the texts by the reference library. For each, tokens
+Tokenizers: all-MiniLM-L6-v2's WordPiece, GPT-2's byte-level BPE, and trained on the texts by
+the reference library: two byte-fallback BPEs without a pre-tokenizer (as Llama 2's: one trained
+on words as SentencePiece is, one whose merges join across spaces), a BPE with an end-of-word
+suffix (as CLIP's) and a Unigram (as T5's). For each, tokens
 per second of: the engine, one thread; the reference's encode_batch with its parallelism off
 (one thread) and on (every core); the reference's encode called once per text. Every timing is
 the best of --rounds; both sides must give the same number of tokens. The reference's BPE and
@@ -61,11 +63,23 @@ def texts():
 
 
 def tokenizers(training):
+    space_as_metaspace = normalizers.Sequence([normalizers.Prepend("▁"),
+                                               normalizers.Replace(" ", "▁")])
     llama = train(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True),
                   trainers.BpeTrainer(vocab_size=8000, special_tokens=["<unk>", "<s>", "</s>"]),
-                  normalizer=normalizers.Sequence([normalizers.Prepend("▁"),
-                                                   normalizers.Replace(" ", "▁")]),
-                  text=training)
+                  normalizer=space_as_metaspace, text=training)
+    # As SentencePiece trains Llama 2's: on words, so that no merge joins across a ▁; served
+    # as its converted tokenizer.json is, with no pre-tokenizer (a text is one word).
+    llama_words = train(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True),
+                        trainers.BpeTrainer(vocab_size=8000,
+                                            special_tokens=["<unk>", "<s>", "</s>"]),
+                        pre_tokenizer=pre_tokenizers.Metaspace(), text=training)
+    llama_words.update(pre_tokenizer=None, normalizer=json.loads(space_as_metaspace.__getstate__()))
+    clip = train(models.BPE(unk_token="<unk>", end_of_word_suffix="</w>"),
+                 trainers.BpeTrainer(vocab_size=8000, special_tokens=["<unk>"],
+                                     end_of_word_suffix="</w>"),
+                 pre_tokenizer=pre_tokenizers.Whitespace(), normalizer=normalizers.Lowercase(),
+                 text=training)
     unigram = train(models.Unigram(),
                     trainers.UnigramTrainer(vocab_size=8000, special_tokens=["<unk>"],
                                             unk_token="<unk>"),
@@ -73,7 +87,11 @@ def tokenizers(training):
     with open(MINILM) as f:
         minilm = json.load(f)
     return {"WordPiece (all-MiniLM-L6-v2)": minilm, "byte-level BPE (GPT-2)": gpt2(),
-            "byte-fallback BPE (Llama 2 style)": with_byte_tokens(llama, ["<unk>", "<s>", "</s>"]),
+            "byte-fallback BPE, merges across spaces": with_byte_tokens(
+                llama, ["<unk>", "<s>", "</s>"]),
+            "byte-fallback BPE (Llama 2 style: trained on words)": with_byte_tokens(
+                llama_words, ["<unk>", "<s>", "</s>"]),
+            "BPE with an end-of-word suffix (CLIP style)": clip,
             "Unigram (T5 style)": unigram}
 
 

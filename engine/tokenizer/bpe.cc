@@ -1,7 +1,7 @@
 #include "engine/tokenizer/bpe.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
-#include <queue>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -70,14 +70,12 @@ absl::StatusOr<std::unique_ptr<Bpe>> Bpe::FromJson(const nlohmann::json& model) 
   for (int b = 0; b < 256; ++b) {
     bpe->byte_ids_[b] = static_cast<int32_t>(bpe->vocab_.Id(absl::StrFormat("<0x%02X>", b)));
   }
-  if (bpe->prefix_.empty() && bpe->suffix_.empty()) {
-    bpe->char_ids_.assign(kCharTable, -1);
-    std::string utf8;
-    for (char32_t c = 0; c < kCharTable; ++c) {
-      utf8.clear();
-      unicode::AppendUtf8(c, utf8);
-      bpe->char_ids_[c] = static_cast<int32_t>(bpe->vocab_.Id(utf8));
-    }
+  bpe->char_ids_.assign(kCharTable, -1);
+  std::string utf8;
+  for (char32_t c = 0; c < kCharTable; ++c) {
+    utf8.clear();
+    unicode::AppendUtf8(c, utf8);
+    bpe->char_ids_[c] = static_cast<int32_t>(bpe->vocab_.Id(utf8));
   }
 
   auto merges = model.find("merges");
@@ -86,6 +84,7 @@ absl::StatusOr<std::unique_ptr<Bpe>> Bpe::FromJson(const nlohmann::json& model) 
   }
   bpe->merges_.reserve(merges->size());
   int32_t rank = 0;
+  bool crosses_metaspace = false;
   for (size_t i = 0; i < merges->size(); ++i) {
     const nlohmann::json& merge = (*merges)[i];
     if (merge.is_string() && merge.get<std::string>().starts_with("#version")) continue;
@@ -109,26 +108,54 @@ absl::StatusOr<std::unique_ptr<Bpe>> Bpe::FromJson(const nlohmann::json& model) 
     // A pair listed twice keeps its last rank, as the reference's map does; "#version" lines
     // take no rank.
     bpe->merges_[PairKey(left_id, right_id)] = {rank++, static_cast<int32_t>(merged_id)};
+    bpe->merged_by_rank_.push_back(static_cast<int32_t>(merged_id));
+    // A merge that puts "▁" after another character would join across a word's spaces.
+    if (right.starts_with("\u2581") && !left.ends_with("\u2581")) crosses_metaspace = true;
   }
+  bpe->splits_at_metaspace_ = bpe->prefix_.empty() && bpe->suffix_.empty() &&
+                              bpe->vocab_.Id("\u2581") >= 0 && !crosses_metaspace;
   return bpe;
 }
 
 absl::StatusOr<std::vector<ModelToken>> Bpe::Tokenize(std::string_view word) const {
-  if (word.empty()) return std::vector<ModelToken>();
+  constexpr std::string_view kMetaspace = "\u2581";
+  std::vector<ModelToken> tokens;
+  if (!splits_at_metaspace_ || ignore_merges_) {
+    RETURN_IF_ERROR(TokenizeWord(word, 0, tokens));
+    return tokens;
+  }
+  // No merge joins a symbol that ends in another character to one that starts with "▁" (checked
+  // at load), so the pieces that start there merge alone: the heap stays a word's size when the
+  // word is a whole paragraph (no pre-tokenizer), and the tokens are the same.
+  size_t start = 0;
+  for (size_t at = word.find(kMetaspace, 1); at != std::string_view::npos;
+       at = word.find(kMetaspace, at + kMetaspace.size())) {
+    if (word.substr(0, at).ends_with(kMetaspace)) continue;
+    RETURN_IF_ERROR(TokenizeWord(word.substr(start, at - start), start, tokens));
+    start = at;
+  }
+  RETURN_IF_ERROR(TokenizeWord(word.substr(start), start, tokens));
+  return tokens;
+}
+
+absl::Status Bpe::TokenizeWord(std::string_view word, size_t offset,
+                               std::vector<ModelToken>& tokens) const {
+  if (word.empty()) return absl::OkStatus();
   if (ignore_merges_) {
     if (int64_t id = vocab_.Id(word); id >= 0) {
-      return std::vector<ModelToken>{{id, *vocab_.Token(id), {0, word.size()}}};
+      tokens.push_back({id, *vocab_.Token(id), {offset, offset + word.size()}});
+      return absl::OkStatus();
     }
   }
-  // The word's symbols, a doubly linked list so that merges are O(1).
+  // The word's symbols, a doubly linked list so that merges are O(1); kept between calls.
   struct Symbol {
     int32_t id;
     int32_t prev, next;
     size_t bytes;  // 0: merged into the symbol before it
   };
-  std::vector<Symbol> symbols;
-  symbols.reserve(word.size());
-  const auto add = [&symbols](int64_t id, size_t bytes) {
+  thread_local std::vector<Symbol> symbols;
+  symbols.clear();
+  const auto add = [](int64_t id, size_t bytes) {
     const int32_t at = static_cast<int32_t>(symbols.size());
     symbols.push_back({static_cast<int32_t>(id), at - 1, at + 1, bytes});
   };
@@ -146,7 +173,10 @@ absl::StatusOr<std::vector<ModelToken>> Bpe::Tokenize(std::string_view word) con
     const bool first = at == 0, last = at + length == word.size();
     const std::string_view char_bytes = word.substr(at, length);
     at += length;
-    const bool in_table = !char_ids_.empty() && decoded.code_point < kCharTable;
+    // The symbol is the bare char unless a prefix (past the first) or suffix (on the last) goes
+    // with it.
+    const bool bare = (first || prefix_.empty()) && (!last || suffix_.empty());
+    const bool in_table = bare && decoded.code_point < kCharTable;
     symbol.clear();
     if (!in_table || char_ids_[decoded.code_point] < 0) {
       if (!first) symbol += prefix_;
@@ -183,42 +213,58 @@ absl::StatusOr<std::vector<ModelToken>> Bpe::Tokenize(std::string_view word) con
     }
   }
   flush_unknown();
-  if (symbols.empty()) return std::vector<ModelToken>();
+  if (symbols.empty()) return absl::OkStatus();
   symbols.back().next = -1;
 
-  // Lowest rank first, then leftmost; entries made stale by earlier merges are skipped.
+  // Lowest rank first, then leftmost; entries made stale by earlier merges are skipped. A
+  // binary heap of 16-byte entries (the merged token comes from the rank), built in linear time:
+  // a word without a pre-tokenizer (Llama 2's) is a whole paragraph, and the heap's size and
+  // depth are what its merging costs.
   struct Candidate {
     uint64_t order;  // rank, then position: one comparison
-    int32_t merged, left, right;
+    int32_t left, right;
+    int32_t rank() const { return static_cast<int32_t>(order >> 32); }
     int32_t position() const { return static_cast<int32_t>(order & 0xFFFFFFFF); }
     bool operator<(const Candidate& other) const { return order > other.order; }
   };
-  std::priority_queue<Candidate> queue;
-  const auto consider = [&](int32_t position) {
+  thread_local std::vector<Candidate> heap;
+  heap.clear();
+  const auto candidate = [&](int32_t position) -> std::optional<Candidate> {
     const Symbol& left = symbols[position];
-    if (left.next < 0) return;
-    auto it = merges_.find(PairKey(left.id, symbols[left.next].id));
-    if (it != merges_.end()) {
-      const uint64_t order =
-          (static_cast<uint64_t>(it->second.rank) << 32) | static_cast<uint32_t>(position);
-      queue.push({order, it->second.merged, left.id, symbols[left.next].id});
+    if (left.next < 0) return std::nullopt;
+    const int32_t right = symbols[left.next].id;
+    auto it = merges_.find(PairKey(left.id, right));
+    if (it == merges_.end()) return std::nullopt;
+    return Candidate{
+        (static_cast<uint64_t>(it->second.rank) << 32) | static_cast<uint32_t>(position), left.id,
+        right};
+  };
+  const auto consider = [&](int32_t position) {
+    if (auto c = candidate(position)) {
+      heap.push_back(*c);
+      std::push_heap(heap.begin(), heap.end());
     }
   };
-  for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) consider(i);
-  while (!queue.empty()) {
-    const Candidate top = queue.top();
-    queue.pop();
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) {
+    if (auto c = candidate(i)) heap.push_back(*c);
+  }
+  std::make_heap(heap.begin(), heap.end());
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end());
+    const Candidate top = heap.back();
+    heap.pop_back();
     const int32_t position = top.position();
     Symbol& left = symbols[position];
     if (left.bytes == 0 || left.next < 0) continue;
     Symbol& right = symbols[left.next];
+    const int32_t merged = merged_by_rank_[top.rank()];
     // A stale entry (a neighbour merged since) still counts if the pair there now merges into
     // the same token, as in the reference; the same pair always does.
     if (left.id != top.left || right.id != top.right) {
       auto it = merges_.find(PairKey(left.id, right.id));
-      if (it == merges_.end() || it->second.merged != top.merged) continue;
+      if (it == merges_.end() || it->second.merged != merged) continue;
     }
-    left.id = top.merged;
+    left.id = merged;
     left.bytes += right.bytes;
     right.bytes = 0;
     left.next = right.next;
@@ -227,14 +273,12 @@ absl::StatusOr<std::vector<ModelToken>> Bpe::Tokenize(std::string_view word) con
     consider(position);
   }
 
-  std::vector<ModelToken> tokens;
-  size_t offset = 0;
   for (int32_t i = 0; i >= 0; i = symbols[i].next) {
     const Symbol& s = symbols[i];
     tokens.push_back({s.id, *vocab_.Token(s.id), {offset, offset + s.bytes}});
     offset += s.bytes;
   }
-  return tokens;
+  return absl::OkStatus();
 }
 
 }  // namespace attnserve

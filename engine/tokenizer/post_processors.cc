@@ -1,5 +1,6 @@
 #include "engine/tokenizer/post_processors.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -22,10 +23,29 @@ class TemplateProcessing final : public PostProcessor {
  public:
   // nullopt in `pieces` stands for the sequence.
   explicit TemplateProcessing(std::vector<std::optional<SpecialPiece>> pieces)
-      : pieces_(std::move(pieces)) {}
+      : pieces_(std::move(pieces)) {
+    // The usual template holds the sequence once: its specials then go around it in place.
+    if (std::count(pieces_.begin(), pieces_.end(), std::nullopt) != 1) return;
+    Encoding* side = &before_;
+    for (const auto& piece : pieces_) {
+      if (!piece) {
+        side = &after_;
+        continue;
+      }
+      for (size_t i = 0; i < piece->ids.size(); ++i) {
+        side->Add(piece->ids[i], piece->tokens[i], {0, 0}, true);
+      }
+    }
+    in_place_ = true;
+  }
 
   Encoding Process(Encoding sequence, const std::string&, bool add_special_tokens) const override {
     if (!add_special_tokens) return sequence;
+    if (in_place_) {
+      Insert(before_, sequence, true);
+      Insert(after_, sequence, false);
+      return sequence;
+    }
     Encoding out;
     for (const auto& piece : pieces_) {
       if (!piece) {
@@ -43,7 +63,17 @@ class TemplateProcessing final : public PostProcessor {
   }
 
  private:
+  static void Insert(const Encoding& specials, Encoding& sequence, bool front) {
+    const auto at = [&](auto& values) { return front ? values.begin() : values.end(); };
+    sequence.ids.insert(at(sequence.ids), specials.ids.begin(), specials.ids.end());
+    sequence.tokens.insert(at(sequence.tokens), specials.tokens.begin(), specials.tokens.end());
+    sequence.offsets.insert(at(sequence.offsets), specials.offsets.begin(), specials.offsets.end());
+    sequence.special.insert(at(sequence.special), specials.special.begin(), specials.special.end());
+  }
+
   const std::vector<std::optional<SpecialPiece>> pieces_;
+  bool in_place_ = false;
+  Encoding before_, after_;  // the specials before and after the sequence, when in place
 };
 
 // Byte-level tokens' offsets without their leading and trailing spaces ('Ġ' or whitespace), as
