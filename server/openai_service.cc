@@ -12,6 +12,7 @@
 #include "server/openai_generation.h"
 #include "server/openai_requests.h"
 #include "server/openai_responses.h"
+#include "server/request_cost.h"
 #include "server/request_validation.h"
 #include "server/rpc_scope.h"
 #include "server/tokenization.h"
@@ -171,9 +172,56 @@ struct GenerationPlan {
   std::string list_name;            // "prompt" or "messages", for errors
 };
 
+// Choice c's Generate: its prompt's, with its own seed (choices of one prompt differ).
+GenerateInput ChoiceInput(const GenerationPlan& plan, int64_t choice) {
+  GenerateInput input = plan.sampling.generate;
+  input.prompt = plan.prompts[choice / plan.sampling.n];
+  if (input.seed) input.seed = *input.seed + static_cast<uint64_t>(choice % plan.sampling.n);
+  return input;
+}
+
+OpenAiFieldNames ChoiceFieldNames(const GenerationPlan& plan, int64_t choice) {
+  return OpenAiFieldNames(plan.list_name, plan.prompts.size() > 1 ? choice / plan.sampling.n : -1);
+}
+
+absl::Status ValidateChoice(const GenerationPlan& plan, const OpenAiFieldNames& names,
+                            const EngineLoop& loop, GenerateInput& input, Task& task) {
+  task.collect_events = !plan.sampling.stream;
+  task.answer_scale = 4;
+  if (input.max_tokens == 0) input.max_tokens = loop.max_context();  // unbounded
+  return ValidateGenerate(input, names, loop, task);
+}
+
+// Every choice's answer is held until the response is done, so together they must fit the
+// model's answer budget, or the request could never be served: refused at once (413), before
+// any choice queues (where a full queue would answer a retryable 429 instead). A prompt that
+// does not validate is left to its choice, which says why.
+absl::Status CheckChoicesFit(const GenerationPlan& plan, const EngineLoop& loop) {
+  int64_t bytes = 0;
+  for (size_t prompt = 0; prompt < plan.prompts.size(); ++prompt) {
+    const int64_t choice = static_cast<int64_t>(prompt) * plan.sampling.n;
+    GenerateInput input = ChoiceInput(plan, choice);
+    Task probe(TaskKind::kGenerate, nullptr);
+    if (!ValidateChoice(plan, ChoiceFieldNames(plan, choice), loop, input, probe).ok()) {
+      return absl::OkStatus();
+    }
+    bytes += CostOf(probe, loop.model()).response_bytes * plan.sampling.n;
+  }
+  const int64_t budget = loop.options().budget.response_bytes;
+  if (bytes <= budget) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the answers of the ", plan.sampling.n * static_cast<int64_t>(plan.prompts.size()),
+      " choices would take up to ", bytes >> 20, " MiB together; model ", plan.model,
+      " holds at most ", budget >> 20, " MiB of answers: ask for fewer choices or tokens"));
+}
+
 void StartGeneration(const Admission& admission, const HttpRequest& request,
                      std::shared_ptr<HttpResponder> responder, EngineLoop& worker,
                      GenerationPlan plan, RpcScope scope) {
+  if (absl::Status fits = CheckChoicesFit(plan, worker); !fits.ok()) {
+    scope.Finish(fits);
+    return RespondError(*responder, fits);
+  }
   const int64_t n = plan.sampling.n;
   const int64_t choices = n * static_cast<int64_t>(plan.prompts.size());
   GenerationJob::Options options{
@@ -199,21 +247,13 @@ void StartGeneration(const Admission& admission, const HttpRequest& request,
   const CallOrigin origin = OriginOf(request);
   int64_t handed = 0;
   for (; handed < choices && !job->failed(); ++handed) {
-    const int64_t prompt = handed / n;
-    if (!plan.echoes.empty()) job->Echo(handed, plan.echoes[prompt]);
-    GenerateInput input = plan.sampling.generate;
-    input.prompt = plan.prompts[prompt];
-    // Choices of one prompt differ: each draws from its own seed.
-    if (input.seed) input.seed = *input.seed + static_cast<uint64_t>(handed % n);
-    const OpenAiFieldNames names(plan.list_name, plan.prompts.size() > 1 ? prompt : -1);
-    const bool stream = plan.sampling.stream;
+    if (!plan.echoes.empty()) job->Echo(handed, plan.echoes[handed / n]);
+    GenerateInput input = ChoiceInput(plan, handed);
+    const OpenAiFieldNames names = ChoiceFieldNames(plan, handed);
     admission.Start(
         origin, plan.model, "Generate", TaskKind::kGenerate, absl::OkStatus(),
         [&](const EngineLoop& loop, Task& task) {
-          task.collect_events = !stream;
-          task.answer_scale = 4;
-          if (input.max_tokens == 0) input.max_tokens = loop.max_context();  // unbounded
-          return ValidateGenerate(input, names, loop, task);
+          return ValidateChoice(plan, names, loop, input, task);
         },
         job->choice(handed));
   }
