@@ -126,35 +126,40 @@ bool IsValidUtf8(std::string_view bytes) {
   return true;
 }
 
+namespace {
+
+struct CodePointRange {
+  char32_t first, last;
+};
+
+#include "engine/tokenizer/unicode_tables.inc"
+
+template <size_t kSize>
+bool InTable(const CodePointRange (&table)[kSize], char32_t c) {
+  const CodePointRange* after =
+      std::upper_bound(table, table + kSize, c,
+                       [](char32_t x, const CodePointRange& range) { return x < range.first; });
+  return after != table && c <= (after - 1)->last;
+}
+
+}  // namespace
+
 bool IsWhitespace(char32_t c) {
   if (c < 0x80) return c == ' ' || (c >= '\t' && c <= '\r');
-  return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_WHITE_SPACE);
+  return InTable(kWhitespace, c);
 }
 
-bool IsOther(char32_t c) {
-  return (U_GET_GC_MASK(static_cast<UChar32>(c)) & (U_GC_CC_MASK | U_GC_CF_MASK | U_GC_CO_MASK)) !=
-         0;
-}
-bool IsPunctuation(char32_t c) {
-  return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_P_MASK) != 0;
-}
-bool IsNonspacingMark(char32_t c) {
-  return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_MN_MASK) != 0;
-}
-bool IsCombiningMark(char32_t c) {
-  return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_M_MASK) != 0;
-}
-
-bool IsNumeric(char32_t c) { return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_N_MASK) != 0; }
+bool IsOther(char32_t c) { return InTable(kOther, c); }
+bool IsPunctuation(char32_t c) { return InTable(kPunctuation, c); }
+bool IsNonspacingMark(char32_t c) { return InTable(kNonspacingMark, c); }
+bool IsCombiningMark(char32_t c) { return InTable(kCombiningMark, c); }
+bool IsNumeric(char32_t c) { return InTable(kNumeric, c); }
 
 bool IsWordChar(char32_t c) {
   if (c < 0x80) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
   }
-  const auto code = static_cast<UChar32>(c);
-  return u_hasBinaryProperty(code, UCHAR_ALPHABETIC) ||
-         (U_GET_GC_MASK(code) & (U_GC_M_MASK | U_GC_ND_MASK | U_GC_PC_MASK)) != 0 ||
-         u_hasBinaryProperty(code, UCHAR_JOIN_CONTROL);
+  return InTable(kWordChar, c);
 }
 
 bool IsAsciiPunctuation(char32_t c) {
@@ -162,12 +167,7 @@ bool IsAsciiPunctuation(char32_t c) {
          (c >= '{' && c <= '~');
 }
 
-bool IsChineseChar(char32_t c) {
-  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
-         (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
-         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
-         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
-}
+bool IsChineseChar(char32_t c) { return InTable(kChineseChar, c); }
 
 std::u32string ToLowercase(char32_t c) {
   if (c < 0x80) return std::u32string(1, c >= 'A' && c <= 'Z' ? c + 32 : c);
@@ -187,7 +187,13 @@ std::u32string ToLowercase(char32_t c) {
   return lowered;
 }
 
-uint8_t CombiningClass(char32_t c) { return u_getCombiningClass(static_cast<UChar32>(c)); }
+// Normalization: ICU's data, but only for the chars the reference's (Unicode 9) data has: a
+// char's combining class and decomposition never change once assigned, so ICU's agree there, and
+// a char assigned since has class 0, no decomposition and no composite in the reference.
+uint8_t CombiningClass(char32_t c) {
+  if (!InTable(kNonZeroCombiningClass, c)) return 0;
+  return u_getCombiningClass(static_cast<UChar32>(c));
+}
 
 namespace {
 
@@ -201,6 +207,7 @@ const icu::Normalizer2& Instance(bool compatibility) {
 }  // namespace
 
 std::u32string Decomposition(char32_t c, bool compatibility) {
+  if (!InTable(kDecomposes, c)) return {};
   icu::UnicodeString mapping;
   if (!Instance(compatibility).getDecomposition(static_cast<UChar32>(c), mapping)) return {};
   std::u32string decomposed;
@@ -216,7 +223,9 @@ char32_t Compose(char32_t first, char32_t second) {
   UErrorCode error = U_ZERO_ERROR;
   const UChar32 composite = icu::Normalizer2::getNFCInstance(error)->composePair(
       static_cast<UChar32>(first), static_cast<UChar32>(second));
-  return composite < 0 ? 0 : static_cast<char32_t>(composite);
+  // A composite decomposes (into `first` and `second`): one the reference has is in kDecomposes.
+  if (composite < 0 || !InTable(kDecomposes, static_cast<char32_t>(composite))) return 0;
+  return static_cast<char32_t>(composite);
 }
 
 }  // namespace attnserve::unicode

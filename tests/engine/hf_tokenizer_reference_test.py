@@ -4,6 +4,7 @@ hard corpus, for real tokenizer.json files (all-MiniLM-L6-v2's WordPiece, GPT-2'
 tokenizers the reference library trains here (byte-fallback BPE as Llama 2 and Mistral use it,
 Unigram as T5 and ALBERT do) and variants of them with every supported component; unsupported
 or malformed files refused with a message naming the part."""
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -303,13 +304,20 @@ def with_byte_tokens(tokenizer, specials):
     return tokenizer
 
 
-def llama2():
-    """A Llama 2 style tokenizer trained here: byte-fallback BPE over text with spaces as ▁."""
+def llama2(words=False):
+    """A Llama 2 style tokenizer trained here: byte-fallback BPE over text with spaces as ▁, and
+    no pre-tokenizer. With `words`, trained on words as SentencePiece is (no merge joins across
+    a ▁), which lets the engine split a long text before each ▁; without, some merges do."""
+    space_as_metaspace = normalizers.Sequence([normalizers.Prepend("▁"),
+                                               normalizers.Replace(" ", "▁")])
     tokenizer = train(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True),
                       trainers.BpeTrainer(vocab_size=600, limit_alphabet=60,
                                           special_tokens=["<unk>", "<s>", "</s>"]),
-                      normalizer=normalizers.Sequence([normalizers.Prepend("▁"),
-                                                       normalizers.Replace(" ", "▁")]))
+                      pre_tokenizer=pre_tokenizers.Metaspace() if words else None,
+                      normalizer=None if words else space_as_metaspace)
+    if words:
+        tokenizer["pre_tokenizer"] = None
+        tokenizer["normalizer"] = json.loads(space_as_metaspace.__getstate__())
     tokenizer = with_byte_tokens(tokenizer, ["<unk>", "<s>", "</s>"])
     tokenizer["decoder"] = {"type": "Sequence", "decoders": [
         {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
@@ -333,6 +341,15 @@ class ByteFallbackBpeTest(ReferenceTest):
     def test_llama2_style(self):
         self.assert_same(self.llama2())
 
+    def test_llama2_trained_on_words(self):
+        # Each text is one word (no pre-tokenizer); the engine merges the pieces that start at
+        # each ▁ alone, which must give the reference's tokens.
+        tokenizer = llama2(words=True)
+        merges = [m if isinstance(m, list) else m.split(" ") for m in tokenizer["model"]["merges"]]
+        self.assertFalse([m for m in merges if m[1].startswith("▁") and not m[0].endswith("▁")])
+        self.assertTrue(any(len(text.encode()) >= 64 for text in CORPUS))
+        self.assert_same(tokenizer, CORPUS + [" ".join(CORPUS[:40]), "a  b" * 40])
+
     def test_mistral_style_metaspace(self):
         tokenizer = self.llama2()
         tokenizer["normalizer"] = None
@@ -354,6 +371,18 @@ class ByteFallbackBpeTest(ReferenceTest):
         with self.subTest(unk_token=None):  # the reference drops unknown chars
             tokenizer["model"]["unk_token"] = None
             self.assert_same(tokenizer)
+
+    def test_end_of_word_suffix_and_continuing_subword_prefix(self):
+        # CLIP's "</w>" on each word's last symbol; a "##" prefix on the others (as BPE models
+        # trained with one have it).
+        for options in ({"end_of_word_suffix": "</w>"}, {"continuing_subword_prefix": "##"},
+                        {"end_of_word_suffix": "</w>", "continuing_subword_prefix": "##"}):
+            with self.subTest(**options):
+                self.assert_same(train(models.BPE(unk_token="<unk>", **options),
+                                       trainers.BpeTrainer(vocab_size=500, limit_alphabet=60,
+                                                           special_tokens=["<unk>"], **options),
+                                       pre_tokenizer=pre_tokenizers.Whitespace(),
+                                       normalizer=normalizers.Lowercase()))
 
     def test_ids_far_apart(self):
         # Any id below 2^31 loads in the reference; the engine keeps no table as long as the
@@ -440,6 +469,129 @@ class ComponentTest(ReferenceTest):
                 tokenizer = self.minilm()
                 tokenizer["decoder"] = decoder
                 self.assert_same(tokenizer)
+
+# Every code point in chunks, one text per chunk: for a normalizer, each code point after a letter
+# and before an acute accent (composition both ways, reordering against class 230) and between
+# marks of classes 240 and 1 (any non-zero class reorders against one of them), separated by
+# spaces (a starter that composes with nothing, so that the contexts cannot interact); for a
+# pre-tokenizer, which classifies chars one by one, each code point after a letter (so that it
+# shows its class against a letter's, never hidden in a run of its own class).
+ALL_CODE_POINTS = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+CODE_POINT_CHUNK = 512
+NORMALIZER_CONTEXTS = ("a{}\u0301", "\u0345{}\u0334")
+
+
+def normalizer_text(code_points):
+    return " ".join(context.format(chr(c)) for c in code_points for context in NORMALIZER_CONTEXTS)
+
+
+def pre_tokenizer_text(code_points):
+    return "".join("a" + chr(c) for c in code_points) + "a"
+
+
+class EveryCodePointTest(unittest.TestCase):
+    """Each normalizer and pre-tokenizer whose behaviour depends on Unicode's tables, against the
+    reference on every code point: the engine's tables are the reference's, Unicode version and
+    all (engine/tokenizer/unicode_tables.inc, scripts/generate_unicode_tables.py)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.chunks = [ALL_CODE_POINTS[i:i + CODE_POINT_CHUNK]
+                      for i in range(0, len(ALL_CODE_POINTS), CODE_POINT_CHUNK)]
+        cls.normalizer_texts = [normalizer_text(chunk) for chunk in cls.chunks]
+        cls.pre_tokenizer_texts = [pre_tokenizer_text(chunk) for chunk in cls.chunks]
+
+    def assert_normalizer_same(self, normalizer):
+        self.assert_same_on_every_code_point(normalizer_text, self.normalizer_texts,
+                                             normalizer=normalizer)
+
+    def assert_pre_tokenizer_same(self, pre_tokenizer):
+        self.assert_same_on_every_code_point(pre_tokenizer_text, self.pre_tokenizer_texts,
+                                             pre_tokenizer=pre_tokenizer)
+
+    def assert_same_on_every_code_point(self, text_of_one, texts, normalizer=None,
+                                        pre_tokenizer=None):
+        """`texts`, one per chunk, the same in the tool and the reference; the code points that
+        differ found with `text_of_one` (a chunk that differs otherwise: named by its range)."""
+        # The tool runs while the reference does: they take about as long.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            ours = pool.submit(self.run_components, normalizer, pre_tokenizer, texts)
+            expected = [self.reference(normalizer, pre_tokenizer, text) for text in texts]
+            ours = ours.result()
+        differing = []
+        for chunk, answer, reference in zip(self.chunks, ours, expected):
+            if answer != reference:  # which of the chunk's code points differ
+                texts = [text_of_one([c]) for c in chunk]
+                answers = self.run_components(normalizer, pre_tokenizer, texts)
+                alone = [f"U+{c:04X}" for c, text, answer in zip(chunk, texts, answers)
+                         if answer != self.reference(normalizer, pre_tokenizer, text)]
+                differing += alone or [f"U+{chunk[0]:04X}..U+{chunk[-1]:04X}"]
+        self.assertEqual(differing[:50], [], f"{len(differing)} code points (or chunks) differ")
+
+    @staticmethod
+    def reference(normalizer, pre_tokenizer, text):
+        """The normalized text and its words, as the tool answers."""
+        if normalizer is not None:
+            text = reference_component(normalizers, normalizer).normalize_str(text)
+        if pre_tokenizer is None:
+            return text, [text] if text else []
+        return text, [word for word, _ in
+                      reference_component(pre_tokenizers, pre_tokenizer).pre_tokenize_str(text)]
+
+    def run_components(self, normalizer, pre_tokenizer, texts):
+        request = json.dumps({"normalizer": normalizer, "pre_tokenizer": pre_tokenizer,
+                              "texts": texts}, ensure_ascii=False)
+        result = subprocess.run([TOOL, "--components"], input=(request + "\n").encode(),
+                                capture_output=True, timeout=120)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        answer = json.loads(result.stdout.decode())
+        self.assertNotIn("error", answer)
+        return [(normalized, [word for word in words if word])
+                for normalized, words in zip(answer["normalized"], answer["pieces"])]
+
+    def test_bert(self):
+        for strip_accents_and_lowercase in (True, False):
+            with self.subTest(strip_accents_and_lowercase=strip_accents_and_lowercase):
+                self.assert_normalizer_same({
+                    "type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                    "strip_accents": strip_accents_and_lowercase,
+                    "lowercase": strip_accents_and_lowercase})
+        with self.subTest(pre_tokenizer="BertPreTokenizer"):
+            self.assert_pre_tokenizer_same({"type": "BertPreTokenizer"})
+
+    def test_unicode_normalization_forms(self):
+        for form in ("NFC", "NFD", "NFKC", "NFKD"):
+            with self.subTest(form=form):
+                self.assert_normalizer_same({"type": form})
+
+    def test_strip_accents_and_lowercase(self):
+        for normalizer in ({"type": "StripAccents"}, {"type": "Lowercase"}):
+            with self.subTest(normalizer=normalizer["type"]):
+                self.assert_normalizer_same(normalizer)
+
+    def test_pre_tokenizers(self):
+        for pre_tokenizer in ({"type": "Punctuation", "behavior": "Isolated"},
+                              {"type": "Whitespace"}, {"type": "WhitespaceSplit"},
+                              {"type": "Digits", "individual_digits": True}):
+            with self.subTest(pre_tokenizer=pre_tokenizer["type"]):
+                self.assert_pre_tokenizer_same(pre_tokenizer)
+
+
+_REFERENCE_COMPONENTS = {}
+
+
+def reference_component(module, config):
+    """The reference's normalizer or pre-tokenizer for a tokenizer.json entry, built once."""
+    key = json.dumps(config, sort_keys=True)
+    if key not in _REFERENCE_COMPONENTS:
+        part = "normalizer" if module is normalizers else "pre_tokenizer"
+        tokenizer = Tokenizer.from_str(json.dumps({
+            "version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+            "normalizer": None, "pre_tokenizer": None, "post_processor": None, "decoder": None,
+            "model": {"type": "WordLevel", "vocab": {}, "unk_token": "[UNK]"}, part: config}))
+        _REFERENCE_COMPONENTS[key] = getattr(tokenizer, part)
+    return _REFERENCE_COMPONENTS[key]
+
 
 if __name__ == "__main__":
     unittest.main()

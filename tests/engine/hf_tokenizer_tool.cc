@@ -4,6 +4,10 @@
 // stdin (a JSON string) prints a JSON object with the ids, tokens, byte offsets and decoded text
 // (without and with the special tokens), or the error. A tokenizer that does not load: its error on
 // stderr, exit code 2.
+// With --components instead of a file: each line of stdin is a JSON object {"normalizer": ...,
+// "pre_tokenizer": ..., "texts": [...]} (the components as tokenizer.json has them, null for
+// none), and the answer a line {"normalized": [...], "pieces": [[...], ...]}: per text, the
+// normalized text and the normalized text's pre-tokenized words, or {"error": ...}.
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -12,14 +16,57 @@
 #include "engine/gguf/gguf_file.h"
 #include "engine/tokenizer/gguf_tokenizer.h"
 #include "engine/tokenizer/hf_tokenizer.h"
+#include "engine/tokenizer/normalizers.h"
+#include "engine/tokenizer/pre_tokenizers.h"
 #include "engine/tokenizer/text_stream.h"
+
+namespace {
+
+void Print(const nlohmann::json& out, bool ensure_ascii = true) {
+  std::cout << out.dump(-1, ' ', ensure_ascii, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+// The answer to one --components request (see the top of this file).
+nlohmann::json RunComponents(const nlohmann::json& request) {
+  absl::StatusOr<std::unique_ptr<attnserve::Normalizer>> normalizer =
+      attnserve::NormalizerFromJson(request.value("normalizer", nlohmann::json()));
+  absl::StatusOr<std::unique_ptr<attnserve::PreTokenizer>> pre_tokenizer =
+      attnserve::PreTokenizerFromJson(request.value("pre_tokenizer", nlohmann::json()));
+  for (const absl::Status& status : {normalizer.status(), pre_tokenizer.status()}) {
+    if (!status.ok()) return {{"error", status.message()}};
+  }
+  nlohmann::json out = {{"normalized", nlohmann::json::array()},
+                        {"pieces", nlohmann::json::array()}};
+  for (const nlohmann::json& text : request.at("texts")) {
+    attnserve::NormalizedText normalized(text.get<std::string>());
+    if (*normalizer) (*normalizer)->Apply(normalized);
+    out["normalized"].push_back(normalized.normalized());
+    std::vector<attnserve::TextSplit> splits;
+    splits.push_back({attnserve::NormalizedText(normalized.normalized()), std::nullopt});
+    if (*pre_tokenizer) (*pre_tokenizer)->Apply(splits);
+    nlohmann::json pieces = nlohmann::json::array();
+    for (const attnserve::TextSplit& split : splits) pieces.push_back(split.text.normalized());
+    out["pieces"].push_back(std::move(pieces));
+  }
+  return out;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::cerr << "usage: hf_tokenizer_tool TOKENIZER_JSON|MODEL_GGUF < texts.jsonl\n";
+    std::cerr << "usage: hf_tokenizer_tool TOKENIZER_JSON|MODEL_GGUF|--components < input.jsonl\n";
     return 1;
   }
   const std::string path = argv[1];
+  if (path == "--components") {
+    std::string line;
+    // UTF-8 rather than \u escapes: the answers to every code point are large.
+    while (std::getline(std::cin, line)) {
+      Print(RunComponents(nlohmann::json::parse(line)), /*ensure_ascii=*/false);
+    }
+    return 0;
+  }
   absl::StatusOr<attnserve::HfTokenizer> tokenizer = absl::UnknownError("");
   if (absl::EndsWith(path, ".gguf")) {
     absl::StatusOr<attnserve::GgufFile> file = attnserve::GgufFile::Open(path);
@@ -41,7 +88,7 @@ int main(int argc, char** argv) {
     nlohmann::json out;
     if (!encoded.ok()) {
       out["error"] = encoded.status().message();
-      std::cout << out.dump() << "\n";
+      Print(out);
       continue;
     }
     const attnserve::Encoding& encoding = *encoded;
@@ -58,8 +105,7 @@ int main(int argc, char** argv) {
     out["stream"] = nlohmann::json::array();
     for (int64_t id : encoding.ids) out["stream"].push_back(stream.Push(id));
     out["stream_rest"] = stream.Finish();
-    std::cout << out.dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace)
-              << "\n";
+    Print(out);
   }
   return 0;
 }
