@@ -1,5 +1,7 @@
 #include "engine/architectures/layer_stack.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "engine/status_macros.h"
 
@@ -10,8 +12,14 @@ absl::StatusOr<LayerStack> LayerStack::Load(WeightReader& weights, const std::st
                                             int64_t count) {
   LayerStack stack;
   for (int64_t i = 0; i < count; ++i) {
-    ASSIGN_OR_RETURN(TransformerBlock layer,
-                     TransformerBlock::Load(weights, absl::StrCat(prefix, "layers.", i), block));
+    BlockConfig layer_block = block;
+    if (config.scale_scores_by_inverse_layer) {
+      layer_block.attention_scale =
+          1.0f / (std::sqrt(static_cast<float>(block.head_dim_qk)) * static_cast<float>(i + 1));
+    }
+    ASSIGN_OR_RETURN(
+        TransformerBlock layer,
+        TransformerBlock::Load(weights, absl::StrCat(prefix, "layers.", i), layer_block));
     stack.layers_.push_back(std::move(layer));
   }
   if (config.pre_norm) {

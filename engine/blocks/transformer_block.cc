@@ -100,6 +100,7 @@ absl::StatusOr<TransformerBlock> TransformerBlock::Load(WeightReader& weights,
     AttentionConfig self = attention;
     self.causal = config.causal;
     self.alibi = config.alibi;
+    self.scale = config.attention_scale;
     self.rotary = config.rotary;
     self.window = config.window;
     ASSIGN_OR_RETURN(block.self_attn_,

@@ -33,8 +33,9 @@ struct BlockConfig {
   int64_t num_heads = 1, head_dim_qk = 0, head_dim_v = 0;
   int64_t num_kv_heads = 0;  // 0: num_heads
   bool alibi = false;
-  RotaryConfig rotary;  // self-attention only
-  int64_t window = 0;   // causal self-attention's sliding window; 0: none
+  float attention_scale = 0.0f;  // of the self-attention's scores; 0: 1/sqrt(head_dim_qk)
+  RotaryConfig rotary;           // self-attention only
+  int64_t window = 0;            // causal self-attention's sliding window; 0: none
   bool bias = true;
   NormKind norm = NormKind::kLayerNorm;
   float norm_eps = 1e-5f;

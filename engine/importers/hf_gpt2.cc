@@ -21,12 +21,7 @@ absl::Status ImportGpt2(FieldReader& read, HfTensors& tensors, ImportedModel& mo
   if (!read.Bool("scale_attn_weights", true)) {
     read.Fail("scale_attn_weights", "is false: unscaled attention is not supported");
   }
-  if (read.Bool("scale_attn_by_inverse_layer_idx", false)) {
-    // Scores divided by the layer's index + 1 would need a score scale per layer; the engine's
-    // layers share one.
-    read.Fail("scale_attn_by_inverse_layer_idx",
-              "is true: scores scaled by 1 / (layer index + 1) are not supported");
-  }
+  c.scale_scores_by_inverse_layer = read.Bool("scale_attn_by_inverse_layer_idx", false);
   if (read.Bool("add_cross_attention", false)) {
     read.Fail("add_cross_attention", "is true: not supported");
   }

@@ -48,6 +48,8 @@ struct ModelConfig {
   NormKind norm = NormKind::kLayerNorm;
   float norm_eps = 1e-5f;
   bool pre_norm = true;
+  // GPT-2's scale_attn_by_inverse_layer_idx: layer l's attention scores are also divided by l + 1.
+  bool scale_scores_by_inverse_layer = false;
   bool embed_norm = false;  // a norm over the input embedding (BERT's), before the first block
   PositionKind positions = PositionKind::kSinusoidal;
   int64_t max_positions = 0;

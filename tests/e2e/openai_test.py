@@ -358,21 +358,24 @@ class OpenAiApiTest(unittest.TestCase):
         self.assert_error(*self.raw("GET", "/v2/anything"), 404, "no such path")
 
     def test_choices_that_can_never_fit_together_are_refused_at_once(self):
-        # A small server: its model holds tens of MiB of answers. Each choice (1000 tokens with
-        # 20 alternatives each) fits alone; 2 prompts × 16 choices together never do.
+        # A small server (1 GiB, one model): its model holds about a hundred MiB of answers. Each
+        # choice (1000 tokens with 20 alternatives each, about 4 MiB) fits alone; 4 prompts × 16
+        # choices together never do.
         port = free_port()
-        small = Server(f"--http_port={port}", "--memory_limit_mb=512",
-                       models=self.repository.name)
+        repository = tempfile.TemporaryDirectory()
+        os.symlink(os.path.join(os.environ["ATTNSERVE_MODELS"], "demo"),
+                   os.path.join(repository.name, "demo"))
+        small = Server(f"--http_port={port}", "--memory_limit_mb=1024", models=repository.name)
         try:
-            body = {"model": "demo", "prompt": ["a", "b"], "max_tokens": 1000, "logprobs": 20,
-                    "n": 16}
+            body = {"model": "demo", "prompt": ["a", "b", "c", "d"], "max_tokens": 1000,
+                    "logprobs": 20, "n": 16}
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             connection.request("POST", "/v1/completions", json.dumps(body).encode(),
                                {"Content-Type": "application/json"})
             response = connection.getresponse()
             answer = json.loads(response.read())
             self.assertEqual(response.status, 413, answer)
-            self.assertRegex(answer["error"]["message"], r"the answers of the 32 choices would "
+            self.assertRegex(answer["error"]["message"], r"the answers of the 64 choices would "
                              r"take up to \d+ MiB together; model demo holds at most \d+ MiB")
             connection.request("POST", "/v1/completions", json.dumps(
                 dict(body, prompt="a", n=1, max_tokens=4)).encode(),
@@ -380,6 +383,7 @@ class OpenAiApiTest(unittest.TestCase):
             self.assertEqual(connection.getresponse().status, 200)
         finally:
             small.stop()
+            repository.cleanup()
 
     def test_size_limits(self):
         status, body = self.raw("POST", "/v1/completions", b"x" * (17 << 20))

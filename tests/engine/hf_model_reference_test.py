@@ -252,17 +252,22 @@ class HfModelTest(unittest.TestCase):
         save(model, directory, self.byte_level)
         self.check_gpt2(model, directory, sequences(50257, 7))
 
-    def test_gpt2_scores_scaled_by_layer_are_refused(self):
-        # transformers divides layer l's scores by l + 1 as well; the engine's layers share one
-        # score scale, so the checkpoint is refused rather than served wrong.
-        config = GPT2Config(vocab_size=50257, n_embd=16, n_layer=2, n_head=2, n_positions=8,
+    def test_gpt2_scores_scaled_by_layer(self):
+        # transformers divides layer l's scores by l + 1 as well.
+        config = GPT2Config(vocab_size=50257, n_embd=32, n_layer=3, n_head=2, n_positions=24,
                             scale_attn_by_inverse_layer_idx=True)
+        model = randomize(GPT2LMHeadModel(config), 10)
+        model.tie_weights()
         directory = self.directory("gpt2_layer_scaled")
-        save(randomize(GPT2LMHeadModel(config), 10), directory, self.byte_level)
-        code, message = engine_error(directory)
-        self.assertEqual(code, 2)
-        self.assertIn("scale_attn_by_inverse_layer_idx is true: scores scaled by 1 / (layer index "
-                      "+ 1) are not supported", message)
+        save(model, directory, self.byte_level)
+        self.check_gpt2(model, directory, sequences(50257, 10))
+        # Without the division the logits differ: the test can tell.
+        unscaled = GPT2LMHeadModel(GPT2Config(**dict(
+            config.to_dict(), scale_attn_by_inverse_layer_idx=False))).eval()
+        unscaled.load_state_dict(model.state_dict())
+        ids = torch.tensor([sequences(50257, 10)[0]])
+        with torch.no_grad():
+            self.assertGreater((model(ids).logits - unscaled(ids).logits).abs().max().item(), 1e-3)
 
     GENERATED = 8
 
