@@ -307,9 +307,14 @@ class StreamsTest(unittest.TestCase):
                      f"paused, {self.server.metric_value('attnserve_paused_streams'):.0f} of them "
                      f"paused, {self.server.metric_value('attnserve_queue_length'):.0f} queued)")
             self.assertGreaterEqual(arrived(), 300, state)
-            # It holds every decoding slot.
-            self.assertGreaterEqual(self.server.metric_value("attnserve_active_sequences"), 32,
-                                    state)
+            # It holds every decoding slot. Between a step that ends some of its streams and the
+            # next, which gives their slots to its queued calls, the gauge shows fewer (28 of 32
+            # once in CI): look again for a moment.
+            deadline, active = time.time() + 5, 0
+            while time.time() < deadline and active < 32:
+                active = self.server.metric_value("attnserve_active_sequences")
+                time.sleep(0.01)
+            self.assertGreaterEqual(active, 32, state)
             start = time.time()
             other = self.server.stub.Generate(pb.GenerateRequest(
                 model="demo", prompt=pb.Sequence(text="Hello"), max_tokens=16), timeout=30)
