@@ -103,6 +103,16 @@ class EngineLoopTest : public ::testing::Test {
     EXPECT_TRUE(worker.ok()) << worker.status();
     return *std::move(worker);
   }
+  // One decoding slot, held by `running` (a long generation), and three queue places behind it.
+  std::unique_ptr<EngineLoop> StartWorkerWithItsSlotHeld(Call& running) {
+    EngineLoopOptions options;
+    options.max_queue_size = 3;
+    options.max_batch_size = 1;
+    auto worker = StartWorker(options);
+    EXPECT_TRUE(worker->Submit(running.task).ok());
+    running.sink->WaitForEvents(1);
+    return worker;
+  }
   double Gauge(const prometheus::Family<prometheus::Gauge>& family) {
     return SumByLabel(family)[""];
   }
@@ -179,14 +189,9 @@ TEST_F(EngineLoopTest, CancelledGenerationsEndAndFreeTheirSequences) {
 }
 
 TEST_F(EngineLoopTest, DeadlinesAndAFullQueueAreRefused) {
-  EngineLoopOptions options;
-  options.max_queue_size = 3;
-  options.max_batch_size = 1;
-  auto worker = StartWorker(options);
   // A long generation holds the scheduler; behind it the queue fills to its limit.
   Call running = MakeCall(TaskKind::kGenerate, 1, 400);
-  ASSERT_TRUE(worker->Submit(running.task).ok());
-  running.sink->WaitForEvents(1);
+  auto worker = StartWorkerWithItsSlotHeld(running);
   Call expired = MakeCall(TaskKind::kNextToken, 2);
   expired.task->deadline = absl::Now() - absl::Seconds(1);
   ASSERT_TRUE(worker->Submit(expired.task).ok());
@@ -205,16 +210,11 @@ TEST_F(EngineLoopTest, DeadlinesAndAFullQueueAreRefused) {
 }
 
 TEST_F(EngineLoopTest, AFullQueueMakesRoomForAClientWithFewerRequestsQueued) {
-  EngineLoopOptions options;
-  options.max_queue_size = 3;
-  options.max_batch_size = 1;
-  auto worker = StartWorker(options);
   // Client "busy" holds the one decoding slot and fills the queue behind it (generations:
   // unary requests would run beside the decoding one).
   Call running = MakeCall(TaskKind::kGenerate, 1, 400);
   running.task->client = "busy";
-  ASSERT_TRUE(worker->Submit(running.task).ok());
-  running.sink->WaitForEvents(1);
+  auto worker = StartWorkerWithItsSlotHeld(running);
   std::vector<Call> busy;
   for (int i = 0; i < 3; ++i) {
     busy.push_back(MakeCall(TaskKind::kGenerate, 10 + i));
