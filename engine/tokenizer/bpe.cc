@@ -147,6 +147,20 @@ absl::Status Bpe::TokenizeWord(std::string_view word, size_t offset,
       return absl::OkStatus();
     }
   }
+  thread_local std::vector<WordCache::Piece> pieces;
+  pieces.clear();
+  if (!cache_.Find(word, pieces)) {
+    RETURN_IF_ERROR(MergeWord(word, pieces));
+    cache_.Insert(word, pieces);
+  }
+  for (const WordCache::Piece& piece : pieces) {
+    tokens.push_back({piece.id, *vocab_.Token(piece.id), {offset, offset + piece.bytes}});
+    offset += piece.bytes;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Bpe::MergeWord(std::string_view word, std::vector<WordCache::Piece>& pieces) const {
   // The word's symbols, a doubly linked list so that merges are O(1); kept between calls.
   struct Symbol {
     int32_t id;
@@ -274,9 +288,7 @@ absl::Status Bpe::TokenizeWord(std::string_view word, size_t offset,
   }
 
   for (int32_t i = 0; i >= 0; i = symbols[i].next) {
-    const Symbol& s = symbols[i];
-    tokens.push_back({s.id, *vocab_.Token(s.id), {offset, offset + s.bytes}});
-    offset += s.bytes;
+    pieces.push_back({symbols[i].id, static_cast<uint32_t>(symbols[i].bytes)});
   }
   return absl::OkStatus();
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/tokenizer/tokenizer_model.h"
+#include "engine/tokenizer/word_cache.h"
 
 namespace attnserve {
 
@@ -31,6 +32,8 @@ class Bpe final : public TokenizerModel {
   // Appends one word's tokens (its chars, merged), their ranges `offset` bytes on.
   absl::Status TokenizeWord(std::string_view word, size_t offset,
                             std::vector<ModelToken>& tokens) const;
+  // Appends the pieces the word's chars merge into.
+  absl::Status MergeWord(std::string_view word, std::vector<WordCache::Piece>& pieces) const;
   static uint64_t PairKey(int64_t left, int64_t right) {
     return (static_cast<uint64_t>(left) << 32) | static_cast<uint32_t>(right);
   }
@@ -50,6 +53,7 @@ class Bpe final : public TokenizerModel {
   // vocabulary), so most chars need no hash lookup.
   static constexpr char32_t kCharTable = 0x3000;
   std::vector<int32_t> char_ids_;
+  mutable WordCache cache_;
 };
 
 }  // namespace attnserve

@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "engine/tokenizer/byte_tokenizer.h"
+#include "engine/tokenizer/word_cache.h"
 
 namespace attnserve {
 namespace {
@@ -69,6 +70,38 @@ TEST(ByteTokenizerTest, IncompleteCharacterTokensAreThoseMoreBytesCouldComplete)
   EXPECT_EQ(0u, tokenizer.IncompleteCharacterTokens(Ids{0xE0, 0x80}));  // overlong: cannot follow
   EXPECT_EQ(0u, tokenizer.IncompleteCharacterTokens(Ids{0xC3, 0xA9, 0x87}));
   EXPECT_EQ(0u, tokenizer.IncompleteCharacterTokens(Ids{0xE6, 256}));  // a special token ends it
+}
+
+TEST(WordCacheTest, FindsWhatWasInsertedAndAppendsIt) {
+  WordCache cache;
+  std::vector<WordCache::Piece> pieces = {{7, 1}};
+  EXPECT_FALSE(cache.Find("hello", pieces));
+  cache.Insert("hello", {{3, 2}, {4, 3}});
+  ASSERT_TRUE(cache.Find("hello", pieces));
+  ASSERT_EQ(3u, pieces.size());
+  EXPECT_EQ(7, pieces[0].id);
+  EXPECT_EQ(3, pieces[1].id);
+  EXPECT_EQ(4, pieces[2].id);
+  EXPECT_EQ(3u, pieces[2].bytes);
+}
+
+TEST(WordCacheTest, KeepsNoMoreWordsAndBytesThanItsCapacity) {
+  WordCache cache;
+  std::vector<WordCache::Piece> pieces;
+  const std::string too_long(WordCache::kMaxBytes, 'a');
+  cache.Insert(too_long, {{1, static_cast<uint32_t>(too_long.size())}});
+  EXPECT_FALSE(cache.Find(too_long, pieces));
+  const std::string half(WordCache::kMaxBytes / 2, 'b');
+  cache.Insert(half, {{1, static_cast<uint32_t>(half.size())}});
+  EXPECT_TRUE(cache.Find(half, pieces));
+  cache.Insert(half + "c", {{1, static_cast<uint32_t>(half.size() + 1)}});
+  EXPECT_FALSE(cache.Find(half + "c", pieces));  // the two would pass kMaxBytes
+
+  WordCache full;
+  for (size_t i = 0; i < WordCache::kCapacity; ++i) full.Insert(std::to_string(i), {{1, 1}});
+  EXPECT_TRUE(full.Find(std::to_string(WordCache::kCapacity - 1), pieces));
+  full.Insert("one more", {{1, 8}});
+  EXPECT_FALSE(full.Find("one more", pieces));
 }
 
 }  // namespace
