@@ -49,6 +49,11 @@ constexpr absl::Duration kPausedPoll = absl::Milliseconds(20);
 
 }  // namespace
 
+KvCacheType KvCacheTypeFor(const EngineLoopOptions& options, const ModelConfig& config) {
+  if (options.kv_cache) return *options.kv_cache;
+  return config.weights.int8 ? KvCacheType::kBf16 : KvCacheType::kFloat32;
+}
+
 absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(std::string name,
                                                                std::unique_ptr<Model> model,
                                                                EngineLoopOptions options,
@@ -76,9 +81,10 @@ absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(std::string name,
             : "raise --max_batch_tokens"));
   }
   const ServableModel& servable = *model->servable;
-  const std::optional<KvBlockShape> shape = servable.Answers(ModelMethod::kGenerate)
-                                                ? servable.CacheShape(options.kv_block_tokens)
-                                                : std::nullopt;
+  std::optional<KvBlockShape> shape = servable.Answers(ModelMethod::kGenerate)
+                                          ? servable.CacheShape(options.kv_block_tokens)
+                                          : std::nullopt;
+  if (shape) shape->type = KvCacheTypeFor(options, config);
   std::unique_ptr<KvBlockPool> pool;
   if (shape) {
     const int64_t blocks = options.budget.kv_cache_bytes / shape->BlockBytes();

@@ -14,6 +14,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -59,7 +60,13 @@ struct EngineLoopOptions {
   ModelBudget budget{int64_t{256} << 20, int64_t{512} << 20, int64_t{256} << 20};
   // How the model keeps its linear layers' weights: float32, or int8 quantized at load.
   WeightFormat weights;
+  // How its KV cache keeps keys and values; unset (auto): bfloat16 for int8 weights, float32
+  // for float32 weights (whose users asked for float32 arithmetic).
+  std::optional<KvCacheType> kv_cache;
 };
+
+// The KV cache type `options` choose for a model of `config`.
+KvCacheType KvCacheTypeFor(const EngineLoopOptions& options, const ModelConfig& config);
 
 class EngineLoop {
  public:
@@ -86,6 +93,7 @@ class EngineLoop {
   const EngineLoopOptions& options() const { return options_; }
   int64_t max_context() const { return model_->config.max_positions; }
   int64_t kv_cache_tokens() const { return kv_cache_tokens_; }
+  const KvBlockShape& kv_block_shape() const { return kv_block_shape_; }
 
  private:
   EngineLoop(std::string name, std::unique_ptr<Model> model, EngineLoopOptions options,

@@ -82,7 +82,11 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
     }
     std::cerr << "attnserve: model " << entry.name << " loaded (" << architecture << "; "
               << (*worker)->options().max_batch_tokens << " tokens per engine call, KV cache for "
-              << (*worker)->kv_cache_tokens() << " tokens)\n";
+              << (*worker)->kv_cache_tokens() << " tokens"
+              << ((*worker)->kv_cache_tokens() == 0                        ? ""
+                  : (*worker)->kv_block_shape().type == KvCacheType::kBf16 ? ", bfloat16"
+                                                                           : ", float32")
+              << ")\n";
     repository->workers_[entry.name] = *std::move(worker);
   }
   return repository;
@@ -103,6 +107,14 @@ absl::StatusOr<EngineLoopOptions> ServingOptionsFor(const std::string& directory
   for (const auto& item : json.items()) {
     const std::string& key = item.key();
     const auto& value = item.value();
+    if (key == "kv_cache") {
+      const absl::Status type =
+          ParseKvCacheType(value.is_string() ? value.get<std::string>() : "", options.kv_cache);
+      if (!type.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": field kv_cache: ", type.message()));
+      }
+      continue;
+    }
     if (key == "weights") {
       const absl::Status format =
           ParseWeightFormat(value.is_string() ? value.get<std::string>() : "", options.weights);
@@ -149,6 +161,17 @@ absl::Status ParseWeightFormat(const std::string& name, WeightFormat& format) {
   }
   format.int8 = name == "int8";
   format.automatic = name == "auto";
+  return absl::OkStatus();
+}
+
+absl::Status ParseKvCacheType(const std::string& name, std::optional<KvCacheType>& type) {
+  if (name != "float32" && name != "bf16" && name != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\" is not a KV cache type (float32, bf16 or auto)"));
+  }
+  type = name == "auto"   ? std::nullopt
+         : name == "bf16" ? std::optional(KvCacheType::kBf16)
+                          : std::optional(KvCacheType::kFloat32);
   return absl::OkStatus();
 }
 

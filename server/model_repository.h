@@ -38,13 +38,15 @@ class ModelRepository {
 // The server-wide batching and weight settings, overridden by the model directory's optional
 // serving.json ({"max_batch_size": 8, "max_queue_delay_ms": 1, "max_queue_size": 64,
 //   "max_batch_tokens": 4096, "step_tokens": 1024, "prefill_chunk_tokens": 128,
-//   "weights": "int8", "int8_group_size": 64}).
+//   "weights": "int8", "int8_group_size": 64, "kv_cache": "bf16"}).
 absl::StatusOr<EngineLoopOptions> ServingOptionsFor(const std::string& directory,
                                                     const EngineLoopOptions& defaults);
 
 // "float32", "int8" or "auto" (int8 for a GGUF file of quantized layers, else float32), the
 // --weights flag and serving.json's "weights", set on `format`.
 absl::Status ParseWeightFormat(const std::string& name, WeightFormat& format);
+// "float32", "bf16" or "auto" (unset: chosen by the weights, KvCacheTypeFor).
+absl::Status ParseKvCacheType(const std::string& name, std::optional<KvCacheType>& type);
 
 // The RPCs a model's architecture answers.
 std::vector<std::string> SupportedMethods(const Model& model);

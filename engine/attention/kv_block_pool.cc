@@ -36,11 +36,11 @@ absl::StatusOr<std::unique_ptr<KvBlockPool>> KvBlockPool::Create(const KvBlockSh
         absl::StrCat("KV block pool: cannot allocate ", bytes, " bytes for ", blocks, " blocks"));
   }
   return std::unique_ptr<KvBlockPool>(new KvBlockPool(
-      shape, blocks, max_cached_blocks, static_cast<float*>(storage), mapped ? bytes : 0));
+      shape, blocks, max_cached_blocks, static_cast<std::byte*>(storage), mapped ? bytes : 0));
 }
 
 KvBlockPool::KvBlockPool(const KvBlockShape& shape, int64_t blocks, int64_t max_cached_blocks,
-                         float* storage, size_t mapped_bytes)
+                         std::byte* storage, size_t mapped_bytes)
     : shape_(shape),
       storage_(storage),
       mapped_bytes_(mapped_bytes),

@@ -14,6 +14,7 @@
 // Not thread-safe: one model's scheduler thread owns its pool.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <list>
@@ -27,17 +28,24 @@
 
 namespace attnserve {
 
+// How cached keys and values are stored: float32, or bfloat16 (engine/bf16.h, rounded to
+// nearest even as they are written): half the memory and half the bytes a decoding step reads
+// per token of context, for about 3 significant digits per element (docs/benchmarks.md).
+enum class KvCacheType { kFloat32, kBf16 };
+
 struct KvBlockShape {
   int64_t layers = 0;       // layers with a key/value cache
   int64_t key_width = 0;    // H·dk
   int64_t value_width = 0;  // H·dv
   int64_t block_tokens = 32;
+  KvCacheType type = KvCacheType::kFloat32;
 
   // Blocks that hold `tokens` tokens.
   int64_t BlocksFor(int64_t tokens) const { return (tokens + block_tokens - 1) / block_tokens; }
+  int64_t ElementBytes() const { return type == KvCacheType::kBf16 ? 2 : 4; }
   // Bytes of one block across every layer.
   int64_t BlockBytes() const {
-    return layers * block_tokens * (key_width + value_width) * static_cast<int64_t>(sizeof(float));
+    return layers * block_tokens * (key_width + value_width) * ElementBytes();
   }
 };
 
@@ -79,12 +87,14 @@ class KvBlockPool {
   // published already (two sequences computed it at once), the block stays private.
   void Publish(int32_t parent, std::span<const int64_t> tokens, int32_t block);
 
-  float* keys(int64_t layer, int32_t block) const {
-    return layer_base(layer) + block * shape_.block_tokens * shape_.key_width;
+  // A block's rows of one layer, as elements of shape().type.
+  std::byte* keys(int64_t layer, int32_t block) const {
+    return layer_base(layer) + block * shape_.block_tokens * shape_.key_width * element_bytes();
   }
-  float* values(int64_t layer, int32_t block) const {
-    return layer_base(layer) + total_blocks() * shape_.block_tokens * shape_.key_width +
-           block * shape_.block_tokens * shape_.value_width;
+  std::byte* values(int64_t layer, int32_t block) const {
+    return layer_base(layer) + (total_blocks() * shape_.block_tokens * shape_.key_width +
+                                block * shape_.block_tokens * shape_.value_width) *
+                                   element_bytes();
   }
 
  private:
@@ -102,17 +112,17 @@ class KvBlockPool {
   // Pools of this size and more are mapped rather than taken from the heap.
   static constexpr size_t kMapAbove = size_t{32} << 20;
 
-  KvBlockPool(const KvBlockShape& shape, int64_t blocks, int64_t max_cached_blocks, float* storage,
-              size_t mapped_bytes);
-  float* layer_base(int64_t layer) const {
-    return storage_ +
-           layer * total_blocks() * shape_.block_tokens * (shape_.key_width + shape_.value_width);
+  KvBlockPool(const KvBlockShape& shape, int64_t blocks, int64_t max_cached_blocks,
+              std::byte* storage, size_t mapped_bytes);
+  int64_t element_bytes() const { return shape_.ElementBytes(); }
+  std::byte* layer_base(int64_t layer) const {
+    return storage_ + layer * total_blocks() * shape_.BlockBytes() / shape_.layers;
   }
   PrefixKey KeyFor(int32_t parent, std::span<const int64_t> tokens) const;
   void Unpublish(int32_t block);
 
   KvBlockShape shape_;
-  float* storage_;
+  std::byte* storage_;
   size_t mapped_bytes_;  // 0: from the heap
   int64_t max_cached_blocks_;
   int64_t touched_blocks_ = 0;

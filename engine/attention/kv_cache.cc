@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+
+#include "engine/bf16.h"
 
 namespace attnserve {
 
@@ -64,29 +67,59 @@ void LayerCache::Append(const float* keys, int64_t key_stride, const float* valu
   const KvBlockPool& pool = *table_->pool();
   const int64_t size = pool.block_tokens();
   const int64_t key_width = pool.shape().key_width, value_width = pool.shape().value_width;
+  const bool bf16 = pool.shape().type == KvCacheType::kBf16;
+  const auto copy = [bf16](const float* from, int64_t width, std::byte* to) {
+    if (bf16) {
+      auto* out = reinterpret_cast<uint16_t*>(to);
+      for (int64_t i = 0; i < width; ++i) out[i] = ToBf16(from[i]);
+    } else {
+      std::memcpy(to, from, width * sizeof(float));
+    }
+  };
+  const int64_t element = pool.shape().ElementBytes();
   for (int64_t i = 0; i < count; ++i) {
     const int64_t row = length_ + i;
     const int32_t block = table_->blocks()[row / size];
-    std::memcpy(pool.keys(layer_, block) + (row % size) * key_width, keys + i * key_stride,
-                key_width * sizeof(float));
-    std::memcpy(pool.values(layer_, block) + (row % size) * value_width, values + i * value_stride,
-                value_width * sizeof(float));
+    copy(keys + i * key_stride, key_width,
+         pool.keys(layer_, block) + (row % size) * key_width * element);
+    copy(values + i * value_stride, value_width,
+         pool.values(layer_, block) + (row % size) * value_width * element);
   }
   length_ += count;
 }
 
-RowBlocks LayerCache::keys() const {
+template <typename T>
+RowBlocksOf<T> LayerCache::ListBlocks(bool keys) const {
   const KvBlockPool& pool = *table_->pool();
-  key_blocks_.clear();
-  for (int32_t block : table_->blocks()) key_blocks_.push_back(pool.keys(layer_, block));
-  return RowBlocks{key_blocks_.data(), pool.block_tokens(), pool.shape().key_width};
+  auto& blocks = [&]() -> std::vector<const T*>& {
+    if constexpr (std::is_same_v<T, float>) {
+      return float_blocks_[keys ? 0 : 1];
+    } else {
+      return bf16_blocks_[keys ? 0 : 1];
+    }
+  }();
+  blocks.clear();
+  for (int32_t block : table_->blocks()) {
+    blocks.push_back(
+        reinterpret_cast<const T*>(keys ? pool.keys(layer_, block) : pool.values(layer_, block)));
+  }
+  return RowBlocksOf<T>{blocks.data(), pool.block_tokens(),
+                        keys ? pool.shape().key_width : pool.shape().value_width};
 }
 
-RowBlocks LayerCache::values() const {
-  const KvBlockPool& pool = *table_->pool();
-  value_blocks_.clear();
-  for (int32_t block : table_->blocks()) value_blocks_.push_back(pool.values(layer_, block));
-  return RowBlocks{value_blocks_.data(), pool.block_tokens(), pool.shape().value_width};
+template <typename T>
+RowBlocksOf<T> LayerCache::keys() const {
+  return ListBlocks<T>(true);
 }
+
+template <typename T>
+RowBlocksOf<T> LayerCache::values() const {
+  return ListBlocks<T>(false);
+}
+
+template RowBlocksOf<float> LayerCache::keys<float>() const;
+template RowBlocksOf<float> LayerCache::values<float>() const;
+template RowBlocksOf<uint16_t> LayerCache::keys<uint16_t>() const;
+template RowBlocksOf<uint16_t> LayerCache::values<uint16_t>() const;
 
 }  // namespace attnserve

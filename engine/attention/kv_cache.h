@@ -66,21 +66,30 @@ class LayerCache {
   bool is_linear() const { return linear_.has_value(); }
   LinearAttentionState& linear_state() { return *linear_; }
 
-  // Copies `count` rows (row strides given) after the cached ones; the caller reserved room.
+  // Copies `count` rows (row strides given) after the cached ones, as the pool's type; the
+  // caller reserved room.
   void Append(const float* keys, int64_t key_stride, const float* values, int64_t value_stride,
               int64_t count);
+  KvCacheType type() const { return table_->pool()->shape().type; }
   // Where the first `length` rows already are (reused from published blocks).
   void SetLength(int64_t length) { length_ = length; }
-  // The cached rows, block by block.
-  RowBlocks keys() const;
-  RowBlocks values() const;
+  // The cached rows, block by block; T is float for a kFloat32 pool, uint16_t (bfloat16 bits)
+  // for a kBf16 one.
+  template <typename T>
+  RowBlocksOf<T> keys() const;
+  template <typename T>
+  RowBlocksOf<T> values() const;
 
  private:
   const BlockTable* table_ = nullptr;
   int64_t layer_ = 0;
   int64_t length_ = 0;
-  // This layer's block addresses, as keys() and values() last listed them.
-  mutable std::vector<const float*> key_blocks_, value_blocks_;
+  // Lists this layer's block addresses (keys or values) in the vector kept for T.
+  template <typename T>
+  RowBlocksOf<T> ListBlocks(bool keys) const;
+  // This layer's block addresses as keys() and values() last listed them: [0] keys, [1] values.
+  mutable std::vector<const float*> float_blocks_[2];
+  mutable std::vector<const uint16_t*> bf16_blocks_[2];
   std::optional<LinearAttentionState> linear_;
 };
 

@@ -213,19 +213,30 @@ absl::StatusOr<Tensor> MultiHeadAttention::ForwardCached(
   }
   // Every sequence's new keys and values join its cache, then one kernel call attends each
   // sequence's new queries over all of its cached rows.
-  std::vector<RowBlocks> keys, values;
   std::vector<int64_t> k_lengths;
   for (int64_t b = 0; b < x.batch(); ++b) {
     const Tensor rows = qkv.Select(b);
     const float* k = rows.data() + c.query_width();
     caches[b]->Append(k, rows.stride(0), k + c.key_width(), rows.stride(0), x.lengths[b]);
-    keys.push_back(caches[b]->keys());
-    values.push_back(caches[b]->values());
     k_lengths.push_back(caches[b]->length());
   }
   const Tensor q = qkv.Slice(2, 0, c.query_width());
-  ScaledDotProductAttention(q, x.lengths, keys, values, k_lengths, config_.num_heads,
-                            score_options(), concatenated);
+  const auto attend = [&]<typename T>() {
+    std::vector<RowBlocksOf<T>> keys, values;
+    for (int64_t b = 0; b < x.batch(); ++b) {
+      keys.push_back(caches[b]->template keys<T>());
+      values.push_back(caches[b]->template values<T>());
+    }
+    ScaledDotProductAttention(q, x.lengths, std::span<const RowBlocksOf<T>>(keys),
+                              std::span<const RowBlocksOf<T>>(values), k_lengths, config_.num_heads,
+                              score_options(), concatenated);
+  };
+  // Every sequence of a batch shares the model's pool, and so its element type.
+  if (x.batch() > 0 && caches[0]->type() == KvCacheType::kBf16) {
+    attend.template operator()<uint16_t>();
+  } else {
+    attend.template operator()<float>();
+  }
   if (config_.kind == AttentionKind::kExclusive) {
     // Each query's own value is among the new rows: row i of the new values is token i's.
     RemoveOwnValueComponent(concatenated,

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
+#include "engine/bf16.h"
 #include "engine/kernels/softmax.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/parallel.h"
@@ -17,6 +19,17 @@ constexpr int64_t kQueryBlock = 32;  // queries per parallel work item
 constexpr int64_t kFewQueries = 4;   // up to this many queries per sequence read keys in place
 
 int64_t RoundUp(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+// Cached elements as floats: float32 as it is, bfloat16 widened (exactly).
+inline float ToFloat(float x) { return x; }
+inline float ToFloat(uint16_t x) { return FromBf16(x); }
+#ifdef ATTNSERVE_AVX2
+inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 Load8(const uint16_t* p) {
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+#endif
 
 // out[r][0, 16) = Σ_{s < steps} a[r][s] · b[s·ld, s·ld + 16) for kRows rows: the one micro-kernel
 // behind both Q·Kᵀ (a = queries, b = transposed keys) and P·V (a = probabilities, b = values).
@@ -60,12 +73,13 @@ struct PackedKeysValues {
   std::vector<float> values_copy;  // empty when values are read in place
 };
 
-PackedKeysValues Pack(std::span<const RowBlocks> k, std::span<const RowBlocks> v,
+template <typename T>
+PackedKeysValues Pack(std::span<const RowBlocksOf<T>> k, std::span<const RowBlocksOf<T>> v,
                       std::span<const int64_t> k_lengths, int64_t kv_heads, int64_t dk,
                       int64_t dv) {
   const auto batch = static_cast<int64_t>(k.size());
   PackedKeysValues packed;
-  bool values_in_place = dv % kTile == 0;
+  bool values_in_place = std::is_same_v<T, float> && dv % kTile == 0;
   for (int64_t b = 0; b < batch; ++b) {
     packed.keys = std::max(packed.keys, k_lengths[b]);
     values_in_place = values_in_place && k_lengths[b] <= v[b].block_rows;
@@ -83,14 +97,14 @@ PackedKeysValues Pack(std::span<const RowBlocks> k, std::span<const RowBlocks> v
     // resize() zeroed the buffer, so key columns past the length stay zero.
     float* kt = packed.keys_transposed.data() + bh * dk * packed.keys_padded;
     for (int64_t j = 0; j < length; ++j) {
-      const float* key = k[b].row(j) + h * dk;
-      for (int64_t d = 0; d < dk; ++d) kt[d * packed.keys_padded + j] = key[d];
+      const T* key = k[b].row(j) + h * dk;
+      for (int64_t d = 0; d < dk; ++d) kt[d * packed.keys_padded + j] = ToFloat(key[d]);
     }
     if (values_in_place) return;
     float* vp = packed.values_copy.data() + bh * packed.keys * packed.dv_padded;
     for (int64_t j = 0; j < length; ++j) {
-      const float* value = v[b].row(j) + h * dv;
-      std::copy(value, value + dv, vp + j * packed.dv_padded);
+      const T* value = v[b].row(j) + h * dv;
+      std::transform(value, value + dv, vp + j * packed.dv_padded, [](T x) { return ToFloat(x); });
       std::fill(vp + j * packed.dv_padded + dv, vp + (j + 1) * packed.dv_padded, 0.0f);
     }
   });
@@ -108,12 +122,13 @@ KeyRange KeysSeenAt(int64_t position, int64_t k_len, const ScoreOptions& options
 }
 
 // One head of one sequence, as the micro-kernels see it.
+template <typename T>
 struct HeadView {
   const float* queries;  // row i at queries + i · query_stride, dk wide
   int64_t query_stride;
   // In place (few queries): key and value rows, this head's columns at key_offset and
   // value_offset.
-  RowBlocks key_rows, value_rows;
+  RowBlocksOf<T> key_rows, value_rows;
   int64_t key_offset, value_offset;
   // Packed (tiled kernel): keys transposed, dimension d at keys + d · key_stride; value j at
   // values + j · value_stride, a whole number of tiles wide.
@@ -129,7 +144,8 @@ struct HeadView {
 
 // Attends queries [i0, min(i0 + kRows, end)) of one head. scores holds kRows rows of
 // keys_padded floats.
-void AttendQueryGroup(const HeadView& head, int64_t i0, int64_t end, const ScoreOptions& options,
+template <typename T>
+void AttendQueryGroup(const HeadView<T>& head, int64_t i0, int64_t end, const ScoreOptions& options,
                       const float* zero_query, float* scores) {
   const float* q_rows[kRows];
   float* p_rows[kRows];
@@ -192,8 +208,11 @@ void AttendQueryGroup(const HeadView& head, int64_t i0, int64_t end, const Score
 // this, the reads wait on memory latency (perf annotate: the loads take 90% of the kernel).
 // Prefetching past the end of the rows is harmless: prefetches never fault.
 constexpr int64_t kPrefetchRows = 8;
-inline void PrefetchRow(const float* row, int64_t width) {
-  for (int64_t i = 0; i < width; i += 16) __builtin_prefetch(row + i);
+template <typename T>
+inline void PrefetchRow(const T* row, int64_t width) {
+  for (int64_t i = 0; i < width; i += 64 / static_cast<int64_t>(sizeof(T))) {
+    __builtin_prefetch(row + i);
+  }
 }
 
 #ifdef ATTNSERVE_AVX2
@@ -209,7 +228,8 @@ inline __m256 HorizontalSums(const __m256 v[8]) {
 // scores[j] = query · key j for j in [0, count). Eight keys at a time, each with its own
 // accumulator: one dot product at a time is a chain of dependent FMAs plus a horizontal sum,
 // which held the kernel to 17 GB/s (bench/kernels_bench BM_DecodeAttentionFromMemory).
-void KeyScores(const float* query, const float* keys, int64_t stride, int64_t dk, int64_t count,
+template <typename T>
+void KeyScores(const float* query, const T* keys, int64_t stride, int64_t dk, int64_t count,
                float* scores) {
   int64_t j = 0;
 #ifdef ATTNSERVE_AVX2
@@ -221,7 +241,7 @@ void KeyScores(const float* query, const float* keys, int64_t stride, int64_t dk
       for (int64_t c = 0; c < dk; c += 8) {
         const __m256 q = _mm256_loadu_ps(query + c);
         for (int u = 0; u < 8; ++u) {
-          acc[u] = _mm256_fmadd_ps(q, _mm256_loadu_ps(keys + (j + u) * stride + c), acc[u]);
+          acc[u] = _mm256_fmadd_ps(q, Load8(keys + (j + u) * stride + c), acc[u]);
         }
       }
       _mm256_storeu_ps(scores + j, HorizontalSums(acc));
@@ -230,14 +250,21 @@ void KeyScores(const float* query, const float* keys, int64_t stride, int64_t dk
 #endif
   for (; j < count; ++j) {
     PrefetchRow(keys + (j + kPrefetchRows) * stride, dk);
-    scores[j] = vec::Dot(query, keys + j * stride, dk);
+    if constexpr (std::is_same_v<T, float>) {
+      scores[j] = vec::Dot(query, keys + j * stride, dk);
+    } else {
+      float sum = 0.0f;
+      for (int64_t c = 0; c < dk; ++c) sum += query[c] * ToFloat(keys[j * stride + c]);
+      scores[j] = sum;
+    }
   }
 }
 
 // out[0, dv) = Σ_j p[j] · value j over [0, count), added to out when `accumulate` (the blocks
 // after a paged cache's first), the output held in registers for 64 columns at a time rather
 // than loaded and stored for every row.
-void WeightedValues(const float* p, const float* values, int64_t stride, int64_t dv, int64_t count,
+template <typename T>
+void WeightedValues(const float* p, const T* values, int64_t stride, int64_t dv, int64_t count,
                     bool accumulate, float* out) {
   int64_t column = 0;
 #ifdef ATTNSERVE_AVX2
@@ -249,9 +276,8 @@ void WeightedValues(const float* p, const float* values, int64_t stride, int64_t
     for (int64_t j = 0; j < count; ++j) {
       PrefetchRow(values + (j + kPrefetchRows) * stride + column, 64);
       const __m256 weight = _mm256_broadcast_ss(p + j);
-      const float* row = values + j * stride + column;
-      for (int v = 0; v < 8; ++v)
-        acc[v] = _mm256_fmadd_ps(weight, _mm256_loadu_ps(row + 8 * v), acc[v]);
+      const T* row = values + j * stride + column;
+      for (int v = 0; v < 8; ++v) acc[v] = _mm256_fmadd_ps(weight, Load8(row + 8 * v), acc[v]);
     }
     for (int v = 0; v < 8; ++v) _mm256_storeu_ps(out + column + 8 * v, acc[v]);
   }
@@ -260,7 +286,11 @@ void WeightedValues(const float* p, const float* values, int64_t stride, int64_t
   if (!accumulate) std::fill(out + column, out + dv, 0.0f);
   for (int64_t j = 0; j < count; ++j) {
     PrefetchRow(values + (j + kPrefetchRows) * stride + column, dv - column);
-    vec::Axpy(p[j], values + j * stride + column, out + column, dv - column);
+    if constexpr (std::is_same_v<T, float>) {
+      vec::Axpy(p[j], values + j * stride + column, out + column, dv - column);
+    } else {
+      for (int64_t c = column; c < dv; ++c) out[c] += p[j] * ToFloat(values[j * stride + c]);
+    }
   }
 }
 
@@ -272,9 +302,10 @@ void WeightedValues(const float* p, const float* values, int64_t stride, int64_t
 // k_len floats.
 constexpr int64_t kChunkRows = 64;  // 16 KiB of keys at dk = 64
 
-void AttendQueriesInPlace(const HeadView* heads, int64_t group, int64_t i,
+template <typename T>
+void AttendQueriesInPlace(const HeadView<T>* heads, int64_t group, int64_t i,
                           const ScoreOptions& options, float* scores) {
-  const HeadView& first = heads[0];
+  const HeadView<T>& first = heads[0];
   const int64_t position = first.k_len - first.q_len + i;
   // Plain variables, not a structured binding: the lambda below captures them (C++20 allows
   // that, but clang before 16 does not).
@@ -308,6 +339,88 @@ void AttendQueriesInPlace(const HeadView* heads, int64_t group, int64_t i,
   }
 }
 
+template <typename T>
+void AttendBlocks(const Tensor& q, std::span<const int64_t> q_lengths,
+                  std::span<const RowBlocksOf<T>> k, std::span<const RowBlocksOf<T>> v,
+                  std::span<const int64_t> k_lengths, int64_t num_heads,
+                  const ScoreOptions& options, Tensor& out) {
+  const int64_t batch = q.dim(0), queries = q.dim(1);
+  const int64_t dk = q.dim(2) / num_heads, dv = out.dim(2) / num_heads;
+  const int64_t kv_heads = options.kv_heads > 0 ? options.kv_heads : num_heads;
+  const int64_t group = num_heads / kv_heads;
+  // Query head h of sequence b with its keys and values read in place.
+  const auto head_in_place = [&](int64_t b, int64_t h) {
+    const int64_t kv = h / group;
+    const float* values_in_place = nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      if (k_lengths[b] > 0) values_in_place = v[b].blocks[0] + kv * dv;
+    }
+    return HeadView<T>{q.data() + b * q.stride(0) + h * dk,
+                       q.stride(1),
+                       k[b],
+                       v[b],
+                       kv * dk,
+                       kv * dv,
+                       nullptr,
+                       0,
+                       values_in_place,
+                       v[b].stride,
+                       out.data() + b * out.stride(0) + h * dv,
+                       out.stride(1),
+                       q_lengths[b],
+                       k_lengths[b],
+                       dk,
+                       dv,
+                       options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h]};
+  };
+  if (queries <= kFewQueries) {
+    ParallelFor(batch * kv_heads * queries, [&](int64_t index) {
+      const int64_t i = index % queries, bkv = index / queries;
+      const int64_t b = bkv / kv_heads, kv = bkv % kv_heads;
+      if (i >= q_lengths[b]) {
+        for (int64_t g = 0; g < group; ++g) {
+          float* o = out.data() + b * out.stride(0) + i * out.stride(1) + (kv * group + g) * dv;
+          std::fill(o, o + dv, 0.0f);
+        }
+        return;
+      }
+      thread_local std::vector<HeadView<T>> heads;
+      heads.clear();
+      for (int64_t g = 0; g < group; ++g) heads.push_back(head_in_place(b, kv * group + g));
+      thread_local std::vector<float> scores;
+      scores.resize(group * std::max<int64_t>(k_lengths[b], 1));
+      AttendQueriesInPlace(heads.data(), group, i, options, scores.data());
+    });
+    return;
+  }
+  const PackedKeysValues packed = Pack<T>(k, v, k_lengths, kv_heads, dk, dv);
+  const int64_t blocks = (queries + kQueryBlock - 1) / kQueryBlock;
+  const std::vector<float> zero_query(dk, 0.0f);
+
+  ParallelFor(
+      batch * num_heads * blocks,
+      [&](int64_t index) {
+        const int64_t bh = index / blocks, block = index % blocks;
+        const int64_t b = bh / num_heads, h = bh % num_heads;
+        const int64_t packed_head = b * kv_heads + h / group;
+        // Each thread's score rows, reused across calls.
+        thread_local std::vector<float> scores;
+        scores.resize(kRows * packed.keys_padded);
+        HeadView<T> head = head_in_place(b, h);
+        head.keys = packed.keys_transposed.data() + packed_head * dk * packed.keys_padded;
+        head.key_stride = packed.keys_padded;
+        if (!packed.values_copy.empty()) {
+          head.values = packed.values_copy.data() + packed_head * packed.keys * packed.dv_padded;
+          head.value_stride = packed.dv_padded;
+        }
+        const int64_t end = std::min(queries, (block + 1) * kQueryBlock);
+        for (int64_t i0 = block * kQueryBlock; i0 < end; i0 += kRows) {
+          AttendQueryGroup(head, i0, end, options, zero_query.data(), scores.data());
+        }
+      },
+      Schedule::kDynamic);
+}
+
 }  // namespace
 
 void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths, const Tensor& k,
@@ -326,80 +439,18 @@ void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengt
 }
 
 void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths,
-                               std::span<const RowBlocks> k, std::span<const RowBlocks> v,
+                               std::span<const RowBlocks> keys, std::span<const RowBlocks> values,
                                std::span<const int64_t> k_lengths, int64_t num_heads,
                                const ScoreOptions& options, Tensor& out) {
-  const int64_t batch = q.dim(0), queries = q.dim(1);
-  const int64_t dk = q.dim(2) / num_heads, dv = out.dim(2) / num_heads;
-  const int64_t kv_heads = options.kv_heads > 0 ? options.kv_heads : num_heads;
-  const int64_t group = num_heads / kv_heads;
-  // Query head h of sequence b with its keys and values read in place.
-  const auto head_in_place = [&](int64_t b, int64_t h) {
-    const int64_t kv = h / group;
-    return HeadView{q.data() + b * q.stride(0) + h * dk,
-                    q.stride(1),
-                    k[b],
-                    v[b],
-                    kv * dk,
-                    kv * dv,
-                    nullptr,
-                    0,
-                    k_lengths[b] > 0 ? v[b].blocks[0] + kv * dv : nullptr,
-                    v[b].stride,
-                    out.data() + b * out.stride(0) + h * dv,
-                    out.stride(1),
-                    q_lengths[b],
-                    k_lengths[b],
-                    dk,
-                    dv,
-                    options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h]};
-  };
-  if (queries <= kFewQueries) {
-    ParallelFor(batch * kv_heads * queries, [&](int64_t index) {
-      const int64_t i = index % queries, bkv = index / queries;
-      const int64_t b = bkv / kv_heads, kv = bkv % kv_heads;
-      if (i >= q_lengths[b]) {
-        for (int64_t g = 0; g < group; ++g) {
-          float* o = out.data() + b * out.stride(0) + i * out.stride(1) + (kv * group + g) * dv;
-          std::fill(o, o + dv, 0.0f);
-        }
-        return;
-      }
-      thread_local std::vector<HeadView> heads;
-      heads.clear();
-      for (int64_t g = 0; g < group; ++g) heads.push_back(head_in_place(b, kv * group + g));
-      thread_local std::vector<float> scores;
-      scores.resize(group * std::max<int64_t>(k_lengths[b], 1));
-      AttendQueriesInPlace(heads.data(), group, i, options, scores.data());
-    });
-    return;
-  }
-  const PackedKeysValues packed = Pack(k, v, k_lengths, kv_heads, dk, dv);
-  const int64_t blocks = (queries + kQueryBlock - 1) / kQueryBlock;
-  const std::vector<float> zero_query(dk, 0.0f);
+  AttendBlocks(q, q_lengths, keys, values, k_lengths, num_heads, options, out);
+}
 
-  ParallelFor(
-      batch * num_heads * blocks,
-      [&](int64_t index) {
-        const int64_t bh = index / blocks, block = index % blocks;
-        const int64_t b = bh / num_heads, h = bh % num_heads;
-        const int64_t packed_head = b * kv_heads + h / group;
-        // Each thread's score rows, reused across calls.
-        thread_local std::vector<float> scores;
-        scores.resize(kRows * packed.keys_padded);
-        HeadView head = head_in_place(b, h);
-        head.keys = packed.keys_transposed.data() + packed_head * dk * packed.keys_padded;
-        head.key_stride = packed.keys_padded;
-        if (!packed.values_copy.empty()) {
-          head.values = packed.values_copy.data() + packed_head * packed.keys * packed.dv_padded;
-          head.value_stride = packed.dv_padded;
-        }
-        const int64_t end = std::min(queries, (block + 1) * kQueryBlock);
-        for (int64_t i0 = block * kQueryBlock; i0 < end; i0 += kRows) {
-          AttendQueryGroup(head, i0, end, options, zero_query.data(), scores.data());
-        }
-      },
-      Schedule::kDynamic);
+void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths,
+                               std::span<const Bf16RowBlocks> keys,
+                               std::span<const Bf16RowBlocks> values,
+                               std::span<const int64_t> k_lengths, int64_t num_heads,
+                               const ScoreOptions& options, Tensor& out) {
+  AttendBlocks(q, q_lengths, keys, values, k_lengths, num_heads, options, out);
 }
 
 }  // namespace attnserve

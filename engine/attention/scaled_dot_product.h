@@ -17,14 +17,17 @@ namespace attnserve {
 
 // Keys or values of one sequence in blocks of block_rows rows (a paged cache; the last block may
 // be partly used): row j at blocks[j / block_rows] + (j % block_rows) · stride. A dense tensor
-// is a single block.
-struct RowBlocks {
-  const float* const* blocks;
+// is a single block. Elements are float, or bfloat16 bits (a KV cache of KvCacheType::kBf16).
+template <typename T>
+struct RowBlocksOf {
+  const T* const* blocks;
   int64_t block_rows;
   int64_t stride;
 
-  const float* row(int64_t j) const { return blocks[j / block_rows] + (j % block_rows) * stride; }
+  const T* row(int64_t j) const { return blocks[j / block_rows] + (j % block_rows) * stride; }
 };
+using RowBlocks = RowBlocksOf<float>;
+using Bf16RowBlocks = RowBlocksOf<uint16_t>;
 
 struct ScoreOptions {
   float scale = 1.0f;
@@ -43,6 +46,11 @@ void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengt
 // The same with each sequence's keys and values in blocks: keys[b], values[b].
 void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths,
                                std::span<const RowBlocks> keys, std::span<const RowBlocks> values,
+                               std::span<const int64_t> k_lengths, int64_t num_heads,
+                               const ScoreOptions& options, Tensor& out);
+void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths,
+                               std::span<const Bf16RowBlocks> keys,
+                               std::span<const Bf16RowBlocks> values,
                                std::span<const int64_t> k_lengths, int64_t num_heads,
                                const ScoreOptions& options, Tensor& out);
 

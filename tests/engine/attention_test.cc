@@ -10,6 +10,7 @@
 #include "engine/attention/multi_head.h"
 #include "engine/attention/pointer.h"
 #include "engine/attention/scaled_dot_product.h"
+#include "engine/bf16.h"
 #include "tests/tensor_compare.h"
 
 namespace attnserve {
@@ -153,6 +154,39 @@ TEST(ScaledDotProductTest, DecodingKernelMatchesTheTiledKernel) {
     ScaledDotProductAttention(q.Slice(1, time - 1, 1), one, k, v, all, heads, options, last);
     EXPECT_TRUE(AllClose(last, full.Slice(1, time - 1, 1), 1e-5f, 1e-5f))
         << "dk=" << dk << " dv=" << dv;
+  }
+}
+
+// A bfloat16 KV cache in blocks gives what float32 attention gives over the same keys and values
+// rounded to bfloat16: the kernels widen them exactly. Both kernels (a few queries read the rows
+// in place, more are packed), vector and scalar head widths, grouped heads.
+TEST(ScaledDotProductTest, Bf16BlocksAttendAsTheirValuesRoundedToFloat) {
+  const int64_t heads = 4, kv_heads = 2, time = 45, block_rows = 7;
+  for (auto [dk, dv] : {std::pair<int64_t, int64_t>{64, 64}, {8, 128}, {12, 20}}) {
+    const Tensor q = Random({1, time, heads * dk}, 1);
+    Tensor k = Random({1, time, kv_heads * dk}, 2), v = Random({1, time, kv_heads * dv}, 3);
+    std::vector<uint16_t> k16(k.size()), v16(v.size());
+    for (int64_t i = 0; i < k.size(); ++i) k.data()[i] = FromBf16(k16[i] = ToBf16(k.data()[i]));
+    for (int64_t i = 0; i < v.size(); ++i) v.data()[i] = FromBf16(v16[i] = ToBf16(v.data()[i]));
+    std::vector<const uint16_t*> key_blocks, value_blocks;
+    for (int64_t row = 0; row < time; row += block_rows) {
+      key_blocks.push_back(k16.data() + row * kv_heads * dk);
+      value_blocks.push_back(v16.data() + row * kv_heads * dv);
+    }
+    const std::vector<Bf16RowBlocks> keys = {{key_blocks.data(), block_rows, kv_heads * dk}};
+    const std::vector<Bf16RowBlocks> values = {{value_blocks.data(), block_rows, kv_heads * dv}};
+    const ScoreOptions options{
+        .scale = 0.125f, .causal = true, .alibi_slopes = {}, .kv_heads = kv_heads, .window = 0};
+    const std::vector<int64_t> all = {time};
+    for (int64_t queries : {int64_t{1}, int64_t{3}, time}) {
+      const Tensor last = q.Slice(1, time - queries, queries);
+      const std::vector<int64_t> q_lengths = {queries};
+      Tensor expected({1, queries, heads * dv}), paged({1, queries, heads * dv});
+      ScaledDotProductAttention(last, q_lengths, k, v, all, heads, options, expected);
+      ScaledDotProductAttention(last, q_lengths, keys, values, all, heads, options, paged);
+      EXPECT_TRUE(AllClose(paged, expected, 1e-5f, 1e-5f))
+          << "dk=" << dk << " dv=" << dv << " queries=" << queries;
+    }
   }
 }
 

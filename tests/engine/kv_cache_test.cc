@@ -3,6 +3,8 @@
 // as a fresh computation does.
 #include <gtest/gtest.h>
 
+#include <iostream>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -47,9 +49,10 @@ TEST(KvBlockPoolTest, AllocatesEveryBlockOnceAndReusesReleasedOnes) {
   EXPECT_EQ((*pool)->Allocate(), 1);
   // Blocks of different layers and kinds never overlap.
   const KvBlockPool& p = **pool;
-  EXPECT_EQ(p.keys(0, 1) + 4 * 8, p.keys(0, 2));
-  EXPECT_EQ(p.keys(0, 2) + 4 * 8, p.values(0, 0));
-  EXPECT_EQ(p.values(0, 2) + 4 * 4, p.keys(1, 0));
+  constexpr int64_t kFloat = sizeof(float);
+  EXPECT_EQ(p.keys(0, 1) + 4 * 8 * kFloat, p.keys(0, 2));
+  EXPECT_EQ(p.keys(0, 2) + 4 * 8 * kFloat, p.values(0, 0));
+  EXPECT_EQ(p.values(0, 2) + 4 * 4 * kFloat, p.keys(1, 0));
 }
 
 TEST(KvBlockPoolTest, RefusesBadShapes) {
@@ -140,8 +143,11 @@ class DemoDecodingTest : public ::testing::Test {
     model_ = *std::move(model);
   }
   const CausalLM& lm() const { return *model_->As<CausalLM>(); }
-  std::unique_ptr<KvBlockPool> Pool(int64_t block_tokens, int64_t blocks) const {
-    auto pool = KvBlockPool::Create(*lm().CacheShape(block_tokens), blocks);
+  std::unique_ptr<KvBlockPool> Pool(int64_t block_tokens, int64_t blocks,
+                                    KvCacheType type = KvCacheType::kFloat32) const {
+    KvBlockShape shape = *lm().CacheShape(block_tokens);
+    shape.type = type;
+    auto pool = KvBlockPool::Create(shape, blocks);
     EXPECT_TRUE(pool.ok()) << pool.status();
     return *std::move(pool);
   }
@@ -189,6 +195,26 @@ TEST_F(DemoDecodingTest, ChunkedPrefillOverSmallBlocksEqualsTheFullPass) {
           << block_tokens << " tokens per block, chunks of " << chunk;
     }
   }
+}
+
+// A bfloat16 cache keeps 8 significant bits of each key and value: the logits move by what that
+// rounding costs, far less than the logits' spread, and decoding over it matches the pass over the
+// whole sequence (which caches nothing) as closely.
+TEST_F(DemoDecodingTest, ABf16CacheStaysCloseToTheFullPass) {
+  const std::vector<int64_t> tokens = RandomTokens(300, 7);
+  auto full = lm().Logits({tokens});
+  ASSERT_TRUE(full.ok());
+  const Tensor expected = full->Select(0).Slice(0, 299, 1);
+  auto float_pool = Pool(32, 20), bf16_pool = Pool(32, 20, KvCacheType::kBf16);
+  EXPECT_EQ(2 * bf16_pool->shape().BlockBytes(), float_pool->shape().BlockBytes());
+  auto float_state = lm().NewState(float_pool.get()), bf16_state = lm().NewState(bf16_pool.get());
+  const Tensor float_logits = Feed(*float_state, tokens, 64);
+  const Tensor bf16_logits = Feed(*bf16_state, tokens, 64);
+  const float rounding = MaxDifference(bf16_logits, expected);
+  std::cout << "bf16 cache: largest logit difference " << rounding << ", float32 cache "
+            << MaxDifference(float_logits, expected) << "\n";
+  EXPECT_GT(rounding, MaxDifference(float_logits, expected)) << "the cache is really bf16";
+  EXPECT_LT(rounding, 2e-2);
 }
 
 TEST_F(DemoDecodingTest, AReusedPrefixGivesWhatAFreshComputationGives) {

@@ -183,7 +183,28 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_FALSE(options->weights.automatic);
 
+  // The KV cache's type: bf16 or float32, or auto (chosen by the loaded weights).
+  EXPECT_FALSE(options->kv_cache.has_value());
+  Write(dir / "serving.json", R"({"kv_cache": "bf16"})");
+  options = ServingOptionsFor(dir.string(), defaults);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->kv_cache, KvCacheType::kBf16);
+  EXPECT_EQ(KvCacheTypeFor(*options, ModelConfig{}), KvCacheType::kBf16);
+  Write(dir / "serving.json", R"({"kv_cache": "float32"})");
+  options = ServingOptionsFor(dir.string(), defaults);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->kv_cache, KvCacheType::kFloat32);
+  Write(dir / "serving.json", R"({"kv_cache": "auto"})");
+  options = ServingOptionsFor(dir.string(), *options);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_FALSE(options->kv_cache.has_value());
+  ModelConfig config;
+  EXPECT_EQ(KvCacheTypeFor(*options, config), KvCacheType::kFloat32);
+  config.weights.int8 = true;
+  EXPECT_EQ(KvCacheTypeFor(*options, config), KvCacheType::kBf16);
+
   for (const auto& [text, fragment] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"kv_cache": "f16"})", "\"f16\" is not a KV cache type (float32, bf16 or auto)"},
            {R"({"weights": "int4"})", "\"int4\" is not a weight format"},
            {R"({"weights": 8})", "field weights"},
            {R"({"int8_group_size": -32})", "int8_group_size must be a non-negative"},
