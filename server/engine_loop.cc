@@ -51,7 +51,19 @@ constexpr absl::Duration kPausedPoll = absl::Milliseconds(20);
 
 KvCacheType KvCacheTypeFor(const EngineLoopOptions& options, const ModelConfig& config) {
   if (options.kv_cache) return *options.kv_cache;
-  return config.weights.int8 ? KvCacheType::kBf16 : KvCacheType::kFloat32;
+  return config.weights.int8 ? KvCacheType::kF16 : KvCacheType::kFloat32;
+}
+
+const char* KvCacheTypeName(KvCacheType type) {
+  switch (type) {
+    case KvCacheType::kFloat32:
+      return "float32";
+    case KvCacheType::kF16:
+      return "f16";
+    case KvCacheType::kBf16:
+      return "bf16";
+  }
+  return "";
 }
 
 absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(std::string name,

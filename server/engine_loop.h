@@ -60,13 +60,14 @@ struct EngineLoopOptions {
   ModelBudget budget{int64_t{256} << 20, int64_t{512} << 20, int64_t{256} << 20};
   // How the model keeps its linear layers' weights: float32, or int8 quantized at load.
   WeightFormat weights;
-  // How its KV cache keeps keys and values; unset (auto): bfloat16 for int8 weights, float32
-  // for float32 weights (whose users asked for float32 arithmetic).
+  // How its KV cache keeps keys and values; unset (auto): half precision for int8 weights,
+  // float32 for float32 weights (whose users asked for float32 arithmetic).
   std::optional<KvCacheType> kv_cache;
 };
 
-// The KV cache type `options` choose for a model of `config`.
+// The KV cache type `options` choose for a model of `config`, and its name.
 KvCacheType KvCacheTypeFor(const EngineLoopOptions& options, const ModelConfig& config);
+const char* KvCacheTypeName(KvCacheType type);
 
 class EngineLoop {
  public:

@@ -70,9 +70,10 @@ ABSL_FLAG(std::string, weights, "auto",
           "quarter of the memory, faster decoding), or auto: int8 for GGUF files of quantized "
           "weights, float32 for the rest (per model in serving.json)");
 ABSL_FLAG(std::string, kv_cache, "auto",
-          "How generating models cache keys and values: float32, bf16 (half the memory and of "
-          "the bytes each decoding step reads, about 3 significant digits), or auto: bf16 for "
-          "int8 weights, float32 for float32 weights (per model in serving.json)");
+          "How generating models cache keys and values: float32; f16 or bf16, half the memory "
+          "and of the bytes each decoding step reads (f16: 11 significant bits up to 65504, bf16: "
+          "8 bits over float32's range); or auto: f16 for int8 weights, float32 for float32 "
+          "weights (per model in serving.json)");
 ABSL_FLAG(int64_t, int8_group_size, 32,
           "int8 weights: a scale per this many input columns of each output (0: one per output)");
 ABSL_FLAG(int, drain_timeout_s, 30, "On SIGTERM, how long in-flight requests may take");

@@ -83,9 +83,9 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
     std::cerr << "attnserve: model " << entry.name << " loaded (" << architecture << "; "
               << (*worker)->options().max_batch_tokens << " tokens per engine call, KV cache for "
               << (*worker)->kv_cache_tokens() << " tokens"
-              << ((*worker)->kv_cache_tokens() == 0                        ? ""
-                  : (*worker)->kv_block_shape().type == KvCacheType::kBf16 ? ", bfloat16"
-                                                                           : ", float32")
+              << ((*worker)->kv_cache_tokens() == 0
+                      ? ""
+                      : absl::StrCat(", ", KvCacheTypeName((*worker)->kv_block_shape().type)))
               << ")\n";
     repository->workers_[entry.name] = *std::move(worker);
   }
@@ -165,13 +165,18 @@ absl::Status ParseWeightFormat(const std::string& name, WeightFormat& format) {
 }
 
 absl::Status ParseKvCacheType(const std::string& name, std::optional<KvCacheType>& type) {
-  if (name != "float32" && name != "bf16" && name != "auto") {
+  if (name == "auto") {
+    type.reset();
+  } else if (name == "float32") {
+    type = KvCacheType::kFloat32;
+  } else if (name == "f16") {
+    type = KvCacheType::kF16;
+  } else if (name == "bf16") {
+    type = KvCacheType::kBf16;
+  } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("\"", name, "\" is not a KV cache type (float32, bf16 or auto)"));
+        absl::StrCat("\"", name, "\" is not a KV cache type (float32, f16, bf16 or auto)"));
   }
-  type = name == "auto"   ? std::nullopt
-         : name == "bf16" ? std::optional(KvCacheType::kBf16)
-                          : std::optional(KvCacheType::kFloat32);
   return absl::OkStatus();
 }
 

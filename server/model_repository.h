@@ -45,7 +45,7 @@ absl::StatusOr<EngineLoopOptions> ServingOptionsFor(const std::string& directory
 // "float32", "int8" or "auto" (int8 for a GGUF file of quantized layers, else float32), the
 // --weights flag and serving.json's "weights", set on `format`.
 absl::Status ParseWeightFormat(const std::string& name, WeightFormat& format);
-// "float32", "bf16" or "auto" (unset: chosen by the weights, KvCacheTypeFor).
+// "float32", "f16", "bf16" or "auto" (unset: chosen by the weights, KvCacheTypeFor).
 absl::Status ParseKvCacheType(const std::string& name, std::optional<KvCacheType>& type);
 
 // The RPCs a model's architecture answers.

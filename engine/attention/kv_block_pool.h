@@ -28,10 +28,11 @@
 
 namespace attnserve {
 
-// How cached keys and values are stored: float32, or bfloat16 (engine/bf16.h, rounded to
-// nearest even as they are written): half the memory and half the bytes a decoding step reads
-// per token of context, for about 3 significant digits per element (docs/benchmarks.md).
-enum class KvCacheType { kFloat32, kBf16 };
+// How cached keys and values are stored: float32, or in two bytes, rounded to nearest even as
+// they are written: half the memory and half the bytes a decoding step reads per token of
+// context. Half precision (engine/f16.h) keeps 11 significant bits up to ±65504 (larger values
+// saturate); bfloat16 (engine/bf16.h) 8 bits over float32's range (docs/benchmarks.md).
+enum class KvCacheType { kFloat32, kF16, kBf16 };
 
 struct KvBlockShape {
   int64_t layers = 0;       // layers with a key/value cache
@@ -42,7 +43,7 @@ struct KvBlockShape {
 
   // Blocks that hold `tokens` tokens.
   int64_t BlocksFor(int64_t tokens) const { return (tokens + block_tokens - 1) / block_tokens; }
-  int64_t ElementBytes() const { return type == KvCacheType::kBf16 ? 2 : 4; }
+  int64_t ElementBytes() const { return type == KvCacheType::kFloat32 ? 4 : 2; }
   // Bytes of one block across every layer.
   int64_t BlockBytes() const {
     return layers * block_tokens * (key_width + value_width) * ElementBytes();

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "engine/bf16.h"
+#include "engine/f16.h"
 
 namespace attnserve {
 
@@ -67,13 +68,18 @@ void LayerCache::Append(const float* keys, int64_t key_stride, const float* valu
   const KvBlockPool& pool = *table_->pool();
   const int64_t size = pool.block_tokens();
   const int64_t key_width = pool.shape().key_width, value_width = pool.shape().value_width;
-  const bool bf16 = pool.shape().type == KvCacheType::kBf16;
-  const auto copy = [bf16](const float* from, int64_t width, std::byte* to) {
-    if (bf16) {
-      auto* out = reinterpret_cast<uint16_t*>(to);
-      for (int64_t i = 0; i < width; ++i) out[i] = ToBf16(from[i]);
-    } else {
-      std::memcpy(to, from, width * sizeof(float));
+  const KvCacheType type = pool.shape().type;
+  const auto copy = [type](const float* from, int64_t width, std::byte* to) {
+    switch (type) {
+      case KvCacheType::kFloat32:
+        std::memcpy(to, from, width * sizeof(float));
+        break;
+      case KvCacheType::kF16:
+        for (int64_t i = 0; i < width; ++i) reinterpret_cast<Half*>(to)[i] = ToF16(from[i]);
+        break;
+      case KvCacheType::kBf16:
+        for (int64_t i = 0; i < width; ++i) reinterpret_cast<uint16_t*>(to)[i] = ToBf16(from[i]);
+        break;
     }
   };
   const int64_t element = pool.shape().ElementBytes();
@@ -94,6 +100,8 @@ RowBlocksOf<T> LayerCache::ListBlocks(bool keys) const {
   auto& blocks = [&]() -> std::vector<const T*>& {
     if constexpr (std::is_same_v<T, float>) {
       return float_blocks_[keys ? 0 : 1];
+    } else if constexpr (std::is_same_v<T, Half>) {
+      return f16_blocks_[keys ? 0 : 1];
     } else {
       return bf16_blocks_[keys ? 0 : 1];
     }
@@ -119,6 +127,8 @@ RowBlocksOf<T> LayerCache::values() const {
 
 template RowBlocksOf<float> LayerCache::keys<float>() const;
 template RowBlocksOf<float> LayerCache::values<float>() const;
+template RowBlocksOf<Half> LayerCache::keys<Half>() const;
+template RowBlocksOf<Half> LayerCache::values<Half>() const;
 template RowBlocksOf<uint16_t> LayerCache::keys<uint16_t>() const;
 template RowBlocksOf<uint16_t> LayerCache::values<uint16_t>() const;
 

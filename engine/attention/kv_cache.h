@@ -73,8 +73,8 @@ class LayerCache {
   KvCacheType type() const { return table_->pool()->shape().type; }
   // Where the first `length` rows already are (reused from published blocks).
   void SetLength(int64_t length) { length_ = length; }
-  // The cached rows, block by block; T is float for a kFloat32 pool, uint16_t (bfloat16 bits)
-  // for a kBf16 one.
+  // The cached rows, block by block; T is float for a kFloat32 pool, Half for kF16, uint16_t
+  // (bfloat16 bits) for kBf16.
   template <typename T>
   RowBlocksOf<T> keys() const;
   template <typename T>
@@ -89,6 +89,7 @@ class LayerCache {
   RowBlocksOf<T> ListBlocks(bool keys) const;
   // This layer's block addresses as keys() and values() last listed them: [0] keys, [1] values.
   mutable std::vector<const float*> float_blocks_[2];
+  mutable std::vector<const Half*> f16_blocks_[2];
   mutable std::vector<const uint16_t*> bf16_blocks_[2];
   std::optional<LinearAttentionState> linear_;
 };

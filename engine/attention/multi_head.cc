@@ -232,10 +232,16 @@ absl::StatusOr<Tensor> MultiHeadAttention::ForwardCached(
                               score_options(), concatenated);
   };
   // Every sequence of a batch shares the model's pool, and so its element type.
-  if (x.batch() > 0 && caches[0]->type() == KvCacheType::kBf16) {
-    attend.template operator()<uint16_t>();
-  } else {
-    attend.template operator()<float>();
+  switch (x.batch() > 0 ? caches[0]->type() : KvCacheType::kFloat32) {
+    case KvCacheType::kFloat32:
+      attend.template operator()<float>();
+      break;
+    case KvCacheType::kF16:
+      attend.template operator()<Half>();
+      break;
+    case KvCacheType::kBf16:
+      attend.template operator()<uint16_t>();
+      break;
   }
   if (config_.kind == AttentionKind::kExclusive) {
     // Each query's own value is among the new rows: row i of the new values is token i's.

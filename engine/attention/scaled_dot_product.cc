@@ -20,11 +20,21 @@ constexpr int64_t kFewQueries = 4;   // up to this many queries per sequence rea
 
 int64_t RoundUp(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-// Cached elements as floats: float32 as it is, bfloat16 widened (exactly).
+// Cached elements as floats: float32 as it is, half and bfloat16 widened (exactly).
 inline float ToFloat(float x) { return x; }
+inline float ToFloat(Half x) { return FromF16(x); }
 inline float ToFloat(uint16_t x) { return FromBf16(x); }
 #ifdef ATTNSERVE_AVX2
 inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 Load8(const Half* p) {
+#ifdef __F16C__
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#else
+  float widened[8];
+  for (int i = 0; i < 8; ++i) widened[i] = FromF16(p[i]);
+  return _mm256_loadu_ps(widened);
+#endif
+}
 inline __m256 Load8(const uint16_t* p) {
   const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
@@ -440,6 +450,14 @@ void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengt
 
 void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths,
                                std::span<const RowBlocks> keys, std::span<const RowBlocks> values,
+                               std::span<const int64_t> k_lengths, int64_t num_heads,
+                               const ScoreOptions& options, Tensor& out) {
+  AttendBlocks(q, q_lengths, keys, values, k_lengths, num_heads, options, out);
+}
+
+void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths,
+                               std::span<const HalfRowBlocks> keys,
+                               std::span<const HalfRowBlocks> values,
                                std::span<const int64_t> k_lengths, int64_t num_heads,
                                const ScoreOptions& options, Tensor& out) {
   AttendBlocks(q, q_lengths, keys, values, k_lengths, num_heads, options, out);

@@ -11,13 +11,14 @@
 #include <cstdint>
 #include <span>
 
+#include "engine/f16.h"
 #include "engine/tensor.h"
 
 namespace attnserve {
 
 // Keys or values of one sequence in blocks of block_rows rows (a paged cache; the last block may
 // be partly used): row j at blocks[j / block_rows] + (j % block_rows) · stride. A dense tensor
-// is a single block. Elements are float, or bfloat16 bits (a KV cache of KvCacheType::kBf16).
+// is a single block. Elements are float, half (KvCacheType::kF16) or bfloat16 bits (kBf16).
 template <typename T>
 struct RowBlocksOf {
   const T* const* blocks;
@@ -27,6 +28,7 @@ struct RowBlocksOf {
   const T* row(int64_t j) const { return blocks[j / block_rows] + (j % block_rows) * stride; }
 };
 using RowBlocks = RowBlocksOf<float>;
+using HalfRowBlocks = RowBlocksOf<Half>;
 using Bf16RowBlocks = RowBlocksOf<uint16_t>;
 
 struct ScoreOptions {
@@ -46,6 +48,11 @@ void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengt
 // The same with each sequence's keys and values in blocks: keys[b], values[b].
 void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths,
                                std::span<const RowBlocks> keys, std::span<const RowBlocks> values,
+                               std::span<const int64_t> k_lengths, int64_t num_heads,
+                               const ScoreOptions& options, Tensor& out);
+void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths,
+                               std::span<const HalfRowBlocks> keys,
+                               std::span<const HalfRowBlocks> values,
                                std::span<const int64_t> k_lengths, int64_t num_heads,
                                const ScoreOptions& options, Tensor& out);
 void ScaledDotProductAttention(const Tensor& q, std::span<const int64_t> q_lengths,

@@ -11,6 +11,7 @@
 #include "engine/attention/pointer.h"
 #include "engine/attention/scaled_dot_product.h"
 #include "engine/bf16.h"
+#include "engine/f16.h"
 #include "tests/tensor_compare.h"
 
 namespace attnserve {
@@ -157,24 +158,25 @@ TEST(ScaledDotProductTest, DecodingKernelMatchesTheTiledKernel) {
   }
 }
 
-// A bfloat16 KV cache in blocks gives what float32 attention gives over the same keys and values
-// rounded to bfloat16: the kernels widen them exactly. Both kernels (a few queries read the rows
+// A two-byte KV cache in blocks gives what float32 attention gives over the same keys and values
+// rounded to its type: the kernels widen them exactly. Both kernels (a few queries read the rows
 // in place, more are packed), vector and scalar head widths, grouped heads.
-TEST(ScaledDotProductTest, Bf16BlocksAttendAsTheirValuesRoundedToFloat) {
+template <typename T>
+void ExpectBlocksAttendAsTheirValuesRoundedToFloat(T (*narrow)(float), float (*widen)(T)) {
   const int64_t heads = 4, kv_heads = 2, time = 45, block_rows = 7;
   for (auto [dk, dv] : {std::pair<int64_t, int64_t>{64, 64}, {8, 128}, {12, 20}}) {
     const Tensor q = Random({1, time, heads * dk}, 1);
     Tensor k = Random({1, time, kv_heads * dk}, 2), v = Random({1, time, kv_heads * dv}, 3);
-    std::vector<uint16_t> k16(k.size()), v16(v.size());
-    for (int64_t i = 0; i < k.size(); ++i) k.data()[i] = FromBf16(k16[i] = ToBf16(k.data()[i]));
-    for (int64_t i = 0; i < v.size(); ++i) v.data()[i] = FromBf16(v16[i] = ToBf16(v.data()[i]));
-    std::vector<const uint16_t*> key_blocks, value_blocks;
+    std::vector<T> k16(k.size()), v16(v.size());
+    for (int64_t i = 0; i < k.size(); ++i) k.data()[i] = widen(k16[i] = narrow(k.data()[i]));
+    for (int64_t i = 0; i < v.size(); ++i) v.data()[i] = widen(v16[i] = narrow(v.data()[i]));
+    std::vector<const T*> key_blocks, value_blocks;
     for (int64_t row = 0; row < time; row += block_rows) {
       key_blocks.push_back(k16.data() + row * kv_heads * dk);
       value_blocks.push_back(v16.data() + row * kv_heads * dv);
     }
-    const std::vector<Bf16RowBlocks> keys = {{key_blocks.data(), block_rows, kv_heads * dk}};
-    const std::vector<Bf16RowBlocks> values = {{value_blocks.data(), block_rows, kv_heads * dv}};
+    const std::vector<RowBlocksOf<T>> keys = {{key_blocks.data(), block_rows, kv_heads * dk}};
+    const std::vector<RowBlocksOf<T>> values = {{value_blocks.data(), block_rows, kv_heads * dv}};
     const ScoreOptions options{
         .scale = 0.125f, .causal = true, .alibi_slopes = {}, .kv_heads = kv_heads, .window = 0};
     const std::vector<int64_t> all = {time};
@@ -183,11 +185,21 @@ TEST(ScaledDotProductTest, Bf16BlocksAttendAsTheirValuesRoundedToFloat) {
       const std::vector<int64_t> q_lengths = {queries};
       Tensor expected({1, queries, heads * dv}), paged({1, queries, heads * dv});
       ScaledDotProductAttention(last, q_lengths, k, v, all, heads, options, expected);
-      ScaledDotProductAttention(last, q_lengths, keys, values, all, heads, options, paged);
+      ScaledDotProductAttention(last, q_lengths, std::span<const RowBlocksOf<T>>(keys),
+                                std::span<const RowBlocksOf<T>>(values), all, heads, options,
+                                paged);
       EXPECT_TRUE(AllClose(paged, expected, 1e-5f, 1e-5f))
           << "dk=" << dk << " dv=" << dv << " queries=" << queries;
     }
   }
+}
+
+TEST(ScaledDotProductTest, HalfBlocksAttendAsTheirValuesRoundedToFloat) {
+  ExpectBlocksAttendAsTheirValuesRoundedToFloat<Half>(ToF16, FromF16);
+}
+
+TEST(ScaledDotProductTest, Bf16BlocksAttendAsTheirValuesRoundedToFloat) {
+  ExpectBlocksAttendAsTheirValuesRoundedToFloat<uint16_t>(ToBf16, FromBf16);
 }
 
 TEST(LinearAttentionTest, RecurrenceStepsMatchTheCausalPass) {

@@ -9,8 +9,12 @@
 // from the full pass), for sequences too long to print every logit of. With
 // "rotary": {"positions": [...], "context": L}, a rotary model gives instead its θ_i for a
 // sequence of L tokens and the cos and sin (attention factor included) by which the kernel turns
-// each pair at each position, read off unit vectors it rotates. A model that does not load: its
-// error on stderr, exit code 2.
+// each pair at each position, read off unit vectors it rotates. With "cached": {"prefill": P,
+// "chunk": C, "kv_cache": "float32", "f16" or "bf16"}, a causal LM is fed each sequence's first P
+// tokens in chunks of C through a KV cache of that type, then the rest one token at a time, and
+// gives the scores of those tokens and its most likely next token at each ("top"). With
+// "weights": "int8", the model's linear layers are quantized at load. A model that does not
+// load: its error on stderr, exit code 2.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -77,6 +81,37 @@ std::vector<double> Scores(const attnserve::Tensor& logits, const std::vector<in
   return scores;
 }
 
+// Feeds `tokens` through a KV cache as described above.
+absl::StatusOr<json> CachedScores(const attnserve::CausalLM& lm, const std::vector<int64_t>& tokens,
+                                  const json& request) {
+  const auto prefill = request["prefill"].get<size_t>(), chunk = request["chunk"].get<size_t>();
+  attnserve::KvBlockShape shape = *lm.CacheShape(32);
+  shape.type = request["kv_cache"] == "bf16"  ? attnserve::KvCacheType::kBf16
+               : request["kv_cache"] == "f16" ? attnserve::KvCacheType::kF16
+                                              : attnserve::KvCacheType::kFloat32;
+  auto pool =
+      attnserve::KvBlockPool::Create(shape, shape.BlocksFor(static_cast<int64_t>(tokens.size())));
+  if (!pool.ok()) return pool.status();
+  auto state = lm.NewState(pool->get());
+  json out = {{"scores", json::array()}, {"top", json::array()}};
+  for (size_t start = 0; start + 1 < tokens.size();) {
+    const size_t end = start < prefill ? std::min(prefill, start + chunk) : start + 1;
+    if (!state->table->Reserve(static_cast<int64_t>(end))) {
+      return absl::ResourceExhaustedError("the pool is too small");
+    }
+    attnserve::DecoderState* states[] = {state.get()};
+    auto step =
+        lm.Advance(states, {std::vector<int64_t>(tokens.begin() + start, tokens.begin() + end)});
+    if (!step.ok()) return step.status();
+    start = end;
+    if (end < prefill) continue;
+    const float* row = step->row(0);
+    out["scores"].push_back(Scores(*step, {0, tokens[end]})[0]);
+    out["top"].push_back(std::max_element(row, row + step->dim(-1)) - row);
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -84,14 +119,16 @@ int main(int argc, char** argv) {
     std::cerr << "usage: hf_model_tool MODEL_DIR < request.json\n";
     return 1;
   }
-  auto model = attnserve::LoadModel(argv[1]);
+  std::stringstream text;
+  text << std::cin.rdbuf();
+  const json request = json::parse(text.str());
+  attnserve::WeightFormat weights;
+  weights.int8 = request.value("weights", "float32") == "int8";
+  auto model = attnserve::LoadModel(argv[1], {weights});
   if (!model.ok()) {
     std::cerr << model.status().message() << "\n";
     return 2;
   }
-  std::stringstream text;
-  text << std::cin.rdbuf();
-  const json request = json::parse(text.str());
   const auto sequences = request["sequences"].get<std::vector<std::vector<int64_t>>>();
   const int64_t generate = request.value("generate", 0);
   json out;
@@ -111,6 +148,12 @@ int main(int argc, char** argv) {
       return Fail(absl::InvalidArgumentError("no rotary positions"));
     }
     out = RotaryTables(config.rotary, config.head_dim_qk, request["rotary"]);
+  } else if (lm != nullptr && request.contains("cached")) {
+    for (const std::vector<int64_t>& sequence : sequences) {
+      auto scores = CachedScores(*lm, sequence, request["cached"]);
+      if (!scores.ok()) return Fail(scores.status());
+      out["cached"].push_back(*scores);
+    }
   } else if (lm != nullptr) {
     auto logits = lm->Logits(sequences);
     if (!logits.ok()) return Fail(logits.status());

@@ -2,11 +2,14 @@
 // stability at extremes, and the errors bad inputs get.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "engine/f16.h"
 #include "engine/kernels/activations.h"
 #include "engine/kernels/alibi.h"
 #include "engine/kernels/embedding.h"
@@ -16,6 +19,38 @@
 
 namespace attnserve {
 namespace {
+
+// Every half widens exactly and narrows back to itself; floats round to the nearest half, ties
+// to even, the same with F16C and in integer arithmetic; beyond ±65504 they saturate.
+TEST(KernelsTest, HalfPrecisionRoundsToNearestEvenAndSaturates) {
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const Half half = static_cast<Half>(bits);
+    const float value = FromF16(half);
+    EXPECT_EQ(std::bit_cast<uint32_t>(value), std::bit_cast<uint32_t>(FromF16Portable(half)))
+        << bits;
+    if (std::isnan(value)) {
+      EXPECT_TRUE(std::isnan(FromF16(ToF16(value))));
+      continue;
+    }
+    if (std::isinf(value)) continue;  // saturates, below
+    ASSERT_EQ(static_cast<uint16_t>(ToF16(value)), bits);
+    ASSERT_EQ(static_cast<uint16_t>(ToF16Portable(value)), bits);
+  }
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> any;
+  for (int i = 0; i < 200000; ++i) {
+    const float value = std::bit_cast<float>(any(rng) & 0xc7ffffffu);  // |value| < 2^17 or so
+    if (std::isnan(value)) continue;
+    ASSERT_EQ(static_cast<uint16_t>(ToF16(value)), static_cast<uint16_t>(ToF16Portable(value)))
+        << value;
+  }
+  EXPECT_EQ(FromF16(ToF16(1.0f + 1.0f / 2048)), 1.0f) << "a tie goes to the even neighbour";
+  EXPECT_EQ(FromF16(ToF16(1.0f + 3.0f / 2048)), 1.0f + 4.0f / 2048);
+  EXPECT_EQ(FromF16(ToF16(1e6f)), kHalfMax);
+  EXPECT_EQ(FromF16(ToF16Portable(-INFINITY)), -kHalfMax);
+  EXPECT_EQ(FromF16(ToF16(1e-8f)), 0.0f);
+  EXPECT_EQ(FromF16(ToF16Portable(3e-8f)), std::ldexp(1.0f, -24)) << "the smallest subnormal";
+}
 
 TEST(KernelsTest, ExpIsAccurateOverItsRange) {
   std::vector<float> x;

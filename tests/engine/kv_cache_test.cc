@@ -197,24 +197,30 @@ TEST_F(DemoDecodingTest, ChunkedPrefillOverSmallBlocksEqualsTheFullPass) {
   }
 }
 
-// A bfloat16 cache keeps 8 significant bits of each key and value: the logits move by what that
-// rounding costs, far less than the logits' spread, and decoding over it matches the pass over the
-// whole sequence (which caches nothing) as closely.
-TEST_F(DemoDecodingTest, ABf16CacheStaysCloseToTheFullPass) {
+// A two-byte cache keeps 11 (half) or 8 (bfloat16) significant bits of each key and value: the
+// logits move by what that rounding costs, far less than the logits' spread, half's less than
+// bfloat16's, and decoding over it matches the pass over the whole sequence (which caches nothing)
+// as closely.
+TEST_F(DemoDecodingTest, TwoByteCachesStayCloseToTheFullPass) {
   const std::vector<int64_t> tokens = RandomTokens(300, 7);
   auto full = lm().Logits({tokens});
   ASSERT_TRUE(full.ok());
   const Tensor expected = full->Select(0).Slice(0, 299, 1);
-  auto float_pool = Pool(32, 20), bf16_pool = Pool(32, 20, KvCacheType::kBf16);
-  EXPECT_EQ(2 * bf16_pool->shape().BlockBytes(), float_pool->shape().BlockBytes());
-  auto float_state = lm().NewState(float_pool.get()), bf16_state = lm().NewState(bf16_pool.get());
-  const Tensor float_logits = Feed(*float_state, tokens, 64);
-  const Tensor bf16_logits = Feed(*bf16_state, tokens, 64);
-  const float rounding = MaxDifference(bf16_logits, expected);
-  std::cout << "bf16 cache: largest logit difference " << rounding << ", float32 cache "
-            << MaxDifference(float_logits, expected) << "\n";
-  EXPECT_GT(rounding, MaxDifference(float_logits, expected)) << "the cache is really bf16";
-  EXPECT_LT(rounding, 2e-2);
+  const auto difference = [&](KvCacheType type) {
+    auto pool = Pool(32, 20, type);
+    auto state = lm().NewState(pool.get());
+    return MaxDifference(Feed(*state, tokens, 64), expected);
+  };
+  EXPECT_EQ(2 * Pool(32, 1, KvCacheType::kF16)->shape().BlockBytes(),
+            Pool(32, 1)->shape().BlockBytes());
+  const float float32 = difference(KvCacheType::kFloat32), f16 = difference(KvCacheType::kF16),
+              bf16 = difference(KvCacheType::kBf16);
+  std::cout << "largest logit difference: float32 cache " << float32 << ", f16 " << f16
+            << ", bf16 " << bf16 << "\n";
+  EXPECT_GT(f16, float32) << "the cache is really f16";
+  EXPECT_GT(bf16, f16);
+  EXPECT_LT(f16, 2e-3);
+  EXPECT_LT(bf16, 2e-2);
 }
 
 TEST_F(DemoDecodingTest, AReusedPrefixGivesWhatAFreshComputationGives) {

@@ -201,10 +201,15 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
   ModelConfig config;
   EXPECT_EQ(KvCacheTypeFor(*options, config), KvCacheType::kFloat32);
   config.weights.int8 = true;
-  EXPECT_EQ(KvCacheTypeFor(*options, config), KvCacheType::kBf16);
+  EXPECT_EQ(KvCacheTypeFor(*options, config), KvCacheType::kF16);
+  Write(dir / "serving.json", R"({"kv_cache": "f16"})");
+  options = ServingOptionsFor(dir.string(), defaults);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->kv_cache, KvCacheType::kF16);
 
   for (const auto& [text, fragment] : std::vector<std::pair<std::string, std::string>>{
-           {R"({"kv_cache": "f16"})", "\"f16\" is not a KV cache type (float32, bf16 or auto)"},
+           {R"({"kv_cache": "fp8"})",
+            "\"fp8\" is not a KV cache type (float32, f16, bf16 or auto)"},
            {R"({"weights": "int4"})", "\"int4\" is not a weight format"},
            {R"({"weights": 8})", "field weights"},
            {R"({"int8_group_size": -32})", "int8_group_size must be a non-negative"},
