@@ -3,10 +3,9 @@
 // as a fresh computation does.
 #include <gtest/gtest.h>
 
-#include <iostream>
-
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <numeric>
 #include <random>
 
@@ -215,8 +214,8 @@ TEST_F(DemoDecodingTest, TwoByteCachesStayCloseToTheFullPass) {
             Pool(32, 1)->shape().BlockBytes());
   const float float32 = difference(KvCacheType::kFloat32), f16 = difference(KvCacheType::kF16),
               bf16 = difference(KvCacheType::kBf16);
-  std::cout << "largest logit difference: float32 cache " << float32 << ", f16 " << f16
-            << ", bf16 " << bf16 << "\n";
+  std::cout << "largest logit difference: float32 cache " << float32 << ", f16 " << f16 << ", bf16 "
+            << bf16 << "\n";
   EXPECT_GT(f16, float32) << "the cache is really f16";
   EXPECT_GT(bf16, f16);
   EXPECT_LT(f16, 2e-3);
