@@ -4,12 +4,14 @@
 // prints {"case": median ms, ...}.
 //
 // Usage: engine_runner MODEL_DIR [--runs N] [--cases prefill:1x128,decode:512,...] [--check 0]
-//                      [--weights int8] [--int8_group_size G]
+//                      [--weights int8] [--int8_group_size G] [--kv_cache float32|f16|bf16]
 //   (--check 0 skips the check: for profiling a directory without check files; with int8
 //   weights the check allows the quantization's error, 5% of the largest logit)
 //   prefill:BxT  B prompts of T tokens (or T feature vectors): causal LMs feed fresh states and
 //                return the last position's logits; Perceiver IO and Set Transformer run forward
 //   decode:C     one token fed to a batch-1 state already holding C tokens (causal LMs)
+//   The KV cache is the server's default unless --kv_cache says otherwise: f16 with int8
+//   weights, float32 with float32 weights.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +20,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -107,13 +110,18 @@ TokenSequences RandomTokens(int64_t batch, int64_t length) {
   return tokens;
 }
 
-// Fresh states for `prompts`, with room for `extra` more tokens each.
+// `batch` fresh states with room for `capacity` tokens each, in a pool of their own.
 struct States {
+  std::unique_ptr<KvBlockPool> pool;
   std::vector<std::unique_ptr<DecoderState>> owned;
   std::vector<DecoderState*> pointers;
-  States(const CausalLM& lm, int64_t batch, int64_t capacity) {
+  States(const CausalLM& lm, int64_t batch, int64_t capacity, KvCacheType type) {
+    KvBlockShape shape = *lm.CacheShape(32);
+    shape.type = type;
+    pool = Value(KvBlockPool::Create(shape, batch * shape.BlocksFor(capacity)), "KV pool");
     for (int64_t b = 0; b < batch; ++b) {
-      owned.push_back(lm.NewState(capacity));
+      owned.push_back(lm.NewState(pool.get()));
+      Require(owned.back()->table->Reserve(capacity), "KV pool too small");
       pointers.push_back(owned.back().get());
     }
   }
@@ -140,7 +148,7 @@ void Check(const Model& model, const std::string& directory) {
     for (int64_t b = 0; b < batch; ++b) {
       prompts[b].assign(ids.begin() + b * length, ids.begin() + (b + 1) * length);
     }
-    States states(lm, batch, length + 1);
+    States states(lm, batch, length + 1, KvCacheType::kFloat32);
     CheckClose(Value(lm.Advance(states.pointers, prompts), "prefill"), expected, "prefill",
                tolerance);
     // The decode check: the first prompt's state, one more token.
@@ -155,7 +163,7 @@ void Check(const Model& model, const std::string& directory) {
   }
 }
 
-double TimeCase(const Model& model, const std::string& name, int runs) {
+double TimeCase(const Model& model, const std::string& name, int runs, KvCacheType kv_cache) {
   const auto colon = name.find(':');
   const std::string kind = name.substr(0, colon), shape = name.substr(colon + 1);
   if (kind == "prefill") {
@@ -163,7 +171,7 @@ double TimeCase(const Model& model, const std::string& name, int runs) {
     if (model.As<CausalLM>()) {
       const TokenSequences prompts = RandomTokens(batch, length);
       return MedianMs(runs, [&] {
-        States states(*model.As<CausalLM>(), batch, length);
+        States states(*model.As<CausalLM>(), batch, length, kv_cache);
         Value(model.As<CausalLM>()->Advance(states.pointers, prompts), name);
       });
     }
@@ -174,14 +182,14 @@ double TimeCase(const Model& model, const std::string& name, int runs) {
   const CausalLM& lm = *model.As<CausalLM>();
   const int64_t context = std::stoll(shape);
   // Each timed step adds a token, so the context ends runs + 2 tokens longer than it starts.
-  States states(lm, 1, context + runs + 3);
+  States states(lm, 1, context + runs + 3, kv_cache);
   Value(lm.Advance(states.pointers, RandomTokens(1, context)), name);
   const TokenSequences next = {{42}};
   return MedianMs(runs, [&] { Value(lm.Advance(states.pointers, next), name); });
 }
 
 int Run(const std::string& directory, int runs, const std::string& cases, bool check,
-        const LoadOptions& options) {
+        const LoadOptions& options, std::optional<KvCacheType> kv_cache) {
   const auto model = Value(LoadModel(directory, options), "loading " + directory);
   // What the loaded weights keep resident (the file's pages of packed or quantized weights are
   // released once copied).
@@ -197,7 +205,9 @@ int Run(const std::string& directory, int runs, const std::string& cases, bool c
   std::stringstream list(cases);
   std::string name;
   for (bool first = true; std::getline(list, name, ','); first = false) {
-    const double ms = TimeCase(*model, name, runs);
+    const double ms = TimeCase(
+        *model, name, runs,
+        kv_cache.value_or(options.weights.int8 ? KvCacheType::kF16 : KvCacheType::kFloat32));
     std::printf("%s\"%s\": %.3f", first ? "" : ", ", name.c_str(), ms);
     std::fflush(stdout);
     std::cerr << name << ": " << ms << " ms\n";
@@ -212,13 +222,14 @@ int Run(const std::string& directory, int runs, const std::string& cases, bool c
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: engine_runner MODEL_DIR [--runs N] [--cases CASE,...] [--check 0] "
-                 "[--weights float32|int8] [--int8_group_size G]\n";
+                 "[--weights float32|int8] [--int8_group_size G] [--kv_cache float32|f16|bf16]\n";
     return 2;
   }
   int runs = 10;
   std::string cases;
   bool check = true;
   attnserve::LoadOptions options;
+  std::optional<attnserve::KvCacheType> kv_cache;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--runs") {
@@ -229,6 +240,11 @@ int main(int argc, char** argv) {
       check = std::string(argv[i + 1]) != "0";
     } else if (flag == "--weights") {
       options.weights.int8 = std::string(argv[i + 1]) == "int8";
+    } else if (flag == "--kv_cache") {
+      const std::string type = argv[i + 1];
+      kv_cache = type == "f16"    ? attnserve::KvCacheType::kF16
+                 : type == "bf16" ? attnserve::KvCacheType::kBf16
+                                  : attnserve::KvCacheType::kFloat32;
     } else if (flag == "--int8_group_size") {
       options.weights.group_size = std::atoll(argv[i + 1]);
     } else {
@@ -236,5 +252,5 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  return attnserve::Run(argv[1], runs, cases, check, options);
+  return attnserve::Run(argv[1], runs, cases, check, options, kv_cache);
 }

@@ -65,6 +65,21 @@ inline Half ToF16(float value) {
 #endif
 }
 
+// to[i] = ToF16(from[i]) for i in [0, n), eight at a time where the CPU has F16C.
+inline void ToF16(const float* from, int64_t n, Half* to) {
+  int64_t i = 0;
+#ifdef __F16C__
+  // min(bound, x) and max(-bound, x) return x when it is NaN, as the scalar clamp does.
+  const __m256 top = _mm256_set1_ps(kHalfMax), bottom = _mm256_set1_ps(-kHalfMax);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_max_ps(bottom, _mm256_min_ps(top, _mm256_loadu_ps(from + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(to + i),
+                     _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+  }
+#endif
+  for (; i < n; ++i) to[i] = ToF16(from[i]);
+}
+
 inline float FromF16(Half half) {
 #ifdef __F16C__
   return _cvtsh_ss(static_cast<uint16_t>(half));

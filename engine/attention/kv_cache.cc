@@ -75,7 +75,7 @@ void LayerCache::Append(const float* keys, int64_t key_stride, const float* valu
         std::memcpy(to, from, width * sizeof(float));
         break;
       case KvCacheType::kF16:
-        for (int64_t i = 0; i < width; ++i) reinterpret_cast<Half*>(to)[i] = ToF16(from[i]);
+        ToF16(from, width, reinterpret_cast<Half*>(to));
         break;
       case KvCacheType::kBf16:
         for (int64_t i = 0; i < width; ++i) reinterpret_cast<uint16_t*>(to)[i] = ToBf16(from[i]);

@@ -44,6 +44,20 @@ TEST(KernelsTest, HalfPrecisionRoundsToNearestEvenAndSaturates) {
     ASSERT_EQ(static_cast<uint16_t>(ToF16(value)), static_cast<uint16_t>(ToF16Portable(value)))
         << value;
   }
+  std::vector<float> row(37);
+  for (float& value : row) value = std::bit_cast<float>(any(rng) & 0xc7ffffffu);
+  row[3] = NAN;
+  row[9] = -INFINITY;
+  row[17] = 1e9f;
+  std::vector<Half> narrowed(row.size());
+  ToF16(row.data(), static_cast<int64_t>(row.size()), narrowed.data());
+  for (size_t i = 0; i < row.size(); ++i) {
+    if (std::isnan(row[i])) {
+      EXPECT_TRUE(std::isnan(FromF16(narrowed[i])));
+    } else {
+      EXPECT_EQ(static_cast<uint16_t>(narrowed[i]), static_cast<uint16_t>(ToF16(row[i]))) << i;
+    }
+  }
   EXPECT_EQ(FromF16(ToF16(1.0f + 1.0f / 2048)), 1.0f) << "a tie goes to the even neighbour";
   EXPECT_EQ(FromF16(ToF16(1.0f + 3.0f / 2048)), 1.0f + 4.0f / 2048);
   EXPECT_EQ(FromF16(ToF16(1e6f)), kHalfMax);
