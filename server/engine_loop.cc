@@ -109,9 +109,11 @@ absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(std::string name,
           " holds ", blocks * shape->block_tokens, " tokens, fewer than the ",
           context_blocks * shape->block_tokens, " of its context; raise --memory_limit_mb"));
     }
-    // Prefixes nobody holds are kept in at most a quarter of the pool, so that the pool's
-    // resident part follows the work in flight rather than every prefix ever seen.
-    ASSIGN_OR_RETURN(auto created, KvBlockPool::Create(*shape, blocks, blocks / 4));
+    // Prefixes nobody holds are kept up to --prefix_cache_tokens and a quarter of the pool, so
+    // that the pool's resident part follows the work in flight rather than every prefix seen.
+    const int64_t cached_blocks = std::min(
+        blocks / 4, options.prefix_cache_tokens / std::max<int64_t>(1, shape->block_tokens));
+    ASSIGN_OR_RETURN(auto created, KvBlockPool::Create(*shape, blocks, cached_blocks));
     pool = std::move(created);
   }
   return std::unique_ptr<EngineLoop>(

@@ -74,6 +74,9 @@ ABSL_FLAG(std::string, kv_cache, "auto",
           "and of the bytes each decoding step reads (f16: 11 significant bits up to 65504, bf16: "
           "8 bits over float32's range); or auto: f16 for int8 weights, float32 for float32 "
           "weights (per model in serving.json)");
+ABSL_FLAG(int64_t, prefix_cache_tokens, 16384,
+          "Tokens of finished generations' prefixes each generating model keeps for reuse (at "
+          "most a quarter of its KV cache; 0: none)");
 ABSL_FLAG(int64_t, int8_group_size, 32,
           "int8 weights: a scale per this many input columns of each output (0: one per output)");
 ABSL_FLAG(int, drain_timeout_s, 30, "On SIGTERM, how long in-flight requests may take");
@@ -159,6 +162,7 @@ int Serve() {
   options.max_response_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.max_text_bytes = std::max<int64_t>(1, absl::GetFlag(FLAGS_max_text_bytes));
   options.weights.group_size = std::max<int64_t>(0, absl::GetFlag(FLAGS_int8_group_size));
+  options.prefix_cache_tokens = std::max<int64_t>(0, absl::GetFlag(FLAGS_prefix_cache_tokens));
   if (const absl::Status type = ParseKvCacheType(absl::GetFlag(FLAGS_kv_cache), options.kv_cache);
       !type.ok()) {
     std::cerr << "attnserve: --kv_cache: " << type.message() << "\n";

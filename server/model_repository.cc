@@ -124,7 +124,8 @@ absl::StatusOr<EngineLoopOptions> ServingOptionsFor(const std::string& directory
       }
       continue;
     }
-    const bool may_be_zero = key == "max_queue_delay_ms" || key == "int8_group_size";
+    const bool may_be_zero =
+        key == "max_queue_delay_ms" || key == "int8_group_size" || key == "prefix_cache_tokens";
     if (!value.is_number_integer() || value.get<int64_t>() < (may_be_zero ? 0 : 1) ||
         value.get<int64_t>() > (int64_t{1} << 40)) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": field ", key, " must be a ",
@@ -144,6 +145,8 @@ absl::StatusOr<EngineLoopOptions> ServingOptionsFor(const std::string& directory
       options.step_tokens = number;
     } else if (key == "prefill_chunk_tokens") {
       options.prefill_chunk_tokens = number;
+    } else if (key == "prefix_cache_tokens") {
+      options.prefix_cache_tokens = number;
     } else if (key == "int8_group_size") {
       options.weights.group_size = number;
     } else {

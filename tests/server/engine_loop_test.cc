@@ -121,6 +121,34 @@ class EngineLoopTest : public ::testing::Test {
   ServerMetrics metrics_{registry_};
 };
 
+// Finished generations leave their full blocks published for reuse, up to prefix_cache_tokens:
+// six generations of 5 to 24 prompt tokens and 100 generated fill 3 blocks of 32 each.
+TEST_F(EngineLoopTest, ThePrefixCacheKeepsNoMoreThanItsTokens) {
+  for (const int64_t limit : {int64_t{64}, int64_t{16384}}) {
+    prometheus::Registry registry;
+    ServerMetrics metrics(registry);
+    EngineLoopOptions options;
+    options.prefix_cache_tokens = limit;
+    auto model = LoadModel(kDemo);
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto worker = EngineLoop::Create("demo", *std::move(model), options, metrics);
+    ASSERT_TRUE(worker.ok()) << worker.status();
+    for (int seed = 0; seed < 6; ++seed) {
+      Call call = MakeCall(TaskKind::kGenerate, seed, /*generate_tokens=*/100);
+      call.task->generate.ignore_eos = true;
+      ASSERT_TRUE((*worker)->Submit(call.task).ok());
+      ASSERT_TRUE(call.sink->Wait().ok());
+    }
+    (*worker)->Drain();
+    const double cached = SumByLabel(metrics.kv_blocks, "state")["cached"];
+    if (limit == 64) {
+      EXPECT_EQ(cached, 2) << "64 tokens are 2 blocks of 32";
+    } else {
+      EXPECT_EQ(cached, 18);
+    }
+  }
+}
+
 TEST_F(EngineLoopTest, ConcurrentSubmittersAreEachAnsweredOnce) {
   auto worker = StartWorker();
   constexpr int kThreads = 6, kPerThread = 12;

@@ -202,6 +202,10 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
   EXPECT_EQ(KvCacheTypeFor(*options, config), KvCacheType::kFloat32);
   config.weights.int8 = true;
   EXPECT_EQ(KvCacheTypeFor(*options, config), KvCacheType::kF16);
+  Write(dir / "serving.json", R"({"prefix_cache_tokens": 0})");
+  options = ServingOptionsFor(dir.string(), defaults);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->prefix_cache_tokens, 0);
   Write(dir / "serving.json", R"({"kv_cache": "f16"})");
   options = ServingOptionsFor(dir.string(), defaults);
   ASSERT_TRUE(options.ok()) << options.status();
