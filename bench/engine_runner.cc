@@ -10,6 +10,8 @@
 //   prefill:BxT  B prompts of T tokens (or T feature vectors): causal LMs feed fresh states and
 //                return the last position's logits; Perceiver IO and Set Transformer run forward
 //   decode:C     one token fed to a batch-1 state already holding C tokens (causal LMs)
+//   decode:BxC   one token fed to each of B states already holding C tokens: a step of B
+//                streams decoding together
 //   The KV cache is the server's default unless --kv_cache says otherwise: f16 with int8
 //   weights, float32 with float32 weights.
 #include <algorithm>
@@ -180,11 +182,13 @@ double TimeCase(const Model& model, const std::string& name, int runs, KvCacheTy
   }
   Require(kind == "decode" && model.As<CausalLM>(), "unknown case " + name);
   const CausalLM& lm = *model.As<CausalLM>();
-  const int64_t context = std::stoll(shape);
+  const bool batched = shape.find('x') != std::string::npos;
+  const int64_t batch = batched ? std::stoll(shape) : 1;
+  const int64_t context = std::stoll(batched ? shape.substr(shape.find('x') + 1) : shape);
   // Each timed step adds a token, so the context ends runs + 2 tokens longer than it starts.
-  States states(lm, 1, context + runs + 3, kv_cache);
-  Value(lm.Advance(states.pointers, RandomTokens(1, context)), name);
-  const TokenSequences next = {{42}};
+  States states(lm, batch, context + runs + 3, kv_cache);
+  Value(lm.Advance(states.pointers, RandomTokens(batch, context)), name);
+  const TokenSequences next(batch, std::vector<int64_t>{42});
   return MedianMs(runs, [&] { Value(lm.Advance(states.pointers, next), name); });
 }
 

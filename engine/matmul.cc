@@ -324,10 +324,12 @@ absl::Status LinearWith(const Tensor& x, const LinearWeights& w, Tensor& y,
         ", bias ", bias.ShapeString(), ", y ", y.ShapeString()));
   }
   if (m == 0) return absl::OkStatus();
+  if (!w.quantized.empty() && m <= kFewRowsMaxInt8) {
+    FewRowsLinear(x, w.quantized, bias, y, epilogue);
+    return absl::OkStatus();
+  }
   if (m <= kFewRowsMax) {
-    if (!w.quantized.empty()) {
-      FewRowsLinear(x, w.quantized, bias, y, epilogue);
-    } else if (!packed.empty()) {
+    if (!packed.empty()) {
       FewRowsLinear(x, packed, bias, y, epilogue);
     } else {
       FewRowsLinear(x, weight, bias, y, epilogue);

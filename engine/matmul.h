@@ -58,8 +58,8 @@ LinearWeights PrepareStackedLinear(const std::vector<const Tensor*>& weights,
                                    const std::vector<const Tensor*>& biases,
                                    const WeightFormat& format = {});
 
-// Int8 weights multiply more than kFewRowsMax rows through tiles of about this many bytes (at least
-// one panel of 64 columns), each dequantized and multiplied by the thread that took it into a
+// Int8 weights multiply more than kFewRowsMaxInt8 rows through tiles of about this many bytes (at
+// least one panel of 64 columns), each dequantized and multiplied by the thread that took it into a
 // buffer the thread keeps, so that the matmul reads it from the core's cache: whole-layer tiles
 // (16 MB) went through memory three times (written, read back) and ran up to 1.5x slower on a
 // shared machine whose memory was busy.
@@ -76,7 +76,7 @@ enum class Int8TileFormat { kFloatKMajor, kFloatPacked, kBf16Packed };
 Int8TileFormat BestInt8TileFormat();
 const char* Int8TileFormatName(Int8TileFormat format);
 // y = x · Wᵀ (+ bias) for int8 W through tiles in `format` (Linear takes BestInt8TileFormat() for
-// more than kFewRowsMax rows); x, y as for Linear.
+// more than kFewRowsMaxInt8 rows); x, y as for Linear.
 void QuantizedMatmul(const Tensor& x, const QuantizedWeight& q, const Tensor& bias, Tensor& y,
                      MatmulEpilogue epilogue, Int8TileFormat format);
 

@@ -66,13 +66,14 @@ void BlockProducts(const Tensor& x, const Tensor& weight, int64_t begin, int64_t
 }
 
 // block[r][0, end - begin) + bias, activated, into (or added to) columns [begin, end) of y.
+// Rows [first, first + m) of y, columns [begin, end), from block's rows [0, m).
 void StoreBlock(float block[kFewRowsMax][kBlock], int64_t m, int64_t begin, int64_t end,
-                const Tensor& bias, Tensor& y, MatmulEpilogue epilogue) {
+                const Tensor& bias, Tensor& y, MatmulEpilogue epilogue, int64_t first = 0) {
   for (int64_t r = 0; r < m; ++r) {
     float* values = block[r];
     if (!bias.empty()) vec::Axpy(1.0f, bias.data() + begin, values, end - begin);
     ActivateInPlace(epilogue.activation, values, end - begin);
-    float* out = y.row(r) + begin;
+    float* out = y.row(first + r) + begin;
     if (epilogue.accumulate) {
       vec::Axpy(1.0f, values, out, end - begin);
     } else {
@@ -172,14 +173,19 @@ void FewRowsLinear(const Tensor& x, const QuantizedWeight& weight, const Tensor&
   const auto products =
       isa == KernelIsa::kAvx512 ? &Int8PanelProductsAvx512 : &Int8PanelProductsAvx2;
   const int rows = static_cast<int>(x.dim(0));
-  const float* x_rows[kFewRowsMax];
+  const float* x_rows[kFewRowsMaxInt8];
   for (int r = 0; r < rows; ++r) x_rows[r] = x.row(r);
   ParallelFor(weight.panels(), [&](int64_t j) {
     const int64_t begin = j * kBlock, end = std::min(weight.n(), begin + kBlock);
     alignas(64) float block[kFewRowsMax][kBlock];
-    products(x_rows, rows, weight.panel(j), weight.panel_scales(j), weight.k(), weight.group_size(),
-             block);
-    StoreBlock(block, rows, begin, end, bias, y, epilogue);
+    // Four rows at a time: the first pass brings the panel from memory, the others find it in
+    // the cache (a panel of 576 inputs is 36 KB).
+    for (int first = 0; first < rows; first += kFewRowsMax) {
+      const int count = std::min<int>(kFewRowsMax, rows - first);
+      products(x_rows + first, count, weight.panel(j), weight.panel_scales(j), weight.k(),
+               weight.group_size(), block);
+      StoreBlock(block, count, begin, end, bias, y, epilogue, first);
+    }
   });
 }
 

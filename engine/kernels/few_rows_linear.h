@@ -18,6 +18,10 @@
 namespace attnserve {
 
 inline constexpr int64_t kFewRowsMax = 4;
+// int8 weights take this kernel for more rows: widening int8 is cheap next to what the prefill
+// path costs per call (dequantizing every panel to a bf16 or float tile), so a decoding step of up
+// to 16 streams reads each weight from memory once and widens it once per four rows.
+inline constexpr int64_t kFewRowsMaxInt8 = 16;
 
 // Same contract as Linear() (shapes already checked), for 1 <= x.dim(0) <= kFewRowsMax.
 void FewRowsLinear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y,
@@ -27,7 +31,8 @@ void FewRowsLinear(const Tensor& x, const Tensor& weight, const Tensor& bias, Te
 void FewRowsLinear(const Tensor& x, const PackedWeight& weight, const Tensor& bias, Tensor& y,
                    MatmulEpilogue epilogue);
 // The same from int8 weights, widened to float in registers: each thread streams whole panels,
-// a quarter of the bytes of float weights (engine/kernels/int8_panel_products.h).
+// a quarter of the bytes of float weights (engine/kernels/int8_panel_products.h); up to
+// kFewRowsMaxInt8 rows.
 void FewRowsLinear(const Tensor& x, const QuantizedWeight& weight, const Tensor& bias, Tensor& y,
                    MatmulEpilogue epilogue, KernelIsa isa = BestKernelIsa());
 

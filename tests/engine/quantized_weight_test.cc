@@ -144,7 +144,8 @@ TEST(QuantizedLinearTest, FewRowsKernelMatchesFloat64Reference) {
       const QuantizedWeight q = QuantizedWeight::Quantize(w, group_size);
       const Tensor b = Random({150}, 2);
       for (KernelIsa isa : IsasOfThisCpu()) {
-        for (int64_t m = 1; m <= kFewRowsMax; ++m) {
+        for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{11},
+                          kFewRowsMaxInt8}) {
           const Tensor x = Random({m, k}, 3 + m);
           for (Activation activation : {Activation::kNone, Activation::kGeluErf}) {
             for (bool accumulate : {false, true}) {
@@ -190,11 +191,17 @@ TEST(QuantizedLinearTest, ManyRowsMatchFloat64Reference) {
   }
 }
 
-// Linear sends more than kFewRowsMax rows of an int8 weight through the tiles.
+// Linear sends more than kFewRowsMaxInt8 rows of an int8 weight through the tiles, and up to that
+// many through the few-rows kernel.
 TEST(QuantizedLinearTest, LinearTakesTheBestTileFormat) {
   const QuantizedWeight q = QuantizedWeight::Quantize(Random({300, 200}, 1), 32);
   const LinearWeights linear{Tensor(), Random({300}, 2), {}, q};
-  const Tensor x = Random({kFewRowsMax + 1, 200}, 3);
+  const Tensor few = Random({kFewRowsMaxInt8, 200}, 4);
+  Tensor y_few({few.dim(0), 300}), expected_few({few.dim(0), 300});
+  ASSERT_TRUE(Linear(few, linear, y_few).ok());
+  FewRowsLinear(few, q, linear.bias, expected_few, {});
+  EXPECT_TRUE(AllClose(y_few, expected_few, 0.0f, 0.0f));
+  const Tensor x = Random({kFewRowsMaxInt8 + 1, 200}, 3);
   Tensor y({x.dim(0), 300}), expected({x.dim(0), 300});
   ASSERT_TRUE(Linear(x, linear, y).ok());
   QuantizedMatmul(x, q, linear.bias, expected, {}, BestInt8TileFormat());
