@@ -87,9 +87,9 @@ ASAN_CONFIGURE = cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=clang++ \
 # gguf_dequantize_reference). The others are left to `make test`:
 # they time the server (e2e_overload, meaningless at ASan's speed), run Python or other languages'
 # clients over the same server paths, or hold models' accuracy to bounds with kernels the unit tests
-# already run here (e2e_smollm2: a real model's accuracy); the protocol, GGUF and tokenizer parsers
+# already run here (e2e_smollm2, kv_cache_accuracy: a real model's); the protocol, GGUF and tokenizer parsers
 # are fuzzed under ASan by `make fuzz`.
-ASAN_SKIPPED = ^(e2e_(overload|examples|cli|replicas|tokenizers|pretrained|proxy|open_inference|smollm2)|quantization_accuracy.*|(hf|gguf)_tokenizer_reference|python_reference_test|deploy_checks)$$
+ASAN_SKIPPED = ^(e2e_(overload|examples|cli|replicas|tokenizers|pretrained|proxy|open_inference|smollm2)|quantization_accuracy.*|kv_cache_accuracy|(hf|gguf)_tokenizer_reference|python_reference_test|deploy_checks)$$
 test-asan: deps
 	$(ASAN_CONFIGURE)
 	cmake --build build-asan -j $(JOBS)
