@@ -221,7 +221,7 @@ void PackedMatmul(MatmulKey key, int64_t m, const void* x, const void* weights, 
 bool Bf16MatmulIsFaster() {
   const char* setting = std::getenv("ATTNSERVE_BF16");
   if (setting != nullptr && std::string(setting) == "0") return false;
-  return BestKernelIsa() == KernelIsa::kAvx512 && PackedWeight::PackingIsFaster() &&
+  return BestKernelIsa() >= KernelIsa::kAvx512 && PackedWeight::PackingIsFaster() &&
          MatmulPicksPackedBrgemm(memory::data_type::bf16, memory::format_tag::BA16a64b2a);
 }
 
@@ -324,7 +324,7 @@ absl::Status LinearWith(const Tensor& x, const LinearWeights& w, Tensor& y,
         ", bias ", bias.ShapeString(), ", y ", y.ShapeString()));
   }
   if (m == 0) return absl::OkStatus();
-  if (!w.quantized.empty() && m <= kFewRowsMaxInt8) {
+  if (!w.quantized.empty() && m <= FewRowsMax(w.quantized)) {
     FewRowsLinear(x, w.quantized, bias, y, epilogue);
     return absl::OkStatus();
   }
@@ -360,7 +360,10 @@ absl::Status Linear(const Tensor& x, const Tensor& weight, const Tensor& bias, T
 LinearWeights PrepareLinear(Tensor weight, Tensor bias, const WeightFormat& format) {
   if (format.int8) {
     return LinearWeights{
-        Tensor(), std::move(bias), {}, QuantizedWeight::Quantize(weight, format.group_size)};
+        Tensor(),
+        std::move(bias),
+        {},
+        QuantizedWeight::Quantize(weight, format.group_size, format.int8_activations)};
   }
   PackedWeight packed = PackedWeight::PackIfFaster(weight);
   if (!packed.empty()) weight = Tensor();

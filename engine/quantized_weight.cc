@@ -10,8 +10,10 @@
 
 namespace attnserve {
 
-QuantizedWeight QuantizedWeight::Quantize(const Tensor& weight, int64_t group_size) {
+QuantizedWeight QuantizedWeight::Quantize(const Tensor& weight, int64_t group_size,
+                                          bool int8_activations) {
   QuantizedWeight q;
+  q.int8_activations_ = int8_activations;
   q.n_ = weight.dim(0);
   q.k_ = weight.dim(1);
   q.group_size_ = group_size > 0 && group_size < q.k_ ? group_size : std::max<int64_t>(q.k_, 1);

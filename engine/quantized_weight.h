@@ -23,12 +23,15 @@ class QuantizedWeight {
 
   QuantizedWeight() = default;
   // weight [N, K] (rows may be strided); group_size 0 means K (one scale per output column).
-  static QuantizedWeight Quantize(const Tensor& weight, int64_t group_size);
+  // int8_activations: whether decoding may multiply it by int8 activations (WeightFormat).
+  static QuantizedWeight Quantize(const Tensor& weight, int64_t group_size,
+                                  bool int8_activations = true);
 
   bool empty() const { return values_ == nullptr; }
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
   int64_t group_size() const { return group_size_; }
+  bool int8_activations() const { return int8_activations_; }
   int64_t groups() const { return (k_ + group_size_ - 1) / group_size_; }
   int64_t panels() const { return (n_ + kPanelWidth - 1) / kPanelWidth; }
   // Bytes held: the int8 values and the scales.
@@ -64,6 +67,7 @@ class QuantizedWeight {
   std::shared_ptr<int8_t> values_;
   std::shared_ptr<float> scales_;
   int64_t n_ = 0, k_ = 0, group_size_ = 0;
+  bool int8_activations_ = true;
 };
 
 }  // namespace attnserve

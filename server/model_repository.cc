@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "engine/kernels/few_rows_linear.h"
 #include "engine/matmul.h"
 
 namespace attnserve::server {
@@ -56,8 +57,12 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
     std::cerr << "attnserve: model " << name << ": " << (*model)->source << ", ";
     if (weights.int8) {
       std::cerr << "int8 weights, a scale per " << weights.group_size
-                << " input columns (0: per output), prefill through "
-                << Int8TileFormatName(BestInt8TileFormat()) << " tiles";
+                << " input columns (0: per output), "
+                << (weights.int8_activations && BestKernelIsa() == KernelIsa::kAvx512Vnni ? "int8"
+                                                                                          : "float")
+                << " activations for up to " << kFewRowsMaxInt8Activations
+                << " rows, prefill through " << Int8TileFormatName(BestInt8TileFormat())
+                << " tiles";
     } else {
       std::cerr << "float32 weights";
     }
@@ -107,6 +112,14 @@ absl::StatusOr<EngineLoopOptions> ServingOptionsFor(const std::string& directory
   for (const auto& item : json.items()) {
     const std::string& key = item.key();
     const auto& value = item.value();
+    if (key == "int8_activations") {
+      if (!value.is_boolean()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": field int8_activations must be true or false"));
+      }
+      options.weights.int8_activations = value.get<bool>();
+      continue;
+    }
     if (key == "kv_cache") {
       const absl::Status type =
           ParseKvCacheType(value.is_string() ? value.get<std::string>() : "", options.kv_cache);

@@ -19,7 +19,8 @@ absl::StatusOr<InputEmbedding> InputEmbedding::Load(WeightReader& weights,
                      weights.Take("embed_tokens.weight", {config.vocab_size, config.model_dim}));
     if (weights.format().int8) {
       // Each token's row has its own scales, as an output column of a linear layer does.
-      embedding.quantized_tokens_ = QuantizedWeight::Quantize(table, weights.format().group_size);
+      embedding.quantized_tokens_ = QuantizedWeight::Quantize(table, weights.format().group_size,
+                                                              weights.format().int8_activations);
     } else {
       embedding.tokens_ = std::move(table);
     }

@@ -1,6 +1,7 @@
 #include "engine/kernels/few_rows_linear.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "engine/kernels/activations.h"
 #include "engine/kernels/int8_panel_products.h"
@@ -167,25 +168,63 @@ void FewRowsLinear(const Tensor& x, const PackedWeight& weight, const Tensor& bi
   });
 }
 
+bool UsesInt8Activations(const QuantizedWeight& weight, KernelIsa isa) {
+  return isa == KernelIsa::kAvx512Vnni && weight.int8_activations() &&
+         weight.k() % kInt8ActivationBlock == 0 && weight.group_size() % kInt8ActivationBlock == 0;
+}
+
+int64_t FewRowsMax(const QuantizedWeight& weight, KernelIsa isa) {
+  return UsesInt8Activations(weight, isa) ? kFewRowsMaxInt8Activations : kFewRowsMaxInt8;
+}
+
 void FewRowsLinear(const Tensor& x, const QuantizedWeight& weight, const Tensor& bias, Tensor& y,
                    MatmulEpilogue epilogue, KernelIsa isa) {
   static_assert(kInt8PanelWidth == kBlock && kInt8PanelMaxRows == kFewRowsMax);
-  const auto products =
-      isa == KernelIsa::kAvx512 ? &Int8PanelProductsAvx512 : &Int8PanelProductsAvx2;
-  const int rows = static_cast<int>(x.dim(0));
-  const float* x_rows[kFewRowsMaxInt8];
-  for (int r = 0; r < rows; ++r) x_rows[r] = x.row(r);
-  ParallelFor(weight.panels(), [&](int64_t j) {
-    const int64_t begin = j * kBlock, end = std::min(weight.n(), begin + kBlock);
-    alignas(64) float block[kFewRowsMax][kBlock];
-    // Four rows at a time: the first pass brings the panel from memory, the others find it in
-    // the cache (a panel of 576 inputs is 36 KB).
-    for (int first = 0; first < rows; first += kFewRowsMax) {
-      const int count = std::min<int>(kFewRowsMax, rows - first);
-      products(x_rows + first, count, weight.panel(j), weight.panel_scales(j), weight.k(),
-               weight.group_size(), block);
-      StoreBlock(block, count, begin, end, bias, y, epilogue, first);
+  const int64_t rows = x.dim(0), k = weight.k();
+  // Each pass takes four rows: the first brings the panel from memory, the others find it in the
+  // cache (a panel of 576 inputs is 36 KB).
+  const auto for_each_panel = [&](const auto& products) {
+    ParallelFor(weight.panels(), [&](int64_t j) {
+      const int64_t begin = j * kBlock, end = std::min(weight.n(), begin + kBlock);
+      alignas(64) float block[kFewRowsMax][kBlock];
+      for (int64_t first = 0; first < rows; first += kFewRowsMax) {
+        const int count = static_cast<int>(std::min(kFewRowsMax, rows - first));
+        products(first, count, weight.panel(j), weight.panel_scales(j), block);
+        StoreBlock(block, count, begin, end, bias, y, epilogue, first);
+      }
+    });
+  };
+  if (UsesInt8Activations(weight, isa)) {
+    // The calling thread's buffers, reached through plain pointers: the panels' threads must not
+    // look up thread_locals of their own.
+    thread_local std::vector<int8_t> values_buffer;
+    thread_local std::vector<float> scales_buffer;
+    thread_local std::vector<int32_t> offsets_buffer;
+    thread_local std::vector<Int8Row> rows_buffer;
+    const int64_t blocks = k / kInt8ActivationBlock;
+    values_buffer.resize(rows * k);
+    scales_buffer.resize(rows * blocks);
+    offsets_buffer.resize(rows * blocks);
+    rows_buffer.resize(rows);
+    Int8Row* quantized = rows_buffer.data();
+    for (int64_t r = 0; r < rows; ++r) {
+      quantized[r] = {values_buffer.data() + r * k, scales_buffer.data() + r * blocks,
+                      offsets_buffer.data() + r * blocks};
+      QuantizeRowVnni(x.row(r), k, values_buffer.data() + r * k, scales_buffer.data() + r * blocks,
+                      offsets_buffer.data() + r * blocks);
     }
+    for_each_panel([&](int64_t first, int count, const int8_t* panel, const float* scales,
+                       float block[kFewRowsMax][kBlock]) {
+      Int8PanelProductsVnni(quantized + first, count, panel, scales, k, weight.group_size(), block);
+    });
+    return;
+  }
+  const auto products = isa == KernelIsa::kAvx2 ? &Int8PanelProductsAvx2 : &Int8PanelProductsAvx512;
+  std::vector<const float*> x_rows(rows);
+  for (int64_t r = 0; r < rows; ++r) x_rows[r] = x.row(r);
+  for_each_panel([&](int64_t first, int count, const int8_t* panel, const float* scales,
+                     float block[kFewRowsMax][kBlock]) {
+    products(x_rows.data() + first, count, panel, scales, k, weight.group_size(), block);
   });
 }
 

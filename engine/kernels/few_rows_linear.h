@@ -22,6 +22,16 @@ inline constexpr int64_t kFewRowsMax = 4;
 // path costs per call (dequantizing every panel to a bf16 or float tile), so a decoding step of up
 // to 16 streams reads each weight from memory once and widens it once per four rows.
 inline constexpr int64_t kFewRowsMaxInt8 = 16;
+// With int8 activations (AVX512-VNNI) the kernel also beats the dequantized tiles of prefill up
+// to this many rows (docs/benchmarks.md, "Int8 activations").
+inline constexpr int64_t kFewRowsMaxInt8Activations = 32;
+
+// Whether FewRowsLinear multiplies this weight by int8 activations on `isa`: where the CPU has
+// VNNI, the weight was quantized for them, and its depth and groups are whole blocks of
+// kInt8ActivationBlock.
+bool UsesInt8Activations(const QuantizedWeight& weight, KernelIsa isa = BestKernelIsa());
+// The most rows FewRowsLinear takes for this weight (Linear sends more through the tiles).
+int64_t FewRowsMax(const QuantizedWeight& weight, KernelIsa isa = BestKernelIsa());
 
 // Same contract as Linear() (shapes already checked), for 1 <= x.dim(0) <= kFewRowsMax.
 void FewRowsLinear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y,
@@ -30,9 +40,9 @@ void FewRowsLinear(const Tensor& x, const Tensor& weight, const Tensor& bias, Te
 // gives 64 output columns at once, so no horizontal sums are needed.
 void FewRowsLinear(const Tensor& x, const PackedWeight& weight, const Tensor& bias, Tensor& y,
                    MatmulEpilogue epilogue);
-// The same from int8 weights, widened to float in registers: each thread streams whole panels,
-// a quarter of the bytes of float weights (engine/kernels/int8_panel_products.h); up to
-// kFewRowsMaxInt8 rows.
+// The same from int8 weights: each thread streams whole panels, a quarter of the bytes of float
+// weights, and multiplies them by float activations, or by int8 ones where UsesInt8Activations
+// (engine/kernels/int8_panel_products.h); up to FewRowsMax(weight, isa) rows.
 void FewRowsLinear(const Tensor& x, const QuantizedWeight& weight, const Tensor& bias, Tensor& y,
                    MatmulEpilogue epilogue, KernelIsa isa = BestKernelIsa());
 

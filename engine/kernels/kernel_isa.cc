@@ -1,5 +1,6 @@
 #include "engine/kernels/kernel_isa.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -7,10 +8,17 @@ namespace attnserve {
 namespace {
 
 KernelIsa DetectKernelIsa() {
+  __builtin_cpu_init();
+  KernelIsa isa = KernelIsa::kAvx2;
+  if (__builtin_cpu_supports("avx512f")) isa = KernelIsa::kAvx512;
+  if (isa == KernelIsa::kAvx512 && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vnni")) {
+    isa = KernelIsa::kAvx512Vnni;
+  }
   const char* cap = std::getenv("ATTNSERVE_MAX_ISA");
   if (cap != nullptr && std::string(cap) == "avx2") return KernelIsa::kAvx2;
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") ? KernelIsa::kAvx512 : KernelIsa::kAvx2;
+  if (cap != nullptr && std::string(cap) == "avx512") return std::min(isa, KernelIsa::kAvx512);
+  return isa;
 }
 
 }  // namespace
@@ -20,6 +28,16 @@ KernelIsa BestKernelIsa() {
   return isa;
 }
 
-const char* KernelIsaName(KernelIsa isa) { return isa == KernelIsa::kAvx512 ? "avx512" : "avx2"; }
+const char* KernelIsaName(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::kAvx2:
+      return "avx2";
+    case KernelIsa::kAvx512:
+      return "avx512";
+    case KernelIsa::kAvx512Vnni:
+      return "avx512_vnni";
+  }
+  return "?";
+}
 
 }  // namespace attnserve

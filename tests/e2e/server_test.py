@@ -587,8 +587,9 @@ class LifecycleTest(unittest.TestCase):
                 self.assertEqual((info.weights, info.int8_group_size), ("int8", 32))
                 self.assertRegex(server.output(), r"model int8: \S+/model.safetensors, int8 "
                                  r"weights, a scale per 32 input "
-                                 r"columns \(0: per output\), prefill through (bf16 packed|float32 "
-                                 r"packed|float32) tiles")
+                                 r"columns \(0: per output\), (int8|float) activations for up "
+                                 r"to 32 rows, prefill through (bf16 packed|float32 packed|"
+                                 r"float32) tiles")
                 self.assertEqual(server.stub.GetModel(pb.GetModelRequest(model="float")).weights,
                                  "float32")
                 for reference, quantized in zip(distributions(server.stub, "float"),

@@ -6,7 +6,9 @@
 //     next tokens agree, the largest logit difference and the largest logit;
 //   encoders: the cosine of each text's two pooled embeddings.
 // A text longer than the model's context is cut to it.
-// Usage: quantization_tool MODEL_DIR [--int8_group_size G] < texts.json
+// --float_activations keeps the int8 model's activations float where the CPU has VNNI
+// (WeightFormat::int8_activations).
+// Usage: quantization_tool MODEL_DIR [--int8_group_size G] [--float_activations] < texts.json
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -86,13 +88,23 @@ absl::StatusOr<double> EmbeddingCosine(const attnserve::Model* const models[2],
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2 && argc != 4) {
-    std::cerr << "usage: quantization_tool MODEL_DIR [--int8_group_size G] < texts.json\n";
-    return 1;
-  }
   attnserve::LoadOptions int8;
   int8.weights.int8 = true;
-  if (argc == 4) int8.weights.group_size = std::atoll(argv[3]);
+  for (int i = 2; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--int8_group_size" && i + 1 < argc) {
+      int8.weights.group_size = std::atoll(argv[++i]);
+    } else if (flag == "--float_activations") {
+      int8.weights.int8_activations = false;
+    } else {
+      argc = 0;
+    }
+  }
+  if (argc < 2) {
+    std::cerr << "usage: quantization_tool MODEL_DIR [--int8_group_size G] [--float_activations]"
+                 " < texts.json\n";
+    return 1;
+  }
   std::unique_ptr<attnserve::Model> loaded[2];
   for (int i = 0; i < 2; ++i) {
     auto model = attnserve::LoadModel(argv[1], i == 0 ? attnserve::LoadOptions{} : int8);

@@ -5,11 +5,13 @@
 #include <cfloat>
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "engine/bf16.h"
 #include "engine/kernels/embedding.h"
 #include "engine/kernels/few_rows_linear.h"
+#include "engine/kernels/int8_panel_products.h"
 #include "engine/matmul.h"
 #include "tests/tensor_compare.h"
 
@@ -67,8 +69,29 @@ std::vector<Int8TileFormat> TileFormatsOfThisCpu() {
 
 std::vector<KernelIsa> IsasOfThisCpu() {
   std::vector<KernelIsa> isas = {KernelIsa::kAvx2};
-  if (BestKernelIsa() == KernelIsa::kAvx512) isas.push_back(KernelIsa::kAvx512);
+  if (BestKernelIsa() >= KernelIsa::kAvx512) isas.push_back(KernelIsa::kAvx512);
+  if (BestKernelIsa() >= KernelIsa::kAvx512Vnni) isas.push_back(KernelIsa::kAvx512Vnni);
   return isas;
+}
+
+// x as the VNNI kernel sees it, written out from the definition in int8_panel_products.h: each
+// block of 32 quantized to int8 with a scale of its largest magnitude over 127, and multiplied
+// back.
+Tensor Int8ActivationsOf(const Tensor& x) {
+  Tensor out = x.Clone();
+  for (int64_t r = 0; r < x.dim(0); ++r) {
+    for (int64_t begin = 0; begin < x.dim(1); begin += kInt8ActivationBlock) {
+      const float* in = x.row(r) + begin;
+      float largest = 0.0f;
+      for (int64_t i = 0; i < kInt8ActivationBlock; ++i)
+        largest = std::max(largest, std::fabs(in[i]));
+      const float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
+      for (int64_t i = 0; i < kInt8ActivationBlock; ++i) {
+        out.row(r)[begin + i] = std::nearbyint(in[i] * inverse) * (largest / 127.0f);
+      }
+    }
+  }
+  return out;
 }
 
 // Each group's largest magnitude becomes ±127; every value is the nearest level of its group's
@@ -133,9 +156,10 @@ TEST(QuantizedWeightTest, DequantizesToValuesTimesScales) {
   EXPECT_TRUE(absl::StrContains(outside.message(), "token id 70")) << outside;
 }
 
-// The decoding kernel on both instruction sets, for 1-4 rows: odd widths (K = 43 and 100 end in
-// partial vectors, N = 150 in a partial panel), the tail of a group (100 = 3·32 + 4), per-column
-// and per-group scales, rows of zeros and every epilogue.
+// The decoding kernel on each instruction set of this CPU, for 1 row to its most: odd widths
+// (K = 43 and 100 end in partial vectors, N = 150 in a partial panel), the tail of a group
+// (100 = 3·32 + 4), per-column and per-group scales, rows of zeros and every epilogue. With VNNI,
+// K = 1024 and groups of 32 or K take int8 activations, the others the float kernel.
 TEST(QuantizedLinearTest, FewRowsKernelMatchesFloat64Reference) {
   for (int64_t k : {43, 100, 1024}) {
     for (int64_t group_size : {0, 16, 32}) {
@@ -145,15 +169,17 @@ TEST(QuantizedLinearTest, FewRowsKernelMatchesFloat64Reference) {
       const Tensor b = Random({150}, 2);
       for (KernelIsa isa : IsasOfThisCpu()) {
         for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{11},
-                          kFewRowsMaxInt8}) {
-          const Tensor x = Random({m, k}, 3 + m);
+                          FewRowsMax(q, isa)}) {
+          Tensor x = Random({m, k}, 3 + m);
+          if (m > 2) std::fill(x.row(2), x.row(2) + k, 0.0f);  // a row of zeros
+          const Tensor seen = UsesInt8Activations(q, isa) ? Int8ActivationsOf(x) : x;
           for (Activation activation : {Activation::kNone, Activation::kGeluErf}) {
             for (bool accumulate : {false, true}) {
               const Tensor bias = accumulate ? Tensor() : b;
               Tensor y = Random({m, 150}, 99);
               const Tensor y0 = accumulate ? y.Clone() : Tensor();
               FewRowsLinear(x, q, bias, y, {accumulate, activation}, isa);
-              EXPECT_TRUE(AllClose(y, Reference(x, q, bias, y0, activation), 1e-4f, 1e-4f))
+              EXPECT_TRUE(AllClose(y, Reference(seen, q, bias, y0, activation), 1e-4f, 1e-4f))
                   << KernelIsaName(isa) << " k=" << k << " group=" << group_size << " m=" << m
                   << " activation=" << static_cast<int>(activation);
             }
@@ -162,6 +188,51 @@ TEST(QuantizedLinearTest, FewRowsKernelMatchesFloat64Reference) {
       }
     }
   }
+}
+
+// Each block of 32 activations: its largest magnitude becomes ±127, the others their nearest level
+// (half to even), a block of zeros all zeros with a zero scale; offsets are -128 · Σ values.
+TEST(QuantizedLinearTest, Int8ActivationsAreEachBlocksNearestLevels) {
+  if (BestKernelIsa() < KernelIsa::kAvx512Vnni) GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+  Tensor x = Random({1, 96}, 5);
+  std::fill(x.data() + 32, x.data() + 64, 0.0f);
+  x.data()[64] = -1000.0f;  // an outlier makes the rest of its block coarse
+  std::vector<int8_t> values(96);
+  float scales[3];
+  int32_t offsets[3];
+  QuantizeRowVnni(x.data(), 96, values.data(), scales, offsets);
+  const Tensor expected = Int8ActivationsOf(x);
+  for (int b = 0; b < 3; ++b) {
+    int32_t sum = 0, largest = 0;
+    for (int i = 32 * b; i < 32 * b + 32; ++i) {
+      EXPECT_FLOAT_EQ(values[i] * scales[b], expected.data()[i]) << i;
+      sum += values[i];
+      largest = std::max<int32_t>(largest, std::abs(values[i]));
+    }
+    EXPECT_EQ(offsets[b], -128 * sum) << b;
+    EXPECT_EQ(largest, b == 1 ? 0 : 127) << b;
+  }
+  EXPECT_EQ(scales[1], 0.0f);
+  EXPECT_EQ(values[64], -127);
+  EXPECT_FLOAT_EQ(scales[2], 1000.0f / 127.0f);
+}
+
+// What int8 activations cost on random inputs: against float activations the outputs move by well
+// under 1% of their spread (the activations' rounding is 1/254 of each block's largest).
+TEST(QuantizedLinearTest, Int8ActivationsStayCloseToFloatActivations) {
+  if (BestKernelIsa() < KernelIsa::kAvx512Vnni) GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+  const QuantizedWeight q = QuantizedWeight::Quantize(Random({256, 576}, 1), 32);
+  const Tensor x = Random({4, 576}, 2);
+  Tensor with_int8({4, 256}), with_float({4, 256});
+  FewRowsLinear(x, q, Tensor(), with_int8, {}, KernelIsa::kAvx512Vnni);
+  FewRowsLinear(x, q, Tensor(), with_float, {}, KernelIsa::kAvx512);
+  double error = 0.0, spread = 0.0;
+  for (int64_t i = 0; i < with_float.size(); ++i) {
+    error += std::pow(with_int8.data()[i] - with_float.data()[i], 2.0);
+    spread += std::pow(with_float.data()[i], 2.0);
+  }
+  EXPECT_LT(std::sqrt(error / spread), 0.01);
+  EXPECT_GT(std::sqrt(error / spread), 0.0);  // it is a different computation
 }
 
 // More rows go through dequantized tiles and oneDNN, in each tile format: 2,100 columns fill
@@ -191,17 +262,17 @@ TEST(QuantizedLinearTest, ManyRowsMatchFloat64Reference) {
   }
 }
 
-// Linear sends more than kFewRowsMaxInt8 rows of an int8 weight through the tiles, and up to that
+// Linear sends more than FewRowsMax rows of an int8 weight through the tiles, and up to that
 // many through the few-rows kernel.
 TEST(QuantizedLinearTest, LinearTakesTheBestTileFormat) {
   const QuantizedWeight q = QuantizedWeight::Quantize(Random({300, 200}, 1), 32);
   const LinearWeights linear{Tensor(), Random({300}, 2), {}, q};
-  const Tensor few = Random({kFewRowsMaxInt8, 200}, 4);
+  const Tensor few = Random({FewRowsMax(q), 200}, 4);
   Tensor y_few({few.dim(0), 300}), expected_few({few.dim(0), 300});
   ASSERT_TRUE(Linear(few, linear, y_few).ok());
   FewRowsLinear(few, q, linear.bias, expected_few, {});
   EXPECT_TRUE(AllClose(y_few, expected_few, 0.0f, 0.0f));
-  const Tensor x = Random({kFewRowsMaxInt8 + 1, 200}, 3);
+  const Tensor x = Random({FewRowsMax(q) + 1, 200}, 3);
   Tensor y({x.dim(0), 300}), expected({x.dim(0), 300});
   ASSERT_TRUE(Linear(x, linear, y).ok());
   QuantizedMatmul(x, q, linear.bias, expected, {}, BestInt8TileFormat());

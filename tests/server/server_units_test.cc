@@ -165,12 +165,15 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
   EXPECT_EQ(options->max_queue_size, defaults.max_queue_size);
   EXPECT_FALSE(options->weights.int8);
 
-  Write(dir / "serving.json", R"({"weights": "int8", "int8_group_size": 0})");
+  EXPECT_TRUE(options->weights.int8_activations);
+  Write(dir / "serving.json",
+        R"({"weights": "int8", "int8_group_size": 0, "int8_activations": false})");
   options = ServingOptionsFor(dir.string(), defaults);
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_TRUE(options->weights.int8);
   EXPECT_EQ(options->weights.group_size, 0);
   EXPECT_FALSE(options->weights.automatic);
+  EXPECT_FALSE(options->weights.int8_activations);
 
   // "auto" leaves the choice to the load (int8 for a GGUF file of quantized layers).
   Write(dir / "serving.json", R"({"weights": "auto"})");
@@ -217,6 +220,7 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
            {R"({"weights": "int4"})", "\"int4\" is not a weight format"},
            {R"({"weights": 8})", "field weights"},
            {R"({"int8_group_size": -32})", "int8_group_size must be a non-negative"},
+           {R"({"int8_activations": 1})", "int8_activations must be true or false"},
            {R"({"max_batch_size": 0})", "max_batch_size must be a positive"},
            {R"({"max_queue_delay_ms": -1})", "max_queue_delay_ms must be a non-negative"},
            {R"({"batch": 2})", "batch is not a known setting"},
