@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-bench as a benchmark peer for bench/gguf_vs_llamacpp.py, from the
+# Builds llama.cpp's llama-bench, llama-server and llama-quantize as benchmark peers for
+# bench/gguf_vs_llamacpp.py and bench/server_vs_llama_server.py, from the
 # llama.cpp copy vendored in llama-cpp-python 0.3.36's PyPI source distribution. The peer lives
 # outside the repository (none of its code or binaries belong in it) and is not part of the
 # normal build or CI: run this by hand once.
-#   CPU only, Release, GGML_NATIVE=ON (-march=native), no CUDA, BLAS, curl or OpenSSL, static.
-# Usage: bench/build_llamacpp.sh [DIR]   (default /tmp/llamacpp-peer; the binary ends up at
-#        DIR/build/bin/llama-bench). JOBS (default 2) sets the build's parallelism; it runs under
+#   CPU only, Release, GGML_NATIVE=ON (-march=native), no CUDA, BLAS, curl or OpenSSL, static;
+#   the server without its web UI (whose assets would be downloaded).
+# Usage: bench/build_llamacpp.sh [DIR]   (default /tmp/llamacpp-peer; the binaries end up in
+#        DIR/build/bin). JOBS (default 2) sets the build's parallelism; it runs under
 #        nice -n 19 so it does not get in the way of other builds.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,7 +41,10 @@ fi
 nice -n 19 cmake -S "$src" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=ON -DGGML_CUDA=OFF -DGGML_BLAS=OFF \
   -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-  -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -Wno-dev
-nice -n 19 cmake --build "$dir/build" -j "$jobs" --target llama-bench
-"$dir/build/bin/llama-bench" --help > /dev/null
-echo "built $dir/build/bin/llama-bench"
+  -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+  -DLLAMA_BUILD_APP=OFF -Wno-dev
+nice -n 19 cmake --build "$dir/build" -j "$jobs" --target llama-bench llama-server llama-quantize
+for tool in llama-bench llama-server llama-quantize; do
+  "$dir/build/bin/$tool" --help > /dev/null 2>&1 || [[ $tool == llama-quantize ]]
+done
+echo "built $dir/build/bin/{llama-bench,llama-server,llama-quantize}"

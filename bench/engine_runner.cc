@@ -245,10 +245,12 @@ int main(int argc, char** argv) {
     } else if (flag == "--weights") {
       options.weights.int8 = std::string(argv[i + 1]) == "int8";
     } else if (flag == "--kv_cache") {
-      const std::string type = argv[i + 1];
-      kv_cache = type == "f16"    ? attnserve::KvCacheType::kF16
-                 : type == "bf16" ? attnserve::KvCacheType::kBf16
-                                  : attnserve::KvCacheType::kFloat32;
+      const std::optional<attnserve::KvCacheType> type = attnserve::KvCacheTypeNamed(argv[i + 1]);
+      if (!type) {
+        std::cerr << "--kv_cache: float32, f16 or bf16\n";
+        return 2;
+      }
+      kv_cache = *type;
     } else if (flag == "--int8_group_size") {
       options.weights.group_size = std::atoll(argv[i + 1]);
     } else {

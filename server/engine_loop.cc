@@ -54,18 +54,6 @@ KvCacheType KvCacheTypeFor(const EngineLoopOptions& options, const ModelConfig& 
   return config.weights.int8 ? KvCacheType::kF16 : KvCacheType::kFloat32;
 }
 
-const char* KvCacheTypeName(KvCacheType type) {
-  switch (type) {
-    case KvCacheType::kFloat32:
-      return "float32";
-    case KvCacheType::kF16:
-      return "f16";
-    case KvCacheType::kBf16:
-      return "bf16";
-  }
-  return "";
-}
-
 absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(std::string name,
                                                                std::unique_ptr<Model> model,
                                                                EngineLoopOptions options,

@@ -69,9 +69,8 @@ struct EngineLoopOptions {
   std::optional<KvCacheType> kv_cache;
 };
 
-// The KV cache type `options` choose for a model of `config`, and its name.
+// The KV cache type `options` choose for a model of `config`.
 KvCacheType KvCacheTypeFor(const EngineLoopOptions& options, const ModelConfig& config);
-const char* KvCacheTypeName(KvCacheType type);
 
 class EngineLoop {
  public:

@@ -183,12 +183,8 @@ absl::Status ParseWeightFormat(const std::string& name, WeightFormat& format) {
 absl::Status ParseKvCacheType(const std::string& name, std::optional<KvCacheType>& type) {
   if (name == "auto") {
     type.reset();
-  } else if (name == "float32") {
-    type = KvCacheType::kFloat32;
-  } else if (name == "f16") {
-    type = KvCacheType::kF16;
-  } else if (name == "bf16") {
-    type = KvCacheType::kBf16;
+  } else if (const std::optional<KvCacheType> named = KvCacheTypeNamed(name)) {
+    type = named;
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", name, "\" is not a KV cache type (float32, f16, bf16 or auto)"));

@@ -11,6 +11,25 @@
 
 namespace attnserve {
 
+const char* KvCacheTypeName(KvCacheType type) {
+  switch (type) {
+    case KvCacheType::kFloat32:
+      return "float32";
+    case KvCacheType::kF16:
+      return "f16";
+    case KvCacheType::kBf16:
+      return "bf16";
+  }
+  return "";
+}
+
+std::optional<KvCacheType> KvCacheTypeNamed(std::string_view name) {
+  for (KvCacheType type : {KvCacheType::kFloat32, KvCacheType::kF16, KvCacheType::kBf16}) {
+    if (name == KvCacheTypeName(type)) return type;
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<std::unique_ptr<KvBlockPool>> KvBlockPool::Create(const KvBlockShape& shape,
                                                                  int64_t blocks,
                                                                  int64_t max_cached_blocks) {

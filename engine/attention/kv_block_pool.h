@@ -20,7 +20,9 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -33,6 +35,9 @@ namespace attnserve {
 // context. Half precision (engine/f16.h) keeps 11 significant bits up to ±65504 (larger values
 // saturate); bfloat16 (engine/bf16.h) 8 bits over float32's range (docs/benchmarks.md).
 enum class KvCacheType { kFloat32, kF16, kBf16 };
+// "float32", "f16" or "bf16", and back (nullopt for any other name).
+const char* KvCacheTypeName(KvCacheType type);
+std::optional<KvCacheType> KvCacheTypeNamed(std::string_view name);
 
 struct KvBlockShape {
   int64_t layers = 0;       // layers with a key/value cache

@@ -87,9 +87,9 @@ absl::StatusOr<json> CachedScores(const attnserve::CausalLM& lm, const std::vect
                                   const json& request) {
   const auto prefill = request["prefill"].get<size_t>(), chunk = request["chunk"].get<size_t>();
   attnserve::KvBlockShape shape = *lm.CacheShape(32);
-  shape.type = request["kv_cache"] == "bf16"  ? attnserve::KvCacheType::kBf16
-               : request["kv_cache"] == "f16" ? attnserve::KvCacheType::kF16
-                                              : attnserve::KvCacheType::kFloat32;
+  const auto type = attnserve::KvCacheTypeNamed(request["kv_cache"].get<std::string>());
+  if (!type) return absl::InvalidArgumentError("kv_cache: float32, f16 or bf16");
+  shape.type = *type;
   auto pool =
       attnserve::KvBlockPool::Create(shape, shape.BlocksFor(static_cast<int64_t>(tokens.size())));
   if (!pool.ok()) return pool.status();

@@ -54,6 +54,16 @@ TEST(KvBlockPoolTest, AllocatesEveryBlockOnceAndReusesReleasedOnes) {
   EXPECT_EQ(p.values(0, 2) + 4 * 4 * kFloat, p.keys(1, 0));
 }
 
+TEST(KvBlockPoolTest, CacheTypesAreNamedAndFoundByName) {
+  for (KvCacheType type : {KvCacheType::kFloat32, KvCacheType::kF16, KvCacheType::kBf16}) {
+    EXPECT_EQ(KvCacheTypeNamed(KvCacheTypeName(type)), type) << KvCacheTypeName(type);
+  }
+  EXPECT_STREQ(KvCacheTypeName(KvCacheType::kF16), "f16");
+  for (const char* name : {"auto", "fp16", "", "F16"}) {
+    EXPECT_EQ(KvCacheTypeNamed(name), std::nullopt) << name;
+  }
+}
+
 TEST(KvBlockPoolTest, RefusesBadShapes) {
   EXPECT_FALSE(KvBlockPool::Create(SmallShape(0), 3).ok());
   EXPECT_FALSE(KvBlockPool::Create(SmallShape(4), 0).ok());
