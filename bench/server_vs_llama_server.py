@@ -10,12 +10,15 @@ run: SmolLM2-135M-Instruct, streams of 128-token prompts each generating exactly
   its defaults (int8 weights for a block-quantized file, f16 KV cache; int8 activations where the
   CPU has VNNI).
 - llama-server (built outside the repository by bench/build_llamacpp.sh) with -t 2, as many slots
-  as streams (-np), a context of 256 tokens per slot, continuous batching (its default), and its
-  prompt cache off (--cache-reuse 0 is its default; each prompt differs from the others anyway).
+  as streams (-np), a context of 256 tokens per slot and its other defaults (continuous batching,
+  prompt cache; each prompt differs from the others anyway), twice: with its default weight
+  repacking (on a CPU with AMX, its AMX layout) and with --no-repack (its AVX-512 or AVX2 kernels
+  on the file's blocks, as on CPUs without AMX).
 Both are driven alike: the OpenAI API's /v1/completions with "stream": true over HTTP/1.1, one
-Python thread and keep-alive connection per stream; the prompts are distinct texts (a number
+Python thread per stream and a connection per answer (llama-server closes the connection after a
+streamed answer); the prompts are distinct texts (a number
 leads each) that the model's tokenizer makes 128 tokens of. Per case: generated tokens per second
-(64 per completed answer, over the measured window), the median and 99th percentile of the gaps
+(the tokens that arrived within the measured window, over its length), the median and 99th percentile of the gaps
 between a stream's consecutive tokens, the median time to the first token, and the server's peak
 resident memory (VmHWM). Each server is started afresh for each case; the cases alternate
 between the two servers, --rounds times, and the table gives the median of the rounds. Before
@@ -40,6 +43,7 @@ sys.path.insert(0, HERE)
 from gguf_vs_llamacpp import GGUF, cpu_description, wait_for_quiet  # noqa: E402
 
 PROMPT_TOKENS, GENERATED = 128, 64
+PEERS = ("attnserve", "llama-server", "llama-server --no-repack")
 
 
 def free_port():
@@ -120,21 +124,20 @@ def stream_once(connection, model, prompt):
 
 
 def load(server, streams, texts, seconds):
-    """`streams` threads asking again and again for `seconds` after a warm-up request each."""
+    """`streams` threads asking again and again; measured over `seconds` from 3 s in."""
     results = [[] for _ in range(streams)]
-    begin = time.perf_counter() + 3.0  # every stream has had its first answer
+    begin = time.perf_counter() + 3.0  # past the first burst of prompts
     end = begin + seconds
 
     def client(index):
-        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
         n = index
-        while True:
+        while time.perf_counter() < end:
+            # A connection per answer: llama-server closes a streamed answer's connection.
+            connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
             arrivals, start = stream_once(connection, server.model, texts[n % len(texts)])
+            connection.close()
+            results[index].append((start, arrivals))
             n += streams
-            if start >= begin and arrivals[-1] <= end:
-                results[index].append((start, arrivals))
-            if time.perf_counter() > end:
-                return
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(streams)]
     for t in threads:
@@ -142,15 +145,17 @@ def load(server, streams, texts, seconds):
     for t in threads:
         t.join()
     answers = [a for r in results for a in r]
+    # Tokens that arrived within the window, whoever asked for them when.
+    tokens = sum(begin <= t <= end for _, arrivals in answers for t in arrivals)
     gaps = [later - earlier for _, arrivals in answers
-            for earlier, later in zip(arrivals, arrivals[1:])]
-    first = [arrivals[0] - start for start, arrivals in answers]
-    events = sum(len(arrivals) for _, arrivals in answers)
-    return {"answers": len(answers), "tokens_per_s": len(answers) * GENERATED / seconds,
-            "events_per_answer": events / max(1, len(answers)),
-            "itl_median_ms": statistics.median(gaps) * 1e3,
-            "itl_p99_ms": statistics.quantiles(gaps, n=100)[98] * 1e3,
-            "ttft_median_ms": statistics.median(first) * 1e3,
+            for earlier, later in zip(arrivals, arrivals[1:]) if begin <= earlier and later <= end]
+    first = [arrivals[0] - start for start, arrivals in answers if begin <= start <= end]
+    nan = float("nan")
+    return {"tokens_per_s": tokens / seconds,
+            "answers_started": len(first),
+            "itl_median_ms": statistics.median(gaps) * 1e3 if gaps else nan,
+            "itl_p99_ms": statistics.quantiles(gaps, n=100)[98] * 1e3 if len(gaps) > 1 else nan,
+            "ttft_median_ms": statistics.median(first) * 1e3 if first else nan,
             "peak_rss_mib": server.peak_rss_mib()}
 
 
@@ -162,11 +167,15 @@ def main():
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--streams", default="1,4,16")
+    parser.add_argument("--peers", default=",".join(PEERS))
+    parser.add_argument("--attnserve_flags", default="",
+                        help="more flags for attnserve, e.g. --prefill_chunk_tokens=64")
     parser.add_argument("--quiet", type=float, default=0.15)
     parser.add_argument("--patience", type=float, default=300.0)
     args = parser.parse_args()
     gguf = os.path.realpath(args.gguf)
     stream_counts = [int(s) for s in args.streams.split(",")]
+    peers = args.peers.split(",")
     texts = prompts(gguf, 64)
     repository = tempfile.mkdtemp()
     os.symlink(gguf, os.path.join(repository, "smollm2.gguf"))
@@ -177,15 +186,17 @@ def main():
         if peer == "attnserve":
             return Server([attnserve, "--threads=2", "--host=127.0.0.1", f"--port={free_port()}",
                            f"--http_port={port}", f"--metrics_port={free_port()}",
-                           f"--model_repository={repository}"], port, "smollm2")
+                           f"--model_repository={repository}", *args.attnserve_flags.split()],
+                          port, "smollm2")
+        repack = ["--no-repack"] if peer.endswith("--no-repack") else []
         return Server([args.llama_server, "-m", gguf, "-t", "2", "-tb", "2", "-np", str(streams),
-                       "-c", str(256 * streams), "--host", "127.0.0.1", "--port", str(port)],
-                      port, "smollm2")
+                       "-c", str(256 * streams), "--host", "127.0.0.1", "--port", str(port),
+                       *repack], port, "smollm2")
 
     runs = {}
     for round_index in range(args.rounds):
         for streams in stream_counts:
-            for peer in ("attnserve", "llama-server"):
+            for peer in peers:
                 share = wait_for_quiet(os.cpu_count(), args.quiet, args.patience)
                 server = start(peer, streams)
                 try:
@@ -205,21 +216,17 @@ def main():
 
     name, extensions, cpus = cpu_description()
     print(f"{name}, {cpus} CPUs, {' '.join(extensions)}")
-    print("| streams | attnserve tokens/s | llama-server tokens/s | ratio | attnserve ITL median / "
-          "p99 ms | llama-server ITL median / p99 ms | TTFT median ms (attnserve, llama-server) "
-          "| peak RSS MiB (attnserve, llama-server) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| streams | server | tokens/s | against the first | inter-token ms, median / p99 | "
+          "first token ms, median | peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|")
     for s in stream_counts:
-        a, b = median("attnserve", s, "tokens_per_s"), median("llama-server", s, "tokens_per_s")
-        print(f"| {s} | {a:.0f} | {b:.0f} | {a / b:.2f}x | "
-              f"{median('attnserve', s, 'itl_median_ms'):.1f} / "
-              f"{median('attnserve', s, 'itl_p99_ms'):.1f} | "
-              f"{median('llama-server', s, 'itl_median_ms'):.1f} / "
-              f"{median('llama-server', s, 'itl_p99_ms'):.1f} | "
-              f"{median('attnserve', s, 'ttft_median_ms'):.0f}, "
-              f"{median('llama-server', s, 'ttft_median_ms'):.0f} | "
-              f"{median('attnserve', s, 'peak_rss_mib'):.0f}, "
-              f"{median('llama-server', s, 'peak_rss_mib'):.0f} |")
+        ours = median(peers[0], s, "tokens_per_s")
+        for peer in peers:
+            rate = median(peer, s, "tokens_per_s")
+            print(f"| {s} | {peer} | {rate:.0f} | {rate / ours:.2f}x | "
+                  f"{median(peer, s, 'itl_median_ms'):.1f} / {median(peer, s, 'itl_p99_ms'):.1f} | "
+                  f"{median(peer, s, 'ttft_median_ms'):.0f} | "
+                  f"{median(peer, s, 'peak_rss_mib'):.0f} |")
 
 
 if __name__ == "__main__":
