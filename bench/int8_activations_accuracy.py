@@ -9,43 +9,30 @@ same, and perplexity.
 
     .venv/bin/python bench/int8_activations_accuracy.py [BUILD_DIR]
 """
-import json
-import math
 import os
-import subprocess
 import sys
 
-from kv_cache_accuracy import SMOLLM2, perplexity
-from transformers import AutoTokenizer
+from kv_cache_accuracy import compared, gpl_tokens, perplexity, run
 
 PREFILL, TOTAL = 1024, 1536
-
-
-def run(tool, tokens, weights, int8_activations):
-    request = {"sequences": [tokens], "weights": weights, "int8_activations": int8_activations,
-               "cached": {"prefill": PREFILL, "chunk": 32, "kv_cache": "float32"}}
-    out = subprocess.run([tool, SMOLLM2], input=json.dumps(request), capture_output=True,
-                         text=True, check=True)
-    return json.loads(out.stdout)["cached"][0]
 
 
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     tool = os.path.join(build, "tests", "engine", "hf_model_tool")
-    tokenizer = AutoTokenizer.from_pretrained(os.path.dirname(SMOLLM2),
-                                              gguf_file=os.path.basename(SMOLLM2))
-    with open("/usr/share/common-licenses/GPL-3") as f:
-        tokens = tokenizer(f.read())["input_ids"][:TOTAL]
-    base = run(tool, tokens, "float32", True)
+    tokens = gpl_tokens(TOTAL)
+
+    def scores(weights, int8_activations):
+        return run(tool, tokens, weights, "float32", prefill=PREFILL, chunk=32,
+                   int8_activations=int8_activations)
+
+    base = scores("float32", True)
     print("| weights | activations | mean abs. Δ log p | largest | same top-1 | perplexity |")
     print("|---|---|---|---|---|---|")
     print(f"| float32 | float32 | 0 | 0 | 100.0% | {perplexity(base):.3f} |")
     for int8_activations in (False, True):
-        other = run(tool, tokens, "int8", int8_activations)
-        d = [abs(x - y) for x, y in zip(base["scores"], other["scores"])]
-        same = sum(x == y for x, y in zip(base["top"], other["top"])) / len(base["top"])
-        print(f"| int8 | {'int8' if int8_activations else 'float32'} | {sum(d) / len(d):.4f} | "
-              f"{max(d):.4f} | {same * 100:.1f}% | {perplexity(other):.3f} |")
+        print(f"| int8 | {'int8' if int8_activations else 'float32'} | "
+              f"{compared(base, scores('int8', int8_activations))} |")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #include "engine/kernels/few_rows_linear.h"
 
 #include <algorithm>
+#include <cassert>
 #include <vector>
 
 #include "engine/kernels/activations.h"
@@ -181,6 +182,7 @@ void FewRowsLinear(const Tensor& x, const QuantizedWeight& weight, const Tensor&
                    MatmulEpilogue epilogue, KernelIsa isa) {
   static_assert(kInt8PanelWidth == kBlock && kInt8PanelMaxRows == kFewRowsMax);
   const int64_t rows = x.dim(0), k = weight.k();
+  assert(rows <= FewRowsMax(weight, isa));  // the rows' pointers live on the stack
   // Each pass takes four rows: the first brings the panel from memory, the others find it in the
   // cache (a panel of 576 inputs is 36 KB).
   const auto for_each_panel = [&](const auto& products) {
@@ -200,13 +202,11 @@ void FewRowsLinear(const Tensor& x, const QuantizedWeight& weight, const Tensor&
     thread_local std::vector<int8_t> values_buffer;
     thread_local std::vector<float> scales_buffer;
     thread_local std::vector<int32_t> offsets_buffer;
-    thread_local std::vector<Int8Row> rows_buffer;
     const int64_t blocks = k / kInt8ActivationBlock;
     values_buffer.resize(rows * k);
     scales_buffer.resize(rows * blocks);
     offsets_buffer.resize(rows * blocks);
-    rows_buffer.resize(rows);
-    Int8Row* quantized = rows_buffer.data();
+    Int8Row quantized[kFewRowsMaxInt8Activations];
     for (int64_t r = 0; r < rows; ++r) {
       quantized[r] = {values_buffer.data() + r * k, scales_buffer.data() + r * blocks,
                       offsets_buffer.data() + r * blocks};
@@ -220,11 +220,11 @@ void FewRowsLinear(const Tensor& x, const QuantizedWeight& weight, const Tensor&
     return;
   }
   const auto products = isa == KernelIsa::kAvx2 ? &Int8PanelProductsAvx2 : &Int8PanelProductsAvx512;
-  std::vector<const float*> x_rows(rows);
+  const float* x_rows[kFewRowsMaxInt8];
   for (int64_t r = 0; r < rows; ++r) x_rows[r] = x.row(r);
   for_each_panel([&](int64_t first, int count, const int8_t* panel, const float* scales,
                      float block[kFewRowsMax][kBlock]) {
-    products(x_rows.data() + first, count, panel, scales, k, weight.group_size(), block);
+    products(x_rows + first, count, panel, scales, k, weight.group_size(), block);
   });
 }
 
