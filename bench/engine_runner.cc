@@ -137,7 +137,7 @@ Tensor RunFeatures(const Model& model, const ModelInputs& inputs) {
 }
 
 void Check(const Model& model, const std::string& directory) {
-  const float tolerance = model.config.weights.int8 ? 5e-2f : 1e-3f;
+  const float tolerance = model.config.weights.quantized ? 5e-2f : 1e-3f;
   std::ifstream file(directory + "/check.json");
   Require(file.good(), "cannot read " + directory + "/check.json");
   const auto check = nlohmann::json::parse(file);
@@ -201,7 +201,7 @@ int Run(const std::string& directory, int runs, const std::string& cases, bool c
   int64_t pages = 0, resident = 0;
   statm >> pages >> resident;
   std::cerr << "resident after loading: " << (resident * 4096 >> 20) << " MiB\n";
-  if (options.weights.int8) {
+  if (options.weights.quantized) {
     std::cerr << "int8 prefill tiles: " << Int8TileFormatName(BestInt8TileFormat()) << "\n";
   }
   if (check) Check(*model, directory);
@@ -211,7 +211,7 @@ int Run(const std::string& directory, int runs, const std::string& cases, bool c
   for (bool first = true; std::getline(list, name, ','); first = false) {
     const double ms = TimeCase(
         *model, name, runs,
-        kv_cache.value_or(options.weights.int8 ? KvCacheType::kF16 : KvCacheType::kFloat32));
+        kv_cache.value_or(options.weights.quantized ? KvCacheType::kF16 : KvCacheType::kFloat32));
     std::printf("%s\"%s\": %.3f", first ? "" : ", ", name.c_str(), ms);
     std::fflush(stdout);
     std::cerr << name << ": " << ms << " ms\n";
@@ -243,7 +243,13 @@ int main(int argc, char** argv) {
     } else if (flag == "--check") {
       check = std::string(argv[i + 1]) != "0";
     } else if (flag == "--weights") {
-      options.weights.int8 = std::string(argv[i + 1]) == "int8";
+      const std::optional<attnserve::WeightFormat> format =
+          attnserve::WeightFormatNamed(argv[i + 1], options.weights);
+      if (!format) {
+        std::cerr << "--weights: float32, int8, int4 or auto\n";
+        return 2;
+      }
+      options.weights = *format;
     } else if (flag == "--kv_cache") {
       const std::optional<attnserve::KvCacheType> type = attnserve::KvCacheTypeNamed(argv[i + 1]);
       if (!type) {

@@ -72,14 +72,14 @@ BENCHMARK(BM_LinearOneRowFromMemory)
     ->Args({768, 50257})
     ->Unit(benchmark::kMillisecond);
 
-// The same from int8 weights (group size in range 3: 0 is one scale per output column), for
-// 1-4 rows: a quarter of the bytes. ATTNSERVE_MAX_ISA=avx2 runs the AVX2 kernel on AVX-512 CPUs.
-void BM_Int8LinearFromMemory(benchmark::State& state) {
+// The same from quantized weights, for 1-4 rows. ATTNSERVE_MAX_ISA=avx2 runs the AVX2 kernels on
+// AVX-512 CPUs, =avx512 the float-activation ones on VNNI CPUs.
+void QuantizedLinearFromMemory(benchmark::State& state, const WeightFormat& format) {
   const int64_t k = state.range(0), n = state.range(1), m = state.range(2);
   const int64_t copies = std::max<int64_t>(2, (256ll << 20) / (k * n));
   std::vector<LinearWeights> weights;
   for (int64_t c = 0; c < copies; ++c) {
-    weights.push_back(PrepareLinear(Random({n, k}), Random({n}), {true, state.range(3)}));
+    weights.push_back(PrepareLinear(Random({n, k}), Random({n}), format));
   }
   const Tensor x = Random({m, k});
   Tensor y({m, n});
@@ -91,6 +91,10 @@ void BM_Int8LinearFromMemory(benchmark::State& state) {
   SetGflops(state, 2.0 * m * k * n);
   state.SetBytesProcessed(state.iterations() * weights[0].quantized.bytes());
 }
+// Int8, the group size in range 3 (0: one scale per output column): a quarter of the bytes.
+void BM_Int8LinearFromMemory(benchmark::State& state) {
+  QuantizedLinearFromMemory(state, {.quantized = true, .group_size = state.range(3)});
+}
 BENCHMARK(BM_Int8LinearFromMemory)
     ->Args({768, 2304, 1, 0})
     ->Args({768, 3072, 1, 0})
@@ -100,12 +104,24 @@ BENCHMARK(BM_Int8LinearFromMemory)
     ->Args({768, 3072, 1, 128})
     ->Args({768, 3072, 4, 0})
     ->Unit(benchmark::kMillisecond);
+// Int4: 5 bits a weight.
+void BM_Int4LinearFromMemory(benchmark::State& state) {
+  QuantizedLinearFromMemory(state, {.quantized = true, .bits = 4});
+}
+BENCHMARK(BM_Int4LinearFromMemory)
+    ->Args({768, 3072, 1})
+    ->Args({3072, 768, 1})
+    ->Args({768, 50257, 1})
+    ->Args({768, 3072, 4})
+    ->Args({768, 3072, 16})
+    ->Unit(benchmark::kMillisecond);
 
 // Prefill's matmul from the weights as a model keeps them (range 3: 0 float32, packed where
 // that is faster; else int8 with that group size, -1 for one scale per output column).
 void BM_PreparedLinear(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
-  const WeightFormat format{state.range(3) != 0, std::max<int64_t>(0, state.range(3))};
+  const WeightFormat format{.quantized = state.range(3) != 0,
+                            .group_size = std::max<int64_t>(0, state.range(3))};
   const LinearWeights linear = PrepareLinear(Random({n, k}), Random({n}), format);
   const Tensor x = Random({m, k});
   Tensor y({m, n});

@@ -318,9 +318,9 @@ absl::Status LinearWith(const Tensor& x, const LinearWeights& w, Tensor& y,
     return absl::InvalidArgumentError(absl::StrCat(
         "Linear: shapes disagree: x ", x.ShapeString(), ", weight ", weight.ShapeString(),
         packed.empty() ? "" : absl::StrCat(" (packed [", packed.n(), ", ", packed.k(), "])"),
-        w.quantized.empty()
-            ? ""
-            : absl::StrCat(" (int8 [", w.quantized.n(), ", ", w.quantized.k(), "])"),
+        w.quantized.empty() ? ""
+                            : absl::StrCat(" (int", w.quantized.bits(), " [", w.quantized.n(), ", ",
+                                           w.quantized.k(), "])"),
         ", bias ", bias.ShapeString(), ", y ", y.ShapeString()));
   }
   if (m == 0) return absl::OkStatus();
@@ -358,12 +358,8 @@ absl::Status Linear(const Tensor& x, const Tensor& weight, const Tensor& bias, T
 }
 
 LinearWeights PrepareLinear(Tensor weight, Tensor bias, const WeightFormat& format) {
-  if (format.int8) {
-    return LinearWeights{
-        Tensor(),
-        std::move(bias),
-        {},
-        QuantizedWeight::Quantize(weight, format.group_size, format.int8_activations)};
+  if (format.quantized) {
+    return LinearWeights{Tensor(), std::move(bias), {}, QuantizedWeight::Quantize(weight, format)};
   }
   PackedWeight packed = PackedWeight::PackIfFaster(weight);
   if (!packed.empty()) weight = Tensor();

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "engine/bf16.h"
+#include "engine/kernels/int4_panel_products.h"
 #include "engine/parallel.h"
 #include "engine/weight_memory.h"
 
@@ -44,11 +45,86 @@ QuantizedWeight QuantizedWeight::Quantize(const Tensor& weight, int64_t group_si
   return q;
 }
 
+QuantizedWeight QuantizedWeight::QuantizeInt4(const Tensor& weight) {
+  QuantizedWeight q;
+  q.bits_ = 4;
+  q.n_ = weight.dim(0);
+  q.k_ = weight.dim(1);
+  q.group_size_ = kInt4Group;
+  q.values_ = AllocateWeights<int8_t>(static_cast<size_t>(q.panels() * q.k_ * kPanelWidth / 2));
+  q.halves_ = AllocateWeights<Half>(static_cast<size_t>(q.panels() * q.groups() * 2 * kPanelWidth));
+  ParallelFor(q.panels(), [&](int64_t j) {
+    uint8_t* levels = const_cast<uint8_t*>(q.int4_panel(j));
+    Half* halves = q.halves_.get() + j * q.groups() * 2 * kPanelWidth;
+    std::memset(levels, 0, q.k_ * kPanelWidth / 2);
+    std::fill(halves, halves + q.groups() * 2 * kPanelWidth, Half{});
+    const int64_t columns = std::min(kPanelWidth, q.n_ - j * kPanelWidth);
+    for (int64_t c = 0; c < columns; ++c) {
+      const float* row = weight.row(j * kPanelWidth + c);
+      for (int64_t g = 0; g < q.groups(); ++g) {
+        const float* values = row + g * kInt4Group;
+        const auto [low, high] = std::minmax_element(values, values + kInt4Group);
+        const Half minimum = ToF16(*low);
+        const Half scale = ToF16((*high - FromF16(minimum)) / 15.0f);
+        halves[g * 2 * kPanelWidth + c] = scale;
+        halves[g * 2 * kPanelWidth + kPanelWidth + c] = minimum;
+        const float step = FromF16(scale), base = FromF16(minimum);
+        if (step <= 0.0f) continue;  // one value: every level 0
+        // Where level i of column c goes (int4_panel_products.h): vector 4m + s, byte 4c' + d.
+        uint8_t* vectors = levels + g * kInt4GroupBytes + c / 16 * 4 * 64 + c % 16 * 4;
+        for (int64_t i = 0; i < kInt4Group; ++i) {
+          const float level = std::clamp(std::nearbyint((values[i] - base) / step), 0.0f, 15.0f);
+          vectors[i / 8 * 64 + i % 4] |= static_cast<uint8_t>(level) << (i % 8 / 4 * 4);
+        }
+      }
+    }
+  });
+  return q;
+}
+
+QuantizedWeight QuantizedWeight::Quantize(const Tensor& weight, const WeightFormat& format) {
+  if (format.bits == 4 && weight.dim(1) % kInt4Group == 0) return QuantizeInt4(weight);
+  return Quantize(weight, format.group_size, format.int8_activations);
+}
+
 int64_t QuantizedWeight::bytes() const {
+  if (bits_ == 4) {
+    return panels() * kPanelWidth * (k_ / 2 + groups() * 2 * static_cast<int64_t>(sizeof(Half)));
+  }
   return panels() * kPanelWidth * (k_ + groups() * static_cast<int64_t>(sizeof(float)));
 }
 
+int QuantizedWeight::value(int64_t n, int64_t i) const {
+  const int64_t j = n / kPanelWidth, c = n % kPanelWidth;
+  if (bits_ == 8) return panel(j)[i * kPanelWidth + c];
+  const uint8_t byte = int4_panel(j)[i / kInt4Group * kInt4GroupBytes + c / 16 * 4 * 64 +
+                                     i % kInt4Group / 8 * 64 + c % 16 * 4 + i % 4];
+  return i % 8 < 4 ? byte & 0x0f : byte >> 4;
+}
+
+float QuantizedWeight::scale(int64_t n, int64_t i) const {
+  const int64_t j = n / kPanelWidth, c = n % kPanelWidth;
+  if (bits_ == 8) return panel_scales(j)[i / group_size_ * kPanelWidth + c];
+  return FromF16(static_cast<Half>(int4_halves(j)[i / kInt4Group * 2 * kPanelWidth + c]));
+}
+
+float QuantizedWeight::minimum(int64_t n, int64_t i) const {
+  const int64_t j = n / kPanelWidth, c = n % kPanelWidth;
+  if (bits_ == 8) return 0.0f;
+  return FromF16(
+      static_cast<Half>(int4_halves(j)[i / kInt4Group * 2 * kPanelWidth + kPanelWidth + c]));
+}
+
 void QuantizedWeight::DequantizeRow(int64_t n, float* out) const {
+  if (bits_ == 4) {
+    for (int64_t g = 0; g < groups(); ++g) {
+      const float step = scale(n, g * kInt4Group), base = minimum(n, g * kInt4Group);
+      for (int64_t i = g * kInt4Group; i < (g + 1) * kInt4Group; ++i) {
+        out[i] = static_cast<float>(value(n, i)) * step + base;
+      }
+    }
+    return;
+  }
   const int8_t* values = panel(n / kPanelWidth) + n % kPanelWidth;
   const float* scales = panel_scales(n / kPanelWidth) + n % kPanelWidth;
   for (int64_t i = 0; i < k_; ++i) {
@@ -75,6 +151,21 @@ inline void DequantizePanelRow(const int8_t* values, const float* scales, float*
 
 void QuantizedWeight::DequantizeColumns(int64_t first, int64_t last, float* out,
                                         int64_t row_stride) const {
+  if (bits_ == 4) {
+    alignas(64) float rows[kInt4Group][kPanelWidth];
+    for (int64_t j = first; j < last; ++j) {
+      const int64_t columns = std::min(kPanelWidth, n_ - j * kPanelWidth);
+      for (int64_t g = 0; g < groups(); ++g) {
+        DequantizeInt4Group(int4_panel(j) + g * kInt4GroupBytes,
+                            int4_halves(j) + g * kInt4GroupHalves, rows);
+        for (int64_t i = 0; i < kInt4Group; ++i) {
+          std::copy(rows[i], rows[i] + columns,
+                    out + (g * kInt4Group + i) * row_stride + (j - first) * kPanelWidth);
+        }
+      }
+    }
+    return;
+  }
   for (int64_t i = 0; i < k_; ++i) {
     for (int64_t j = first; j < last; ++j) {
       DequantizePanelRow(panel(j) + i * kPanelWidth,
@@ -89,7 +180,12 @@ void QuantizedWeight::DequantizePanels(int64_t first, int64_t last, int64_t padd
                                        float* out) const {
   for (int64_t j = first; j < last; ++j) {
     float* block = out + (j - first) * padded_k * kPanelWidth;
-    for (int64_t i = 0; i < k_; ++i) {
+    for (int64_t g = 0; bits_ == 4 && g < groups(); ++g) {
+      DequantizeInt4Group(
+          int4_panel(j) + g * kInt4GroupBytes, int4_halves(j) + g * kInt4GroupHalves,
+          reinterpret_cast<float(*)[kPanelWidth]>(block + g * kInt4Group * kPanelWidth));
+    }
+    for (int64_t i = 0; bits_ == 8 && i < k_; ++i) {
       DequantizePanelRow(panel(j) + i * kPanelWidth,
                          panel_scales(j) + i / group_size_ * kPanelWidth, block + i * kPanelWidth,
                          kPanelWidth);
@@ -100,6 +196,26 @@ void QuantizedWeight::DequantizePanels(int64_t first, int64_t last, int64_t padd
 
 void QuantizedWeight::DequantizePanelsBf16(int64_t first, int64_t last, int64_t padded_k,
                                            uint16_t* out) const {
+  if (bits_ == 4) {
+    alignas(64) float rows[kInt4Group][kPanelWidth];
+    for (int64_t j = first; j < last; ++j) {
+      uint16_t* block = out + (j - first) * padded_k * kPanelWidth;
+      for (int64_t g = 0; g < groups(); ++g) {
+        DequantizeInt4Group(int4_panel(j) + g * kInt4GroupBytes,
+                            int4_halves(j) + g * kInt4GroupHalves, rows);
+        for (int64_t i = 0; i < kInt4Group; i += 2) {
+          uint16_t* pair = block + (g * kInt4Group + i) * kPanelWidth;
+#pragma omp simd
+          for (int64_t c = 0; c < kPanelWidth; ++c) {
+            pair[2 * c] = ToBf16(rows[i][c]);
+            pair[2 * c + 1] = ToBf16(rows[i + 1][c]);
+          }
+        }
+      }
+      std::fill(block + k_ * kPanelWidth, block + padded_k * kPanelWidth, uint16_t{0});
+    }
+    return;
+  }
   for (int64_t j = first; j < last; ++j) {
     uint16_t* block = out + (j - first) * padded_k * kPanelWidth;
     for (int64_t i = 0; i + 1 < k_; i += 2) {

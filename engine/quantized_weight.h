@@ -8,12 +8,18 @@
 //
 // W[n, i] ≈ values · scale, with scale = max |W[n, group]| / 127 (0 for a group of zeros).
 // Columns past N in the last panel are zero with zero scales.
+//
+// Or to int4 (QuantizeInt4): levels 0-15 with an f16 scale and minimum per group of 32 inputs,
+// W[n, i] ≈ level · scale + minimum, in the panel layout engine/kernels/int4_panel_products.h
+// describes (half a byte per weight and 4 bytes per group: 5 bits a weight).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
+#include "engine/f16.h"
 #include "engine/tensor.h"
+#include "engine/weight_format.h"
 
 namespace attnserve {
 
@@ -26,27 +32,39 @@ class QuantizedWeight {
   // int8_activations: whether decoding may multiply it by int8 activations (WeightFormat).
   static QuantizedWeight Quantize(const Tensor& weight, int64_t group_size,
                                   bool int8_activations = true);
+  // weight [N, K] with K a multiple of 32, to int4: scale = (max - min) / 15 and minimum = min of
+  // each group, both rounded to f16 first, levels rounded to the nearest.
+  static QuantizedWeight QuantizeInt4(const Tensor& weight);
+  // As `format` says (format.quantized assumed): int4 where it asks for 4 bits and K is a
+  // multiple of 32, else int8.
+  static QuantizedWeight Quantize(const Tensor& weight, const WeightFormat& format);
 
   bool empty() const { return values_ == nullptr; }
+  int bits() const { return bits_; }
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
   int64_t group_size() const { return group_size_; }
   bool int8_activations() const { return int8_activations_; }
   int64_t groups() const { return (k_ + group_size_ - 1) / group_size_; }
   int64_t panels() const { return (n_ + kPanelWidth - 1) / kPanelWidth; }
-  // Bytes held: the int8 values and the scales.
+  // Bytes held: the values and the scales (and minimums).
   int64_t bytes() const;
 
+  // Int8: panel j's values [K, 64] and scales [groups, 64].
   const int8_t* panel(int64_t j) const { return values_.get() + j * k_ * kPanelWidth; }
-  // Panel j's scales: [groups, 64].
   const float* panel_scales(int64_t j) const { return scales_.get() + j * groups() * kPanelWidth; }
-  // The scale of W[n, i].
-  float scale(int64_t n, int64_t i) const {
-    return panel_scales(n / kPanelWidth)[i / group_size_ * kPanelWidth + n % kPanelWidth];
+  // Int4: panel j's levels and its groups' f16 scales and minimums (int4_panel_products.h).
+  const uint8_t* int4_panel(int64_t j) const {
+    return reinterpret_cast<const uint8_t*>(values_.get()) + j * k_ * kPanelWidth / 2;
   }
-  int8_t value(int64_t n, int64_t i) const {
-    return panel(n / kPanelWidth)[i * kPanelWidth + n % kPanelWidth];
+  const uint16_t* int4_halves(int64_t j) const {
+    return reinterpret_cast<const uint16_t*>(halves_.get()) + j * groups() * 2 * kPanelWidth;
   }
+  // W[n, i] ≈ value(n, i) · scale(n, i) + minimum(n, i); value is the stored level (int8: -127 to
+  // 127, int4: 0 to 15), minimum 0 for int8.
+  int value(int64_t n, int64_t i) const;
+  float scale(int64_t n, int64_t i) const;
+  float minimum(int64_t n, int64_t i) const;
 
   // Row n of the dequantized weight (K floats): a token embedding lookup from a tied table.
   void DequantizeRow(int64_t n, float* out) const;
@@ -64,9 +82,11 @@ class QuantizedWeight {
   void DequantizePanelsBf16(int64_t first, int64_t last, int64_t padded_k, uint16_t* out) const;
 
  private:
-  std::shared_ptr<int8_t> values_;
-  std::shared_ptr<float> scales_;
+  std::shared_ptr<int8_t> values_;  // int4: two levels a byte
+  std::shared_ptr<float> scales_;   // int8
+  std::shared_ptr<Half> halves_;    // int4
   int64_t n_ = 0, k_ = 0, group_size_ = 0;
+  int bits_ = 8;
   bool int8_activations_ = true;
 };
 

@@ -2,26 +2,47 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 namespace attnserve {
 
-// float32 (packed where that is faster), or int8 with a scale per group of group_size input
-// columns of each output column (0: one scale per output column), quantized at load
-// (docs/model-format.md, "Quantized weights"). Groups of 32 by default: all-MiniLM-L6-v2's
-// embeddings keep a cosine of 0.9996 to float32's with them, 0.998 with a scale per column
-// (docs/benchmarks.md), for 1/8 more bytes than int8 values alone.
+// float32 (packed where that is faster), or quantized at load (docs/model-format.md, "Quantized
+// weights") to
+//   int8: symmetric, a float scale per group of group_size input columns of each output column
+//         (0: one per output column). Groups of 32 by default: all-MiniLM-L6-v2's embeddings keep
+//         a cosine of 0.9996 to float32's with them, 0.998 with a scale per column
+//         (docs/benchmarks.md), for 1/8 more bytes than int8 values alone.
+//   int4: levels 0-15 with an f16 scale and an f16 minimum per 32 input columns (llama.cpp's
+//         Q4_1), 5 bits a weight; a layer whose depth is not a multiple of 32 stays int8.
 struct WeightFormat {
-  bool int8 = false;
+  bool quantized = false;
+  int bits = 8;  // 8 or 4, when quantized
   int64_t group_size = 32;
   // Where the CPU has VNNI, int8 weights multiply up to kFewRowsMaxInt8Activations rows (decoding,
   // short prompts) by activations quantized to int8 per block of 32, as llama.cpp does: SmolLM2's
   // decoding steps 1.1-1.5x, 16 streams' 1.4x as fast; MiniLM's least embedding cosine to float32
   // 0.9985 instead of 0.9995 (docs/benchmarks.md, "Int8 activations"). false keeps them float.
+  // Int4 weights always take int8 activations there (on AVX2 too): it is what their kernels do.
   bool int8_activations = true;
-  // "auto": LoadModel chooses int8 for a GGUF file whose layers are block-quantized (the closest
-  // the engine keeps to the file's precision and size), float32 for anything else; the loaded
-  // model's config says which.
+  // "auto": LoadModel chooses, for a GGUF file whose layers are block-quantized, int4 where most
+  // of them have 4 bits, int8 otherwise (the closest the engine keeps to the file's precision and
+  // size), float32 for anything else; the loaded model's config says which.
   bool automatic = false;
 };
+
+// "float32", "int8" or "int4".
+inline const char* WeightFormatName(const WeightFormat& format) {
+  return !format.quantized ? "float32" : format.bits == 4 ? "int4" : "int8";
+}
+
+// The format named "float32", "int8", "int4" or "auto" (the other fields kept), or nothing.
+inline std::optional<WeightFormat> WeightFormatNamed(std::string_view name, WeightFormat format) {
+  if (name != "float32" && name != "int8" && name != "int4" && name != "auto") return std::nullopt;
+  format.quantized = name == "int8" || name == "int4";
+  format.bits = name == "int4" ? 4 : 8;
+  format.automatic = name == "auto";
+  return format;
+}
 
 }  // namespace attnserve

@@ -51,7 +51,7 @@ constexpr absl::Duration kPausedPoll = absl::Milliseconds(20);
 
 KvCacheType KvCacheTypeFor(const EngineLoopOptions& options, const ModelConfig& config) {
   if (options.kv_cache) return *options.kv_cache;
-  return config.weights.int8 ? KvCacheType::kF16 : KvCacheType::kFloat32;
+  return config.weights.quantized ? KvCacheType::kF16 : KvCacheType::kFloat32;
 }
 
 absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(std::string name,

@@ -66,13 +66,14 @@ ABSL_FLAG(int64_t, memory_limit_mb, 0,
 ABSL_FLAG(int, idle_spin_us, 300,
           "How long an idle model scheduler polls for work before sleeping (0: never)");
 ABSL_FLAG(std::string, weights, "auto",
-          "How models keep their linear layers' weights: float32, int8 quantized at load (a "
-          "quarter of the memory, faster decoding), or auto: int8 for GGUF files of quantized "
-          "weights, float32 for the rest (per model in serving.json)");
+          "How models keep their linear layers' weights: float32; int8 or int4 quantized at load "
+          "(a quarter or a sixth of the memory, faster decoding); or auto: int4 for GGUF files of "
+          "mostly 4-bit weights, int8 for other quantized ones, float32 for the rest (per model "
+          "in serving.json)");
 ABSL_FLAG(std::string, kv_cache, "auto",
           "How generating models cache keys and values: float32; f16 or bf16, half the memory "
           "and of the bytes each decoding step reads (f16: 11 significant bits up to 65504, bf16: "
-          "8 bits over float32's range); or auto: f16 for int8 weights, float32 for float32 "
+          "8 bits over float32's range); or auto: f16 for quantized weights, float32 for float32 "
           "weights (per model in serving.json)");
 ABSL_FLAG(int64_t, prefix_cache_tokens, 16384,
           "Tokens of finished generations' prefixes each generating model keeps for reuse (at "

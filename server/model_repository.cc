@@ -55,7 +55,14 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
     }
     const WeightFormat& weights = (*model)->config.weights;
     std::cerr << "attnserve: model " << name << ": " << (*model)->source << ", ";
-    if (weights.int8) {
+    if (weights.quantized && weights.bits == 4) {
+      std::cerr << "int4 weights (int8 where a layer's depth is not a multiple of 32), int8 "
+                   "activations for up to "
+                << (BestKernelIsa() == KernelIsa::kAvx512Vnni ? kFewRowsMaxInt8Activations
+                                                              : kFewRowsMaxInt8)
+                << " rows, prefill through " << Int8TileFormatName(BestInt8TileFormat())
+                << " tiles";
+    } else if (weights.quantized) {
       std::cerr << "int8 weights, a scale per " << weights.group_size
                 << " input columns (0: per output), "
                 << (weights.int8_activations && BestKernelIsa() == KernelIsa::kAvx512Vnni ? "int8"
@@ -171,12 +178,12 @@ absl::StatusOr<EngineLoopOptions> ServingOptionsFor(const std::string& directory
 }
 
 absl::Status ParseWeightFormat(const std::string& name, WeightFormat& format) {
-  if (name != "float32" && name != "int8" && name != "auto") {
+  const std::optional<WeightFormat> named = WeightFormatNamed(name, format);
+  if (!named) {
     return absl::InvalidArgumentError(
-        absl::StrCat("\"", name, "\" is not a weight format (float32, int8 or auto)"));
+        absl::StrCat("\"", name, "\" is not a weight format (float32, int8, int4 or auto)"));
   }
-  format.int8 = name == "int8";
-  format.automatic = name == "auto";
+  format = *named;
   return absl::OkStatus();
 }
 

@@ -43,8 +43,8 @@ class ModelRepository {
 absl::StatusOr<EngineLoopOptions> ServingOptionsFor(const std::string& directory,
                                                     const EngineLoopOptions& defaults);
 
-// "float32", "int8" or "auto" (int8 for a GGUF file of quantized layers, else float32), the
-// --weights flag and serving.json's "weights", set on `format`.
+// "float32", "int8", "int4" or "auto" (int4 or int8 for a GGUF file of quantized layers, as the
+// file's bits, else float32), the --weights flag and serving.json's "weights", set on `format`.
 absl::Status ParseWeightFormat(const std::string& name, WeightFormat& format);
 // "float32", "f16", "bf16" or "auto" (unset: chosen by the weights, KvCacheTypeFor).
 absl::Status ParseKvCacheType(const std::string& name, std::optional<KvCacheType>& type);

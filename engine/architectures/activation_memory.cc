@@ -50,7 +50,7 @@ int64_t ActivationBytes(const ModelConfig& c, const EngineCall& call) {
   int64_t bytes = floats * static_cast<int64_t>(sizeof(float));
   // Int8 weights: each compute thread's tile of dequantized weights, and the calling thread's
   // bf16 copy of a matmul's input (BestInt8TileFormat), all kept between calls.
-  if (c.weights.int8) {
+  if (c.weights.quantized) {
     const int64_t deepest = std::max({d, c.ffn_dim, c.input_dim, c.num_heads * c.head_dim_v});
     bytes += omp_get_max_threads() *
              std::max<int64_t>(kDequantizedTileBytes, deepest * 64 * sizeof(float));

@@ -17,10 +17,9 @@ absl::StatusOr<InputEmbedding> InputEmbedding::Load(WeightReader& weights,
   if (config.token_inputs()) {
     ASSIGN_OR_RETURN(Tensor table,
                      weights.Take("embed_tokens.weight", {config.vocab_size, config.model_dim}));
-    if (weights.format().int8) {
+    if (weights.format().quantized) {
       // Each token's row has its own scales, as an output column of a linear layer does.
-      embedding.quantized_tokens_ = QuantizedWeight::Quantize(table, weights.format().group_size,
-                                                              weights.format().int8_activations);
+      embedding.quantized_tokens_ = QuantizedWeight::Quantize(table, weights.format());
     } else {
       embedding.tokens_ = std::move(table);
     }
@@ -123,7 +122,7 @@ absl::StatusOr<LinearWeights> LoadLmHead(WeightReader& weights, const ModelConfi
   }
   ASSIGN_OR_RETURN(Tensor head,
                    weights.Take("lm_head.weight", {config.vocab_size, config.model_dim}));
-  if (weights.format().int8) return PrepareLinear(std::move(head), Tensor(), weights.format());
+  if (weights.format().quantized) return PrepareLinear(std::move(head), Tensor(), weights.format());
   return LinearWeights{std::move(head), {}, {}, {}};
 }
 

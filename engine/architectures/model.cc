@@ -86,7 +86,12 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
   }
   WeightReader& weights = *reader;
   WeightFormat format = options.weights;
-  if (format.automatic) format.int8 = gguf && gguf->quantized;
+  if (format.automatic && gguf && gguf->quantized_bits != 0) {
+    format.quantized = true;
+    format.bits = gguf->quantized_bits;
+  } else if (format.automatic) {
+    format.quantized = false;
+  }
   weights.set_format(format);
   config.weights = format;
 
@@ -126,7 +131,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
   }
   // Every layer has a [model_dim, model_dim]-sized projection or larger (out_proj).
   model->weights_packed =
-      format.int8 || PackedWeight::WorthPacking(config.model_dim, config.model_dim);
+      format.quantized || PackedWeight::WorthPacking(config.model_dim, config.model_dim);
   return model;
 }
 

@@ -74,12 +74,26 @@ class GgufTensorMap {
   }
 
   // Whether a matrix (a layer's weight) is block-quantized in the file.
-  bool AnyLinearQuantized() const {
+  // 0 when no matrix is block-quantized; 4 when most of those that are have 4 bits or fewer a
+  // weight (Q4_0, Q4_1, Q4_K, Q3_K, Q2_K); else 8.
+  int LinearQuantizedBits() const {
+    int four_bits = 0, more_bits = 0;
     for (const std::string& name : used_) {
       const GgufTensorInfo* info = file_->Find(name);
-      if (info->dims.size() == 2 && IsQuantized(info->type)) return true;
+      if (info->dims.size() != 2 || !IsQuantized(info->type)) continue;
+      switch (info->type) {
+        case GgmlType::kQ4_0:
+        case GgmlType::kQ4_1:
+        case GgmlType::kQ4_K:
+        case GgmlType::kQ3_K:
+        case GgmlType::kQ2_K:
+          ++four_bits;
+          break;
+        default:
+          ++more_bits;
+      }
     }
-    return false;
+    return four_bits + more_bits == 0 ? 0 : four_bits > more_bits ? 4 : 8;
   }
 
   absl::Status CheckAllUsed() const {
@@ -323,7 +337,7 @@ absl::StatusOr<GgufImport> ImportGguf(const std::string& path) {
     }
   }
   RETURN_IF_ERROR(tensors.CheckAllUsed());
-  model.quantized = tensors.AnyLinearQuantized();
+  model.quantized_bits = tensors.LinearQuantizedBits();
   model.tensor_types = tensors.TypeCounts();
   model.tensors = tensors.Release();
 

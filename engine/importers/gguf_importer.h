@@ -20,9 +20,10 @@ struct GgufImport {
   std::map<std::string, LazyTensor> tensors;  // under the engine's names
   std::string tokenizer_json;                 // for HfTokenizer::FromJson
   ChatTemplates chat_templates;
-  // Whether the linear layers' weights are block-quantized in the file (then int8 keeps them
-  // closest to the file's size), and what the file holds, for the log: "210 Q4_1, 61 F32, ...".
-  bool quantized = false;
+  // Whether the linear layers' weights are block-quantized in the file: 0 if not, else 4 or 8, the
+  // engine's format closest to the file's size (LinearQuantizedBits in gguf_importer.cc); and what
+  // the file holds, for the log: "210 Q4_1, 61 F32, ...".
+  int quantized_bits = 0;
   std::string tensor_types;
 };
 

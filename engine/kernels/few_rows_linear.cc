@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/kernels/activations.h"
+#include "engine/kernels/int4_panel_products.h"
 #include "engine/kernels/int8_panel_products.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/parallel.h"
@@ -170,13 +171,39 @@ void FewRowsLinear(const Tensor& x, const PackedWeight& weight, const Tensor& bi
 }
 
 bool UsesInt8Activations(const QuantizedWeight& weight, KernelIsa isa) {
+  if (weight.bits() == 4) return true;
   return isa == KernelIsa::kAvx512Vnni && weight.int8_activations() &&
          weight.k() % kInt8ActivationBlock == 0 && weight.group_size() % kInt8ActivationBlock == 0;
 }
 
 int64_t FewRowsMax(const QuantizedWeight& weight, KernelIsa isa) {
-  return UsesInt8Activations(weight, isa) ? kFewRowsMaxInt8Activations : kFewRowsMaxInt8;
+  return UsesInt8Activations(weight, isa) && isa == KernelIsa::kAvx512Vnni
+             ? kFewRowsMaxInt8Activations
+             : kFewRowsMaxInt8;
 }
+
+namespace {
+
+// x's rows quantized to int8 per block of kInt8ActivationBlock, into the calling thread's buffers,
+// which the panels' threads reach through plain pointers (they must not look up thread_locals of
+// their own).
+void QuantizeRows(const Tensor& x, KernelIsa isa, Int8Row rows[kFewRowsMaxInt8Activations]) {
+  thread_local std::vector<int8_t> values;
+  thread_local std::vector<float> scales;
+  thread_local std::vector<int32_t> offsets;
+  const int64_t m = x.dim(0), k = x.dim(1), blocks = k / kInt8ActivationBlock;
+  values.resize(m * k);
+  scales.resize(m * blocks);
+  offsets.resize(m * blocks);
+  const auto quantize = isa == KernelIsa::kAvx512Vnni ? &QuantizeRowVnni : &QuantizeRowAvx2;
+  for (int64_t r = 0; r < m; ++r) {
+    rows[r] = {values.data() + r * k, scales.data() + r * blocks, offsets.data() + r * blocks};
+    quantize(x.row(r), k, values.data() + r * k, scales.data() + r * blocks,
+             offsets.data() + r * blocks);
+  }
+}
+
+}  // namespace
 
 void FewRowsLinear(const Tensor& x, const QuantizedWeight& weight, const Tensor& bias, Tensor& y,
                    MatmulEpilogue epilogue, KernelIsa isa) {
@@ -184,47 +211,41 @@ void FewRowsLinear(const Tensor& x, const QuantizedWeight& weight, const Tensor&
   const int64_t rows = x.dim(0), k = weight.k();
   assert(rows <= FewRowsMax(weight, isa));  // the rows' pointers live on the stack
   // Each pass takes four rows: the first brings the panel from memory, the others find it in the
-  // cache (a panel of 576 inputs is 36 KB).
+  // cache (a panel of 576 inputs is 36 KB in int8, 20 KB in int4).
   const auto for_each_panel = [&](const auto& products) {
     ParallelFor(weight.panels(), [&](int64_t j) {
       const int64_t begin = j * kBlock, end = std::min(weight.n(), begin + kBlock);
       alignas(64) float block[kFewRowsMax][kBlock];
       for (int64_t first = 0; first < rows; first += kFewRowsMax) {
         const int count = static_cast<int>(std::min(kFewRowsMax, rows - first));
-        products(first, count, weight.panel(j), weight.panel_scales(j), block);
+        products(j, first, count, block);
         StoreBlock(block, count, begin, end, bias, y, epilogue, first);
       }
     });
   };
   if (UsesInt8Activations(weight, isa)) {
-    // The calling thread's buffers, reached through plain pointers: the panels' threads must not
-    // look up thread_locals of their own.
-    thread_local std::vector<int8_t> values_buffer;
-    thread_local std::vector<float> scales_buffer;
-    thread_local std::vector<int32_t> offsets_buffer;
-    const int64_t blocks = k / kInt8ActivationBlock;
-    values_buffer.resize(rows * k);
-    scales_buffer.resize(rows * blocks);
-    offsets_buffer.resize(rows * blocks);
     Int8Row quantized[kFewRowsMaxInt8Activations];
-    for (int64_t r = 0; r < rows; ++r) {
-      quantized[r] = {values_buffer.data() + r * k, scales_buffer.data() + r * blocks,
-                      offsets_buffer.data() + r * blocks};
-      QuantizeRowVnni(x.row(r), k, values_buffer.data() + r * k, scales_buffer.data() + r * blocks,
-                      offsets_buffer.data() + r * blocks);
+    QuantizeRows(x, isa, quantized);
+    if (weight.bits() == 4) {
+      const auto products =
+          isa == KernelIsa::kAvx512Vnni ? &Int4PanelProductsVnni : &Int4PanelProductsAvx2;
+      for_each_panel([&](int64_t j, int64_t first, int count, float block[kFewRowsMax][kBlock]) {
+        products(quantized + first, count, weight.int4_panel(j), weight.int4_halves(j), k, block);
+      });
+    } else {
+      for_each_panel([&](int64_t j, int64_t first, int count, float block[kFewRowsMax][kBlock]) {
+        Int8PanelProductsVnni(quantized + first, count, weight.panel(j), weight.panel_scales(j), k,
+                              weight.group_size(), block);
+      });
     }
-    for_each_panel([&](int64_t first, int count, const int8_t* panel, const float* scales,
-                       float block[kFewRowsMax][kBlock]) {
-      Int8PanelProductsVnni(quantized + first, count, panel, scales, k, weight.group_size(), block);
-    });
     return;
   }
   const auto products = isa == KernelIsa::kAvx2 ? &Int8PanelProductsAvx2 : &Int8PanelProductsAvx512;
   const float* x_rows[kFewRowsMaxInt8];
   for (int64_t r = 0; r < rows; ++r) x_rows[r] = x.row(r);
-  for_each_panel([&](int64_t first, int count, const int8_t* panel, const float* scales,
-                     float block[kFewRowsMax][kBlock]) {
-    products(x_rows + first, count, panel, scales, k, weight.group_size(), block);
+  for_each_panel([&](int64_t j, int64_t first, int count, float block[kFewRowsMax][kBlock]) {
+    products(x_rows + first, count, weight.panel(j), weight.panel_scales(j), k, weight.group_size(),
+             block);
   });
 }
 

@@ -26,9 +26,9 @@ inline constexpr int64_t kFewRowsMaxInt8 = 16;
 // to this many rows (docs/benchmarks.md, "Int8 activations").
 inline constexpr int64_t kFewRowsMaxInt8Activations = 32;
 
-// Whether FewRowsLinear multiplies this weight by int8 activations on `isa`: where the CPU has
-// VNNI, the weight was quantized for them, and its depth and groups are whole blocks of
-// kInt8ActivationBlock.
+// Whether FewRowsLinear multiplies this weight by int8 activations on `isa`: int4 weights always;
+// int8 ones where the CPU has VNNI, the weight was quantized for them, and its depth and groups
+// are whole blocks of kInt8ActivationBlock.
 bool UsesInt8Activations(const QuantizedWeight& weight, KernelIsa isa = BestKernelIsa());
 // The most rows FewRowsLinear takes for this weight (Linear sends more through the tiles).
 int64_t FewRowsMax(const QuantizedWeight& weight, KernelIsa isa = BestKernelIsa());
@@ -40,9 +40,10 @@ void FewRowsLinear(const Tensor& x, const Tensor& weight, const Tensor& bias, Te
 // gives 64 output columns at once, so no horizontal sums are needed.
 void FewRowsLinear(const Tensor& x, const PackedWeight& weight, const Tensor& bias, Tensor& y,
                    MatmulEpilogue epilogue);
-// The same from int8 weights: each thread streams whole panels, a quarter of the bytes of float
-// weights, and multiplies them by float activations, or by int8 ones where UsesInt8Activations
-// (engine/kernels/int8_panel_products.h); up to FewRowsMax(weight, isa) rows.
+// The same from int8 or int4 weights: each thread streams whole panels, a quarter (an eighth) of
+// the bytes of float weights, and multiplies them by float activations, or by int8 ones where
+// UsesInt8Activations (engine/kernels/int8_panel_products.h, int4_panel_products.h); up to
+// FewRowsMax(weight, isa) rows.
 void FewRowsLinear(const Tensor& x, const QuantizedWeight& weight, const Tensor& bias, Tensor& y,
                    MatmulEpilogue epilogue, KernelIsa isa = BestKernelIsa());
 

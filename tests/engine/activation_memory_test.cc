@@ -75,7 +75,7 @@ std::vector<std::pair<int64_t, int64_t>> MeasureCalls(const Model& model) {
 void ExpectBounded(const std::string& name, const Model& model) {
   // Int8 weights: the estimate also holds the tile of dequantized weights, which the calling
   // thread allocates once and keeps (not a tensor).
-  const int64_t tile = model.config.weights.int8
+  const int64_t tile = model.config.weights.quantized
                            ? ActivationBytes(model.config, {}) - ActivationBytes(ModelConfig{}, {})
                            : 0;
   for (const auto& [measured, estimate] : MeasureCalls(model)) {
@@ -95,7 +95,7 @@ TEST(ActivationMemoryTest, CoversEveryGoldenArchitecture) {
       const std::string name = entry.path().filename().string();
       if (!entry.is_directory() || name.rfind("model_", 0) != 0) continue;
       LoadOptions options;
-      options.weights.int8 = int8;
+      options.weights.quantized = int8;
       auto model = LoadModel(entry.path().string(), options);
       ASSERT_TRUE(model.ok()) << model.status();
       ExpectBounded(name + (int8 ? " (int8)" : ""), **model);

@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
   text << std::cin.rdbuf();
   const json request = json::parse(text.str());
   attnserve::WeightFormat weights;
-  weights.int8 = request.value("weights", "float32") == "int8";
+  weights = attnserve::WeightFormatNamed(request.value("weights", "float32"), weights).value();
   weights.int8_activations = request.value("int8_activations", true);
   auto model = attnserve::LoadModel(argv[1], {weights});
   if (!model.ok()) {

@@ -89,7 +89,7 @@ absl::StatusOr<double> EmbeddingCosine(const attnserve::Model* const models[2],
 
 int main(int argc, char** argv) {
   attnserve::LoadOptions int8;
-  int8.weights.int8 = true;
+  int8.weights.quantized = true;
   for (int i = 2; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--int8_group_size" && i + 1 < argc) {

@@ -11,6 +11,7 @@
 #include "engine/bf16.h"
 #include "engine/kernels/embedding.h"
 #include "engine/kernels/few_rows_linear.h"
+#include "engine/kernels/int4_panel_products.h"
 #include "engine/kernels/int8_panel_products.h"
 #include "engine/matmul.h"
 #include "tests/tensor_compare.h"
@@ -28,9 +29,16 @@ Tensor Random(Shape shape, uint32_t seed) {
   return t;
 }
 
-// y = act(x · (values · scales)ᵀ + b) (+ y0) in double, from the quantized weight's own values
-// and scales: what the kernels must compute, whatever the quantization cost. bf16: with x and
-// each weight (values · scales in float) rounded to bfloat16 first, as the bf16 tiles are.
+// The weight as the tiles dequantize it, in float: value · scale (+ minimum, one fused rounding).
+float DequantizedInFloat(const QuantizedWeight& q, int64_t n, int64_t i) {
+  const float value = static_cast<float>(q.value(n, i));
+  return q.bits() == 4 ? std::fma(value, q.scale(n, i), q.minimum(n, i)) : value * q.scale(n, i);
+}
+
+// y = act(x · (values · scales + minimums)ᵀ + b) (+ y0) in double, from the quantized weight's
+// own values, scales and minimums: what the kernels must compute, whatever the quantization cost.
+// bf16: with x and each weight (dequantized in float) rounded to bfloat16 first, as the bf16 tiles
+// are.
 Tensor Reference(const Tensor& x, const QuantizedWeight& q, const Tensor& b, const Tensor& y0,
                  Activation activation, bool bf16 = false) {
   const auto operand = [bf16](float value) {
@@ -41,8 +49,9 @@ Tensor Reference(const Tensor& x, const QuantizedWeight& q, const Tensor& b, con
     for (int64_t n = 0; n < q.n(); ++n) {
       double sum = b.empty() ? 0.0 : b.data()[n];
       for (int64_t i = 0; i < q.k(); ++i) {
-        const double weight = bf16 ? operand(static_cast<float>(q.value(n, i)) * q.scale(n, i))
-                                   : q.value(n, i) * double(q.scale(n, i));
+        const double weight = bf16
+                                  ? operand(DequantizedInFloat(q, n, i))
+                                  : q.value(n, i) * double(q.scale(n, i)) + double(q.minimum(n, i));
         sum += operand(x.row(r)[i]) * weight;
       }
       double value = sum;
@@ -156,16 +165,102 @@ TEST(QuantizedWeightTest, DequantizesToValuesTimesScales) {
   EXPECT_TRUE(absl::StrContains(outside.message(), "token id 70")) << outside;
 }
 
+// Int4: each group of 32 keeps its minimum (rounded to f16) and a scale of (max - minimum) / 15
+// (rounded to f16); every value is its nearest level 0-15, within half a step; a group of equal
+// values is its minimum with scale 0; the padding columns of the last panel are zero.
+TEST(QuantizedWeightTest, Int4QuantizesEachGroupToItsNearestLevels) {
+  Tensor w = Random({150, 96}, 1);
+  for (int64_t i = 0; i < 96; ++i) w.row(7)[i] = 0.0f;
+  std::fill(w.row(8) + 32, w.row(8) + 64, 2.5f);
+  w.row(9)[3] = 1000.0f;  // a coarse group
+  const QuantizedWeight q = QuantizedWeight::QuantizeInt4(w);
+  ASSERT_EQ(q.bits(), 4);
+  ASSERT_EQ(q.groups(), 3);
+  EXPECT_EQ(q.bytes(), 3 * 64 * (48 + 3 * 4));
+  for (int64_t n = 0; n < 150; ++n) {
+    for (int64_t g = 0; g < 3; ++g) {
+      const float* values = w.row(n) + 32 * g;
+      const float low = *std::min_element(values, values + 32);
+      const float high = *std::max_element(values, values + 32);
+      const float minimum = FromF16(ToF16(low));
+      ASSERT_EQ(q.minimum(n, 32 * g), minimum) << n << " " << g;
+      ASSERT_EQ(q.scale(n, 32 * g), FromF16(ToF16((high - minimum) / 15.0f))) << n << " " << g;
+      const float step = q.scale(n, 32 * g);
+      for (int64_t i = 32 * g; i < 32 * g + 32; ++i) {
+        const int level = q.value(n, i);
+        ASSERT_GE(level, 0);
+        ASSERT_LE(level, 15);
+        if (step == 0.0f) {
+          ASSERT_EQ(level, 0);
+          continue;
+        }
+        const float exact = (w.row(n)[i] - minimum) / step;
+        if (exact > 0.0f && exact < 15.0f) {
+          ASSERT_LE(std::fabs(exact - level), 0.5f + 1e-4f) << "row " << n << " column " << i;
+        }
+        ASSERT_LE(std::fabs(DequantizedInFloat(q, n, i) - w.row(n)[i]), 0.52f * step);
+      }
+    }
+  }
+  EXPECT_EQ(q.scale(8, 40), 0.0f);
+  EXPECT_EQ(q.minimum(8, 40), 2.5f);
+  EXPECT_EQ(q.value(9, 3), 15);
+  for (int64_t i = 0; i < 96 * 32; ++i) {
+    const int64_t byte = i / 1024 * 1024 + i % 1024;
+    if (byte % 64 / 4 >= 150 - 128 && (byte % 1024) / 256 >= 1) {
+      ASSERT_EQ(q.int4_panel(2)[byte], 0) << byte;  // columns 22-63 of the last panel
+    }
+  }
+}
+
+// Every tile layout and the embedding lookup give level · scale + minimum (one rounding).
+TEST(QuantizedWeightTest, Int4DequantizesToLevelTimesScalePlusMinimum) {
+  const Tensor w = Random({70, 64}, 2);
+  const QuantizedWeight q = QuantizedWeight::QuantizeInt4(w);
+  const Tensor dequantized = q.Dequantize();
+  for (int64_t n = 0; n < 70; ++n) {
+    for (int64_t i = 0; i < 64; ++i) {
+      ASSERT_EQ(dequantized.row(n)[i], DequantizedInFloat(q, n, i)) << n << " " << i;
+    }
+  }
+  std::vector<float> columns(64 * 128), panels(2 * 80 * 64);
+  std::vector<uint16_t> panels_bf16(2 * 80 * 64);
+  q.DequantizeColumns(0, 2, columns.data(), 128);
+  q.DequantizePanels(0, 2, 80, panels.data());
+  q.DequantizePanelsBf16(0, 2, 80, panels_bf16.data());
+  for (int64_t n = 0; n < 128; ++n) {
+    for (int64_t i = 0; i < 80; ++i) {
+      const float expected = n < 70 && i < 64 ? dequantized.row(n)[i] : 0.0f;
+      const float packed = panels[(n / 64 * 80 + i) * 64 + n % 64];
+      const float bf16 = FromBf16(panels_bf16[(n / 64 * 80 + i / 2 * 2) * 64 + n % 64 * 2 + i % 2]);
+      ASSERT_EQ(packed, expected) << n << " " << i;
+      ASSERT_EQ(bf16, FromBf16(ToBf16(expected))) << n << " " << i;
+      if (n < 70 && i < 64) {
+        ASSERT_EQ(columns[i * 128 + n], expected) << n << " " << i;
+      }
+    }
+  }
+  const std::vector<int64_t> ids = {69, 0};
+  Tensor rows({2, 64});
+  ASSERT_TRUE(EmbedTokens(q, ids, rows).ok());
+  for (int64_t r = 0; r < 2; ++r) {
+    for (int64_t i = 0; i < 64; ++i) ASSERT_EQ(rows.row(r)[i], dequantized.row(ids[r])[i]);
+  }
+}
+
 // The decoding kernel on each instruction set of this CPU, for 1 row to its most: odd widths
 // (K = 43 and 100 end in partial vectors, N = 150 in a partial panel), the tail of a group
 // (100 = 3·32 + 4), per-column and per-group scales, rows of zeros and every epilogue. With VNNI,
-// K = 1024 and groups of 32 or K take int8 activations, the others the float kernel.
+// K = 1024 and groups of 32 or K take int8 activations, the others the float kernel. Int4 weights
+// (group size -1 here) take int8 activations on every instruction set.
 TEST(QuantizedLinearTest, FewRowsKernelMatchesFloat64Reference) {
-  for (int64_t k : {43, 100, 1024}) {
-    for (int64_t group_size : {0, 16, 32}) {
+  for (int64_t k : {43, 96, 100, 1024}) {
+    for (int64_t group_size : {-1, 0, 16, 32}) {
+      if (group_size == -1 && k % kInt4Group != 0) continue;
       Tensor w = Random({150, k}, 1);
       for (int64_t i = 0; i < k; ++i) w.row(64)[i] = 0.0f;
-      const QuantizedWeight q = QuantizedWeight::Quantize(w, group_size);
+      const QuantizedWeight q = group_size == -1 ? QuantizedWeight::QuantizeInt4(w)
+                                                 : QuantizedWeight::Quantize(w, group_size);
       const Tensor b = Random({150}, 2);
       for (KernelIsa isa : IsasOfThisCpu()) {
         for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{11},
@@ -191,30 +286,39 @@ TEST(QuantizedLinearTest, FewRowsKernelMatchesFloat64Reference) {
 }
 
 // Each block of 32 activations: its largest magnitude becomes ±127, the others their nearest level
-// (half to even), a block of zeros all zeros with a zero scale; offsets are -128 · Σ values.
+// (half to even), a block of zeros all zeros with a zero scale; offsets are -128 · Σ values. The
+// AVX2 quantizer gives the VNNI one's results bit for bit.
 TEST(QuantizedLinearTest, Int8ActivationsAreEachBlocksNearestLevels) {
-  if (BestKernelIsa() < KernelIsa::kAvx512Vnni) GTEST_SKIP() << "this CPU has no AVX512-VNNI";
-  Tensor x = Random({1, 96}, 5);
+  Tensor x = Random({1, 128}, 5);
   std::fill(x.data() + 32, x.data() + 64, 0.0f);
   x.data()[64] = -1000.0f;  // an outlier makes the rest of its block coarse
-  std::vector<int8_t> values(96);
-  float scales[3];
-  int32_t offsets[3];
-  QuantizeRowVnni(x.data(), 96, values.data(), scales, offsets);
+  x.data()[100] = 0.5f * x.data()[101];
   const Tensor expected = Int8ActivationsOf(x);
-  for (int b = 0; b < 3; ++b) {
-    int32_t sum = 0, largest = 0;
-    for (int i = 32 * b; i < 32 * b + 32; ++i) {
-      EXPECT_FLOAT_EQ(values[i] * scales[b], expected.data()[i]) << i;
-      sum += values[i];
-      largest = std::max<int32_t>(largest, std::abs(values[i]));
+  using Quantizer = void (*)(const float*, int64_t, int8_t*, float*, int32_t*);
+  std::vector<std::pair<const char*, Quantizer>> quantizers = {{"avx2", &QuantizeRowAvx2}};
+  if (BestKernelIsa() >= KernelIsa::kAvx512Vnni) quantizers.push_back({"vnni", &QuantizeRowVnni});
+  std::vector<int8_t> first_values;
+  for (const auto& [name, quantize] : quantizers) {
+    std::vector<int8_t> values(128);
+    float scales[4];
+    int32_t offsets[4];
+    quantize(x.data(), 128, values.data(), scales, offsets);
+    for (int b = 0; b < 4; ++b) {
+      int32_t sum = 0, largest = 0;
+      for (int i = 32 * b; i < 32 * b + 32; ++i) {
+        ASSERT_FLOAT_EQ(values[i] * scales[b], expected.data()[i]) << name << " " << i;
+        sum += values[i];
+        largest = std::max<int32_t>(largest, std::abs(values[i]));
+      }
+      EXPECT_EQ(offsets[b], -128 * sum) << name << " " << b;
+      EXPECT_EQ(largest, b == 1 ? 0 : 127) << name << " " << b;
     }
-    EXPECT_EQ(offsets[b], -128 * sum) << b;
-    EXPECT_EQ(largest, b == 1 ? 0 : 127) << b;
+    EXPECT_EQ(scales[1], 0.0f) << name;
+    EXPECT_EQ(values[64], -127) << name;
+    EXPECT_FLOAT_EQ(scales[2], 1000.0f / 127.0f) << name;
+    if (first_values.empty()) first_values = values;
+    EXPECT_EQ(values, first_values) << name;
   }
-  EXPECT_EQ(scales[1], 0.0f);
-  EXPECT_EQ(values[64], -127);
-  EXPECT_FLOAT_EQ(scales[2], 1000.0f / 127.0f);
 }
 
 // What int8 activations cost on random inputs: against float activations the outputs move by well
@@ -242,10 +346,13 @@ TEST(QuantizedLinearTest, Int8ActivationsStayCloseToFloatActivations) {
 TEST(QuantizedLinearTest, ManyRowsMatchFloat64Reference) {
   for (Int8TileFormat format : TileFormatsOfThisCpu()) {
     const bool bf16 = format == Int8TileFormat::kBf16Packed;
+    // Group size -1: int4 (K = 224 pads to 14 blocks of 16).
     for (const auto& [k, group_size] :
-         {std::pair<int64_t, int64_t>{1023, 0}, {1023, 32}, {200, 32}}) {
+         {std::pair<int64_t, int64_t>{1023, 0}, {1023, 32}, {200, 32}, {224, -1}}) {
       const int64_t n = 2100;
-      const QuantizedWeight q = QuantizedWeight::Quantize(Random({n, k}, 1), group_size);
+      const QuantizedWeight q = group_size == -1
+                                    ? QuantizedWeight::QuantizeInt4(Random({n, k}, 1))
+                                    : QuantizedWeight::Quantize(Random({n, k}, 1), group_size);
       const Tensor bias = Random({n}, 2);
       for (int64_t m : {5, 37}) {
         const Tensor x = Random({m, k}, 3 + m);
@@ -262,26 +369,29 @@ TEST(QuantizedLinearTest, ManyRowsMatchFloat64Reference) {
   }
 }
 
-// Linear sends more than FewRowsMax rows of an int8 weight through the tiles, and up to that
-// many through the few-rows kernel.
+// Linear sends more than FewRowsMax rows of an int8 or int4 weight through the tiles, and up to
+// that many through the few-rows kernel.
 TEST(QuantizedLinearTest, LinearTakesTheBestTileFormat) {
-  const QuantizedWeight q = QuantizedWeight::Quantize(Random({300, 200}, 1), 32);
-  const LinearWeights linear{Tensor(), Random({300}, 2), {}, q};
-  const Tensor few = Random({FewRowsMax(q), 200}, 4);
-  Tensor y_few({few.dim(0), 300}), expected_few({few.dim(0), 300});
-  ASSERT_TRUE(Linear(few, linear, y_few).ok());
-  FewRowsLinear(few, q, linear.bias, expected_few, {});
-  EXPECT_TRUE(AllClose(y_few, expected_few, 0.0f, 0.0f));
-  const Tensor x = Random({FewRowsMax(q) + 1, 200}, 3);
-  Tensor y({x.dim(0), 300}), expected({x.dim(0), 300});
-  ASSERT_TRUE(Linear(x, linear, y).ok());
-  QuantizedMatmul(x, q, linear.bias, expected, {}, BestInt8TileFormat());
-  EXPECT_TRUE(AllClose(y, expected, 0.0f, 0.0f));
+  for (const QuantizedWeight& q : {QuantizedWeight::Quantize(Random({300, 200}, 1), 32),
+                                   QuantizedWeight::QuantizeInt4(Random({300, 224}, 1))}) {
+    const int64_t k = q.k();
+    const LinearWeights linear{Tensor(), Random({300}, 2), {}, q};
+    const Tensor few = Random({FewRowsMax(q), k}, 4);
+    Tensor y_few({few.dim(0), 300}), expected_few({few.dim(0), 300});
+    ASSERT_TRUE(Linear(few, linear, y_few).ok());
+    FewRowsLinear(few, q, linear.bias, expected_few, {});
+    EXPECT_TRUE(AllClose(y_few, expected_few, 0.0f, 0.0f));
+    const Tensor x = Random({FewRowsMax(q) + 1, k}, 3);
+    Tensor y({x.dim(0), 300}), expected({x.dim(0), 300});
+    ASSERT_TRUE(Linear(x, linear, y).ok());
+    QuantizedMatmul(x, q, linear.bias, expected, {}, BestInt8TileFormat());
+    EXPECT_TRUE(AllClose(y, expected, 0.0f, 0.0f));
+  }
 }
 
 TEST(QuantizedLinearTest, PrepareLinearQuantizesAndDropsTheFloatWeight) {
   const Tensor w = Random({96, 64}, 5);
-  const LinearWeights linear = PrepareLinear(w, Tensor(), {true, 32});
+  const LinearWeights linear = PrepareLinear(w, Tensor(), {.quantized = true, .group_size = 32});
   EXPECT_TRUE(linear.weight.empty());
   EXPECT_TRUE(linear.packed.empty());
   ASSERT_FALSE(linear.quantized.empty());
@@ -292,6 +402,11 @@ TEST(QuantizedLinearTest, PrepareLinearQuantizesAndDropsTheFloatWeight) {
   EXPECT_TRUE(AllClose(linear.PlainWeight(), linear.quantized.Dequantize(), 0.0f, 0.0f));
   Tensor y({2, 96});
   EXPECT_EQ(Linear(Random({2, 63}, 6), linear, y).code(), absl::StatusCode::kInvalidArgument);
+  // Int4 where the depth is whole groups of 32, int8 where it is not.
+  const WeightFormat int4{.quantized = true, .bits = 4};
+  EXPECT_EQ(PrepareLinear(w, Tensor(), int4).quantized.bits(), 4);
+  EXPECT_EQ(PrepareLinear(w, Tensor(), int4).quantized.bytes(), 2 * 64 * (32 + 2 * 4));
+  EXPECT_EQ(PrepareLinear(Random({96, 48}, 7), Tensor(), int4).quantized.bits(), 8);
 }
 
 // The tiles' matmuls at GPT-2-small and SmolLM shapes, with the epilogues the layers use (an

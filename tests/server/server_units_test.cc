@@ -163,14 +163,14 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
   EXPECT_EQ(options->max_queue_delay, absl::Milliseconds(3));
   EXPECT_EQ(options->step_tokens, 512);
   EXPECT_EQ(options->max_queue_size, defaults.max_queue_size);
-  EXPECT_FALSE(options->weights.int8);
+  EXPECT_FALSE(options->weights.quantized);
 
   EXPECT_TRUE(options->weights.int8_activations);
   Write(dir / "serving.json",
         R"({"weights": "int8", "int8_group_size": 0, "int8_activations": false})");
   options = ServingOptionsFor(dir.string(), defaults);
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_TRUE(options->weights.int8);
+  EXPECT_TRUE(options->weights.quantized);
   EXPECT_EQ(options->weights.group_size, 0);
   EXPECT_FALSE(options->weights.automatic);
   EXPECT_FALSE(options->weights.int8_activations);
@@ -180,7 +180,7 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
   options = ServingOptionsFor(dir.string(), defaults);
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_TRUE(options->weights.automatic);
-  EXPECT_FALSE(options->weights.int8);
+  EXPECT_FALSE(options->weights.quantized);
   Write(dir / "serving.json", R"({"weights": "float32"})");
   options = ServingOptionsFor(dir.string(), *options);
   ASSERT_TRUE(options.ok()) << options.status();
@@ -203,7 +203,7 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
   EXPECT_FALSE(options->kv_cache.has_value());
   ModelConfig config;
   EXPECT_EQ(KvCacheTypeFor(*options, config), KvCacheType::kFloat32);
-  config.weights.int8 = true;
+  config.weights.quantized = true;
   EXPECT_EQ(KvCacheTypeFor(*options, config), KvCacheType::kF16);
   Write(dir / "serving.json", R"({"prefix_cache_tokens": 0})");
   options = ServingOptionsFor(dir.string(), defaults);
