@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-bench, llama-server and llama-quantize as benchmark peers for
-# bench/gguf_vs_llamacpp.py and bench/server_vs_llama_server.py, from the
-# llama.cpp copy vendored in llama-cpp-python 0.3.36's PyPI source distribution. The peer lives
+# Builds llama.cpp's llama-bench, llama-server, llama-quantize and llama-perplexity as benchmark
+# peers for bench/gguf_vs_llamacpp.py, bench/server_vs_llama_server.py and bench/int4_accuracy.py,
+# from the llama.cpp copy vendored in llama-cpp-python 0.3.36's PyPI source distribution. The peer lives
 # outside the repository (none of its code or binaries belong in it) and is not part of the
 # normal build or CI: run this by hand once.
 #   CPU only, Release, GGML_NATIVE=ON (-march=native), no CUDA, BLAS, curl or OpenSSL, static;
@@ -43,8 +43,9 @@ nice -n 19 cmake -S "$src" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
   -DLLAMA_BUILD_APP=OFF -Wno-dev
-nice -n 19 cmake --build "$dir/build" -j "$jobs" --target llama-bench llama-server llama-quantize
-for tool in llama-bench llama-server llama-quantize; do
+nice -n 19 cmake --build "$dir/build" -j "$jobs" --target llama-bench llama-server llama-quantize \
+  llama-perplexity
+for tool in llama-bench llama-server llama-quantize llama-perplexity; do
   "$dir/build/bin/$tool" --help > /dev/null 2>&1 || [[ $tool == llama-quantize ]]
 done
-echo "built $dir/build/bin/{llama-bench,llama-server,llama-quantize}"
+echo "built $dir/build/bin/{llama-bench,llama-server,llama-quantize,llama-perplexity}"

@@ -35,7 +35,8 @@ def perplexity(run):
 
 
 def gpl_tokens(count):
-    """The first `count` tokens of the GPL (Debian's /usr/share/common-licenses/GPL-3)."""
+    """The first `count` tokens of the GPL (Debian's /usr/share/common-licenses/GPL-3), or all of
+    them (None)."""
     tokenizer = AutoTokenizer.from_pretrained(os.path.dirname(SMOLLM2),
                                               gguf_file=os.path.basename(SMOLLM2))
     with open("/usr/share/common-licenses/GPL-3") as f:

@@ -56,8 +56,9 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
     const WeightFormat& weights = (*model)->config.weights;
     std::cerr << "attnserve: model " << name << ": " << (*model)->source << ", ";
     if (weights.quantized && weights.bits == 4) {
-      std::cerr << "int4 weights (int8 where a layer's depth is not a multiple of 32), int8 "
-                   "activations for up to "
+      std::cerr << "int4 weights (int8 where a layer's depth is not a multiple of 32"
+                << (weights.int4_lm_head ? "" : ", and the token table and LM head")
+                << "), int8 activations for up to "
                 << (BestKernelIsa() == KernelIsa::kAvx512Vnni ? kFewRowsMaxInt8Activations
                                                               : kFewRowsMaxInt8)
                 << " rows, prefill through " << Int8TileFormatName(BestInt8TileFormat())
@@ -119,12 +120,13 @@ absl::StatusOr<EngineLoopOptions> ServingOptionsFor(const std::string& directory
   for (const auto& item : json.items()) {
     const std::string& key = item.key();
     const auto& value = item.value();
-    if (key == "int8_activations") {
+    if (key == "int8_activations" || key == "int4_lm_head") {
       if (!value.is_boolean()) {
         return absl::InvalidArgumentError(
-            absl::StrCat(path, ": field int8_activations must be true or false"));
+            absl::StrCat(path, ": field ", key, " must be true or false"));
       }
-      options.weights.int8_activations = value.get<bool>();
+      (key == "int8_activations" ? options.weights.int8_activations
+                                 : options.weights.int4_lm_head) = value.get<bool>();
       continue;
     }
     if (key == "kv_cache") {

@@ -38,7 +38,8 @@ class ModelRepository {
 // The server-wide batching and weight settings, overridden by the model directory's optional
 // serving.json ({"max_batch_size": 8, "max_queue_delay_ms": 1, "max_queue_size": 64,
 //   "max_batch_tokens": 4096, "step_tokens": 1024, "prefill_chunk_tokens": 128,
-//   "weights": "int8", "int8_group_size": 64, "int8_activations": false, "kv_cache": "bf16",
+//   "weights": "int8", "int8_group_size": 64, "int8_activations": false, "int4_lm_head": true,
+//   "kv_cache": "bf16",
 //   "prefix_cache_tokens": 0}).
 absl::StatusOr<EngineLoopOptions> ServingOptionsFor(const std::string& directory,
                                                     const EngineLoopOptions& defaults);

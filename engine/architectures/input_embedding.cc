@@ -19,7 +19,8 @@ absl::StatusOr<InputEmbedding> InputEmbedding::Load(WeightReader& weights,
                      weights.Take("embed_tokens.weight", {config.vocab_size, config.model_dim}));
     if (weights.format().quantized) {
       // Each token's row has its own scales, as an output column of a linear layer does.
-      embedding.quantized_tokens_ = QuantizedWeight::Quantize(table, weights.format());
+      embedding.quantized_tokens_ =
+          QuantizedWeight::Quantize(table, LmHeadFormat(weights.format()));
     } else {
       embedding.tokens_ = std::move(table);
     }
@@ -122,7 +123,9 @@ absl::StatusOr<LinearWeights> LoadLmHead(WeightReader& weights, const ModelConfi
   }
   ASSIGN_OR_RETURN(Tensor head,
                    weights.Take("lm_head.weight", {config.vocab_size, config.model_dim}));
-  if (weights.format().quantized) return PrepareLinear(std::move(head), Tensor(), weights.format());
+  if (weights.format().quantized) {
+    return PrepareLinear(std::move(head), Tensor(), LmHeadFormat(weights.format()));
+  }
   return LinearWeights{std::move(head), {}, {}, {}};
 }
 

@@ -21,12 +21,15 @@ inline __m512i Broadcast4(const int8_t* values) {
   return _mm512_set1_epi32(four);
 }
 
-// Per group and column vector m: 4 vectors of levels (128 inputs' worth of nibbles for 16
-// columns) go through VPDPBUSD against each row's activations; the int32 sums are scaled once per
-// group, and the minimums meet each row's sum of activations.
+// Per group, the 16 vectors of levels (nibbles of 32 inputs for 64 columns) go through VPDPBUSD
+// against each row's activations into one int32 accumulator per row and 16 columns; with one or
+// two rows, low and high nibbles have accumulators of their own, so that enough independent sums
+// hide VPDPBUSD's latency. The int32 sums are scaled once per group, and the minimums meet each
+// row's sum of activations.
 template <int kRows>
 void Products(const Int8Row* x, const uint8_t* panel, const uint16_t* halves, int64_t k,
               float block[kInt8PanelMaxRows][kInt8PanelWidth]) {
+  constexpr int kSplit = kRows <= 2 ? 2 : 1;
   const __m512i nibble = _mm512_set1_epi8(0x0f);
   __m512 sums[kRows][4];
   for (int r = 0; r < kRows; ++r) {
@@ -35,33 +38,39 @@ void Products(const Int8Row* x, const uint8_t* panel, const uint16_t* halves, in
   for (int64_t g = 0; g < k / kInt4Group; ++g) {
     const uint8_t* group = panel + g * kInt4GroupBytes;
     const uint16_t* h = halves + g * kInt4GroupHalves;
-    __m512 x_scales[kRows], x_sums[kRows];
+    __m512i acc[kRows][4][kSplit];
     for (int r = 0; r < kRows; ++r) {
-      x_scales[r] = _mm512_set1_ps(x[r].scales[g]);
-      // offsets[g] = -128 · Σ values of the block (exact in int32).
-      x_sums[r] = _mm512_set1_ps(x[r].scales[g] * static_cast<float>(-x[r].offsets[g] / 128));
+      for (int m = 0; m < 4; ++m) {
+        for (int t = 0; t < kSplit; ++t) acc[r][m][t] = _mm512_setzero_si512();
+      }
     }
-    for (int m = 0; m < 4; ++m) {
-      __m512i acc[kRows];
-      for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_si512();
-      for (int s = 0; s < 4; ++s) {
+    for (int s = 0; s < 4; ++s) {
+      for (int m = 0; m < 4; ++m) {
         const __m512i levels = _mm512_loadu_si512(group + (4 * m + s) * 64);
         const __m512i low = _mm512_and_si512(levels, nibble);
         const __m512i high = _mm512_and_si512(_mm512_srli_epi16(levels, 4), nibble);
         for (int r = 0; r < kRows; ++r) {
           const int8_t* values = x[r].values + g * kInt4Group + 8 * s;
-          acc[r] = _mm512_dpbusd_epi32(acc[r], low, Broadcast4(values));
-          acc[r] = _mm512_dpbusd_epi32(acc[r], high, Broadcast4(values + 4));
+          acc[r][m][0] = _mm512_dpbusd_epi32(acc[r][m][0], low, Broadcast4(values));
+          acc[r][m][kSplit - 1] =
+              _mm512_dpbusd_epi32(acc[r][m][kSplit - 1], high, Broadcast4(values + 4));
         }
       }
+    }
+    for (int m = 0; m < 4; ++m) {
       const __m512 scales =
           _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + 16 * m)));
       const __m512 mins = _mm512_cvtph_ps(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + kInt8PanelWidth + 16 * m)));
       for (int r = 0; r < kRows; ++r) {
-        sums[r][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), _mm512_mul_ps(scales, x_scales[r]),
-                                     sums[r][m]);
-        sums[r][m] = _mm512_fmadd_ps(mins, x_sums[r], sums[r][m]);
+        const __m512i products =
+            kSplit == 2 ? _mm512_add_epi32(acc[r][m][0], acc[r][m][kSplit - 1]) : acc[r][m][0];
+        const float x_scale = x[r].scales[g];
+        // offsets[g] = -128 · Σ values of the block (exact in int32).
+        const float x_sum = x_scale * static_cast<float>(-x[r].offsets[g] / 128);
+        sums[r][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(products),
+                                     _mm512_mul_ps(scales, _mm512_set1_ps(x_scale)), sums[r][m]);
+        sums[r][m] = _mm512_fmadd_ps(mins, _mm512_set1_ps(x_sum), sums[r][m]);
       }
     }
   }

@@ -555,10 +555,10 @@ class LifecycleTest(unittest.TestCase):
             finally:
                 server.stop()
 
-    def test_int8_weights_from_serving_json_or_the_flag(self):
-        # serving.json's "weights": "int8" quantizes one model at load; --weights=int8 every
-        # model; a bad value is refused naming the file or the flag. The int8 model's answers stay
-        # close to float32's.
+    def test_quantized_weights_from_serving_json_or_the_flag(self):
+        # serving.json's "weights": "int8" or "int4" quantizes one model at load; --weights=int8
+        # every model; a bad value is refused naming the file or the flag. The quantized models'
+        # answers stay close to float32's.
         demo = os.path.abspath(os.environ["ATTNSERVE_MODELS"] + "/demo")
         texts = ["The meaning of life is", "Q: Why?\nA:", "It was a dark and stormy night"]
 
@@ -570,19 +570,26 @@ class LifecycleTest(unittest.TestCase):
 
         with tempfile.TemporaryDirectory() as repository:
             os.symlink(demo, os.path.join(repository, "float"))
-            for name, settings in {"int8": {"weights": "int8"},
-                                   "bad": {"weights": "int4"}}.items():
+            for name, settings in {"int8": {"weights": "int8"}, "int4": {"weights": "int4"},
+                                   "bad": {"weights": "int2"}}.items():
                 shutil.copytree(demo, os.path.join(repository, name))
                 with open(os.path.join(repository, name, "serving.json"), "w") as f:
                     json.dump(settings, f)
             server = Server(models=repository)
             try:
                 listing = server.stub.ListModels(pb.ListModelsRequest())
-                self.assertEqual(sorted(m.name for m in listing.models), ["float", "int8"])
+                self.assertEqual(sorted(m.name for m in listing.models),
+                                 ["float", "int4", "int8"])
                 failure = listing.failed[0]
                 self.assertEqual(failure.name, "bad")
                 self.assertIn("serving.json", failure.error)
-                self.assertIn('"int4" is not a weight format', failure.error)
+                self.assertIn('"int2" is not a weight format', failure.error)
+                info = server.stub.GetModel(pb.GetModelRequest(model="int4"))
+                self.assertEqual((info.weights, info.int8_group_size), ("int4", 0))
+                self.assertRegex(server.output(), r"model int4: \S+/model.safetensors, int4 "
+                                 r"weights \(int8 where a layer's depth is not a multiple of 32, "
+                                 r"and the token table and LM head\), int8 activations for up to "
+                                 r"(16|32) rows")
                 info = server.stub.GetModel(pb.GetModelRequest(model="int8"))
                 self.assertEqual((info.weights, info.int8_group_size), ("int8", 32))
                 self.assertRegex(server.output(), r"model int8: \S+/model.safetensors, int8 "
@@ -592,11 +599,13 @@ class LifecycleTest(unittest.TestCase):
                                  r"float32) tiles")
                 self.assertEqual(server.stub.GetModel(pb.GetModelRequest(model="float")).weights,
                                  "float32")
-                for reference, quantized in zip(distributions(server.stub, "float"),
-                                                distributions(server.stub, "int8")):
-                    self.assertLess(max(abs(a - b) for a, b in zip(reference, quantized)), 0.02)
-                    self.assertEqual(reference.index(max(reference)),
-                                     quantized.index(max(quantized)))
+                for model, bound in (("int8", 0.02), ("int4", 0.05)):
+                    for reference, quantized in zip(distributions(server.stub, "float"),
+                                                    distributions(server.stub, model)):
+                        self.assertLess(max(abs(a - b) for a, b in zip(reference, quantized)),
+                                        bound, model)
+                        self.assertEqual(reference.index(max(reference)),
+                                         quantized.index(max(quantized)), model)
                 events = list(server.stub.Generate(pb.GenerateRequest(
                     model="int8", prompt=pb.Sequence(text=texts[0]), max_tokens=16), timeout=60))
                 self.assertEqual(sum(e.HasField("token") for e in events), 16)

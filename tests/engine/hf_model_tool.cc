@@ -13,8 +13,9 @@
 // "chunk": C, "kv_cache": "float32", "f16" or "bf16"}, a causal LM is fed each sequence's first P
 // tokens in chunks of C through a KV cache of that type, then the rest one token at a time, and
 // gives the scores of those tokens and its most likely next token at each ("top"). With
-// "weights": "int8", the model's linear layers are quantized at load ("int8_activations": false
-// keeps their activations float where the CPU has VNNI). A model that does not load: its error on
+// "weights": "int8" or "int4", the model's linear layers are quantized at load ("int8_activations":
+// false keeps int8 weights' activations float where the CPU has VNNI; "int4_lm_head": true puts
+// the token table and LM head in int4 too). A model that does not load: its error on
 // stderr, exit code 2.
 #include <algorithm>
 #include <cmath>
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
   attnserve::WeightFormat weights;
   weights = attnserve::WeightFormatNamed(request.value("weights", "float32"), weights).value();
   weights.int8_activations = request.value("int8_activations", true);
+  weights.int4_lm_head = request.value("int4_lm_head", false);
   auto model = attnserve::LoadModel(argv[1], {weights});
   if (!model.ok()) {
     std::cerr << model.status().message() << "\n";

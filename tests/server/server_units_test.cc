@@ -174,8 +174,19 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
   EXPECT_EQ(options->weights.group_size, 0);
   EXPECT_FALSE(options->weights.automatic);
   EXPECT_FALSE(options->weights.int8_activations);
+  EXPECT_EQ(options->weights.bits, 8);
 
-  // "auto" leaves the choice to the load (int8 for a GGUF file of quantized layers).
+  EXPECT_FALSE(options->weights.int4_lm_head);
+  Write(dir / "serving.json", R"({"weights": "int4", "int4_lm_head": true})");
+  options = ServingOptionsFor(dir.string(), defaults);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->weights.quantized);
+  EXPECT_EQ(options->weights.bits, 4);
+  EXPECT_TRUE(options->weights.int4_lm_head);
+  EXPECT_EQ(LmHeadFormat(options->weights).bits, 4);
+  EXPECT_EQ(LmHeadFormat(defaults.weights).bits, defaults.weights.bits);
+
+  // "auto" leaves the choice to the load (int4 or int8 for a GGUF file of quantized layers).
   Write(dir / "serving.json", R"({"weights": "auto"})");
   options = ServingOptionsFor(dir.string(), defaults);
   ASSERT_TRUE(options.ok()) << options.status();
@@ -217,7 +228,9 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
   for (const auto& [text, fragment] : std::vector<std::pair<std::string, std::string>>{
            {R"({"kv_cache": "fp8"})",
             "\"fp8\" is not a KV cache type (float32, f16, bf16 or auto)"},
-           {R"({"weights": "int4"})", "\"int4\" is not a weight format"},
+           {R"({"weights": "int2"})",
+            "\"int2\" is not a weight format (float32, int8, int4 or auto)"},
+           {R"({"int4_lm_head": 1})", "int4_lm_head must be true or false"},
            {R"({"weights": 8})", "field weights"},
            {R"({"int8_group_size": -32})", "int8_group_size must be a non-negative"},
            {R"({"int8_activations": 1})", "int8_activations must be true or false"},
