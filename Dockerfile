@@ -2,11 +2,16 @@
 # and nghttpx with deploy/proxy/nghttpx.conf, which the Kubernetes pod runs as a sidecar in front
 # of the server (Debian's gRPC 1.51 has no HTTP/2 rapid-reset defence: docs/reliability.md).
 #   podman build --format docker -t attnserve .     (or docker build -t attnserve .)
+# --build-arg BINARIES=prebuilt takes build/server/attnserve and build/client/attn from a `make
+# build` on a Debian bookworm host instead of compiling them again (CI: make container-test
+# CONTAINER_BINARIES=prebuilt, after make test built them with the same flags).
 #   podman run --rm -p 50051:50051 -p 9090:9090 -p 8000:8000 attnserve   (8000: the OpenAI API)
 # Flags come from ATTNSERVE_* environment variables (ATTNSERVE_THREADS=2) or from arguments. The
 # proxy: `--entrypoint nghttpx attnserve --conf=/etc/attnserve/nghttpx.conf` (deploy/k8s/base).
 
-FROM debian:bookworm-slim AS build
+ARG BINARIES=source
+
+FROM debian:bookworm-slim AS build-source
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       build-essential cmake pkg-config libdnnl-dev libabsl-dev nlohmann-json3-dev libicu-dev libonig-dev \
@@ -27,10 +32,23 @@ RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DATTNSERVE_TESTS=OFF \
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nghttp2-proxy \
  && rm -rf /var/lib/apt/lists/*
+# The host's binaries: the same packages (the runtime libraries they link come from them), no
+# compiler.
+FROM debian:bookworm-slim AS build-prebuilt
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends binutils \
+      libdnnl-dev libabsl-dev nlohmann-json3-dev libicu-dev libonig-dev libgrpc++-dev \
+      libprotobuf-dev prometheus-cpp-dev nghttp2-proxy \
+ && rm -rf /var/lib/apt/lists/*
+COPY build/server/attnserve /src/build/server/attnserve
+COPY build/client/attn /src/build/client/attn
+RUN strip /src/build/server/attnserve /src/build/client/attn
+
 # The runtime image installs exactly the packages whose libraries the binaries link.
-RUN ldd build/server/attnserve build/client/attn /usr/sbin/nghttpx | awk '/=> \//{print $3}' \
-    | xargs -r realpath | xargs -r dpkg -S 2>/dev/null | cut -d: -f1 | sort -u \
-    > /runtime-packages \
+FROM build-${BINARIES} AS build
+RUN ldd /src/build/server/attnserve /src/build/client/attn /usr/sbin/nghttpx \
+    | awk '/=> \//{print $3}' | xargs -r realpath | xargs -r dpkg -S 2>/dev/null | cut -d: -f1 \
+    | sort -u > /runtime-packages \
  && cat /runtime-packages
 
 FROM debian:bookworm-slim

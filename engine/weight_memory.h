@@ -1,6 +1,7 @@
-// Memory for weights the engine copies at load (packed or quantized): 64-byte aligned, and large
-// blocks start on a 2 MB boundary with transparent huge pages requested. Decoding streams every
-// weight for every token, and with 4 KB pages that is a TLB miss every 4 KB.
+// Memory for weights the engine copies at load (packed or quantized): 64-byte aligned, and blocks
+// of 2 MB or more in mappings of their own that start on a 2 MB boundary with transparent huge
+// pages requested. Decoding streams every weight for every token, and with 4 KB pages that is a
+// TLB miss every 4 KB.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,7 @@
 #include "engine/architectures/model.h"
 
+#include <malloc.h>
+
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -132,6 +134,9 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
   // Every layer has a [model_dim, model_dim]-sized projection or larger (out_proj).
   model->weights_packed =
       format.quantized || PackedWeight::WorthPacking(config.model_dim, config.model_dim);
+  // The float tensors the load read and quantized or packed are freed, but the engine keeps freed
+  // memory for its next pass (engine/tensor.cc): hand it back once, as the load is over.
+  malloc_trim(0);
   return model;
 }
 

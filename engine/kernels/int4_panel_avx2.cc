@@ -156,4 +156,27 @@ void DequantizeInt4Group(const uint8_t* group, const uint16_t* halves,
   }
 }
 
+void DequantizeInt4GroupBf16(const uint8_t* group, const uint16_t* halves,
+                             uint16_t out[kInt4Group * kInt8PanelWidth]) {
+  alignas(32) float rows[kInt4Group][kInt8PanelWidth];
+  DequantizeInt4Group(group, halves, rows);
+  // bf16 = (bits + 0x7fff + bit 16) >> 16: rounds to nearest, ties to even (the values are
+  // finite). A column's two rows go in one 32-bit lane, the even row in the low half.
+  const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+  const __m256i high_half = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  const auto rounded = [&](const float* from) {
+    const __m256i bits = _mm256_castps_si256(_mm256_load_ps(from));
+    return _mm256_add_epi32(_mm256_add_epi32(bits, bias),
+                            _mm256_and_si256(_mm256_srli_epi32(bits, 16), one));
+  };
+  for (int i = 0; i < kInt4Group; i += 2) {
+    for (int c = 0; c < kInt8PanelWidth; c += 8) {
+      const __m256i even = _mm256_srli_epi32(rounded(rows[i] + c), 16);
+      const __m256i odd = _mm256_and_si256(rounded(rows[i + 1] + c), high_half);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i * kInt8PanelWidth + 2 * c),
+                          _mm256_or_si256(even, odd));
+    }
+  }
+}
+
 }  // namespace attnserve

@@ -49,5 +49,9 @@ void QuantizeRowAvx2(const float* x, int64_t k, int8_t* values, float* scales, i
 // (rows of 64 floats). For the tiles that prefill multiplies (AVX2).
 void DequantizeInt4Group(const uint8_t* group, const uint16_t* halves,
                          float out[kInt4Group][kInt8PanelWidth]);
+// The same rounded to bfloat16 (to nearest, ties to even) in the layout oneDNN's bf16 matmul
+// reads (BA16a64b2a): out[(i / 2) · 128 + 2c + i % 2] for input i and column c.
+void DequantizeInt4GroupBf16(const uint8_t* group, const uint16_t* halves,
+                             uint16_t out[kInt4Group * kInt8PanelWidth]);
 
 }  // namespace attnserve

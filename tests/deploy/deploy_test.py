@@ -315,6 +315,36 @@ class MonitoringTest(unittest.TestCase):
         self.assertEqual(unknown, set())
         self.assertIn("attnserve_queue_length", used)
 
+    def test_the_image_compiles_with_the_packages_the_build_needs(self):
+        # CI builds the image from build/'s binaries (make container-test
+        # CONTAINER_BINARIES=prebuilt), so the Dockerfile's compiling stage must keep up with
+        # scripts/install-deps.sh by itself: every package the engine and the server build with
+        # (install-deps.sh's list from "# engine" to "# end-to-end tests") is installed there,
+        # and both stages copy what the runtime stage expects.
+        with open(os.path.join(ROOT, "scripts", "install-deps.sh")) as f:
+            script = f.read()
+        listed = script[script.index("  # engine"):script.index("  # end-to-end tests")]
+        needed = {word for line in listed.splitlines() if not line.strip().startswith("#")
+                  for word in line.split()}
+        with open(os.path.join(ROOT, "Dockerfile")) as f:
+            dockerfile = f.read()
+        stages = dict(re.findall(r"^FROM \S+ AS (\S+)\n(.*?)(?=^FROM )", dockerfile, re.M | re.S))
+        self.assertEqual(set(stages), {"build-source", "build-prebuilt", "build"})
+        def installed(stage):
+            return set(re.search(r"apt-get install[^\n]*?(\S*\s*\\\n.*?) \\\n &&",
+                                 stages[stage], re.S).group(1).split())
+
+        self.assertGreaterEqual(len(needed), 10)
+        self.assertEqual(needed - installed("build-source"), set())
+        # The prebuilt binaries' libraries come with the same -dev packages (those of header-only
+        # libraries and compilers aside).
+        compile_only = {"protobuf-compiler", "protobuf-compiler-grpc", "libboost-dev",
+                        "nlohmann-json3-dev"}
+        self.assertEqual(needed - compile_only - installed("build-prebuilt"), set())
+        for stage in ("build-source", "build-prebuilt"):
+            self.assertIn("build/server/attnserve", stages[stage])
+            self.assertIn("nghttp2-proxy", stages[stage])
+
 
 def spec_annotations(objects):
     return by_kind(objects, "Deployment", "attnserve")["spec"]["template"]["metadata"][
