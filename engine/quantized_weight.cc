@@ -7,84 +7,130 @@
 #include "engine/bf16.h"
 #include "engine/kernels/int4_panel_products.h"
 #include "engine/parallel.h"
+#include "engine/status_macros.h"
 #include "engine/weight_memory.h"
 
 namespace attnserve {
 
-QuantizedWeight QuantizedWeight::Quantize(const Tensor& weight, int64_t group_size,
+QuantizedWeight QuantizedWeight::Allocate(int64_t n, int64_t k, int bits, int64_t group_size,
                                           bool int8_activations) {
   QuantizedWeight q;
+  q.bits_ = bits;
   q.int8_activations_ = int8_activations;
-  q.n_ = weight.dim(0);
-  q.k_ = weight.dim(1);
-  q.group_size_ = group_size > 0 && group_size < q.k_ ? group_size : std::max<int64_t>(q.k_, 1);
-  q.values_ = AllocateWeights<int8_t>(static_cast<size_t>(q.panels() * q.k_ * kPanelWidth));
-  q.scales_ = AllocateWeights<float>(static_cast<size_t>(q.panels() * q.groups() * kPanelWidth));
-  ParallelFor(q.panels(), [&](int64_t j) {
-    int8_t* values = q.values_.get() + j * q.k_ * kPanelWidth;
-    float* scales = q.scales_.get() + j * q.groups() * kPanelWidth;
-    std::memset(values, 0, q.k_ * kPanelWidth);
-    std::fill(scales, scales + q.groups() * kPanelWidth, 0.0f);
-    const int64_t columns = std::min(kPanelWidth, q.n_ - j * kPanelWidth);
-    for (int64_t c = 0; c < columns; ++c) {
-      const float* row = weight.row(j * kPanelWidth + c);
-      for (int64_t g = 0; g < q.groups(); ++g) {
-        const int64_t begin = g * q.group_size_, end = std::min(q.k_, begin + q.group_size_);
-        float largest = 0.0f;
-        for (int64_t i = begin; i < end; ++i) largest = std::max(largest, std::fabs(row[i]));
-        if (largest == 0.0f) continue;  // values and scale stay zero
-        const float scale = largest / 127.0f;
-        scales[g * kPanelWidth + c] = scale;
-        for (int64_t i = begin; i < end; ++i) {
-          const float level = std::nearbyint(row[i] / scale);
-          values[i * kPanelWidth + c] = static_cast<int8_t>(std::clamp(level, -127.0f, 127.0f));
-        }
+  q.n_ = n;
+  q.k_ = k;
+  if (bits == 4) {
+    q.group_size_ = kInt4Group;
+    q.values_ = AllocateWeights<int8_t>(static_cast<size_t>(q.panels() * k * kPanelWidth / 2));
+    q.halves_ =
+        AllocateWeights<Half>(static_cast<size_t>(q.panels() * q.groups() * 2 * kPanelWidth));
+  } else {
+    q.group_size_ = group_size > 0 && group_size < k ? group_size : std::max<int64_t>(k, 1);
+    q.values_ = AllocateWeights<int8_t>(static_cast<size_t>(q.panels() * k * kPanelWidth));
+    q.scales_ = AllocateWeights<float>(static_cast<size_t>(q.panels() * q.groups() * kPanelWidth));
+  }
+  return q;
+}
+
+void QuantizedWeight::QuantizePanelInt8(const float* const* rows, int64_t columns, int64_t j) {
+  int8_t* values = values_.get() + j * k_ * kPanelWidth;
+  float* scales = scales_.get() + j * groups() * kPanelWidth;
+  std::memset(values, 0, k_ * kPanelWidth);
+  std::fill(scales, scales + groups() * kPanelWidth, 0.0f);
+  for (int64_t c = 0; c < columns; ++c) {
+    const float* row = rows[c];
+    for (int64_t g = 0; g < groups(); ++g) {
+      const int64_t begin = g * group_size_, end = std::min(k_, begin + group_size_);
+      float largest = 0.0f;
+      for (int64_t i = begin; i < end; ++i) largest = std::max(largest, std::fabs(row[i]));
+      if (largest == 0.0f) continue;  // values and scale stay zero
+      const float scale = largest / 127.0f;
+      scales[g * kPanelWidth + c] = scale;
+      for (int64_t i = begin; i < end; ++i) {
+        const float level = std::nearbyint(row[i] / scale);
+        values[i * kPanelWidth + c] = static_cast<int8_t>(std::clamp(level, -127.0f, 127.0f));
       }
     }
+  }
+}
+
+void QuantizedWeight::QuantizePanelInt4(const float* const* rows, int64_t columns, int64_t j) {
+  uint8_t* levels = const_cast<uint8_t*>(int4_panel(j));
+  Half* halves = halves_.get() + j * groups() * 2 * kPanelWidth;
+  std::memset(levels, 0, k_ * kPanelWidth / 2);
+  std::fill(halves, halves + groups() * 2 * kPanelWidth, Half{});
+  for (int64_t c = 0; c < columns; ++c) {
+    for (int64_t g = 0; g < groups(); ++g) {
+      const float* values = rows[c] + g * kInt4Group;
+      const auto [low, high] = std::minmax_element(values, values + kInt4Group);
+      const Half minimum = ToF16(*low);
+      const Half scale = ToF16((*high - FromF16(minimum)) / 15.0f);
+      halves[g * 2 * kPanelWidth + c] = scale;
+      halves[g * 2 * kPanelWidth + kPanelWidth + c] = minimum;
+      const float step = FromF16(scale), base = FromF16(minimum);
+      if (step <= 0.0f) continue;  // one value: every level 0
+      // Where level i of column c goes (int4_panel_products.h): vector 4m + s, byte 4c' + d.
+      uint8_t* vectors = levels + g * kInt4GroupBytes + c / 16 * 4 * 64 + c % 16 * 4;
+      for (int64_t i = 0; i < kInt4Group; ++i) {
+        const float level = std::clamp(std::nearbyint((values[i] - base) / step), 0.0f, 15.0f);
+        vectors[i / 8 * 64 + i % 4] |= static_cast<uint8_t>(level) << (i % 8 / 4 * 4);
+      }
+    }
+  }
+}
+
+void QuantizedWeight::QuantizeRows(const Tensor& rows, int64_t first_panel) {
+  const int64_t count = (rows.dim(0) + kPanelWidth - 1) / kPanelWidth;
+  ParallelFor(count, [&](int64_t p) {
+    const int64_t columns = std::min(kPanelWidth, rows.dim(0) - p * kPanelWidth);
+    const float* row_pointers[kPanelWidth];
+    for (int64_t c = 0; c < columns; ++c) row_pointers[c] = rows.row(p * kPanelWidth + c);
+    if (bits_ == 4) {
+      QuantizePanelInt4(row_pointers, columns, first_panel + p);
+    } else {
+      QuantizePanelInt8(row_pointers, columns, first_panel + p);
+    }
   });
+}
+
+QuantizedWeight QuantizedWeight::Quantize(const Tensor& weight, int64_t group_size,
+                                          bool int8_activations) {
+  QuantizedWeight q = Allocate(weight.dim(0), weight.dim(1), 8, group_size, int8_activations);
+  q.QuantizeRows(weight, 0);
   return q;
 }
 
 QuantizedWeight QuantizedWeight::QuantizeInt4(const Tensor& weight) {
-  QuantizedWeight q;
-  q.bits_ = 4;
-  q.n_ = weight.dim(0);
-  q.k_ = weight.dim(1);
-  q.group_size_ = kInt4Group;
-  q.values_ = AllocateWeights<int8_t>(static_cast<size_t>(q.panels() * q.k_ * kPanelWidth / 2));
-  q.halves_ = AllocateWeights<Half>(static_cast<size_t>(q.panels() * q.groups() * 2 * kPanelWidth));
-  ParallelFor(q.panels(), [&](int64_t j) {
-    uint8_t* levels = const_cast<uint8_t*>(q.int4_panel(j));
-    Half* halves = q.halves_.get() + j * q.groups() * 2 * kPanelWidth;
-    std::memset(levels, 0, q.k_ * kPanelWidth / 2);
-    std::fill(halves, halves + q.groups() * 2 * kPanelWidth, Half{});
-    const int64_t columns = std::min(kPanelWidth, q.n_ - j * kPanelWidth);
-    for (int64_t c = 0; c < columns; ++c) {
-      const float* row = weight.row(j * kPanelWidth + c);
-      for (int64_t g = 0; g < q.groups(); ++g) {
-        const float* values = row + g * kInt4Group;
-        const auto [low, high] = std::minmax_element(values, values + kInt4Group);
-        const Half minimum = ToF16(*low);
-        const Half scale = ToF16((*high - FromF16(minimum)) / 15.0f);
-        halves[g * 2 * kPanelWidth + c] = scale;
-        halves[g * 2 * kPanelWidth + kPanelWidth + c] = minimum;
-        const float step = FromF16(scale), base = FromF16(minimum);
-        if (step <= 0.0f) continue;  // one value: every level 0
-        // Where level i of column c goes (int4_panel_products.h): vector 4m + s, byte 4c' + d.
-        uint8_t* vectors = levels + g * kInt4GroupBytes + c / 16 * 4 * 64 + c % 16 * 4;
-        for (int64_t i = 0; i < kInt4Group; ++i) {
-          const float level = std::clamp(std::nearbyint((values[i] - base) / step), 0.0f, 15.0f);
-          vectors[i / 8 * 64 + i % 4] |= static_cast<uint8_t>(level) << (i % 8 / 4 * 4);
-        }
-      }
-    }
-  });
+  QuantizedWeight q = Allocate(weight.dim(0), weight.dim(1), 4, kInt4Group, true);
+  q.QuantizeRows(weight, 0);
   return q;
 }
 
+namespace {
+
+bool TakesInt4(int64_t k, const WeightFormat& format) {
+  return format.bits == 4 && k % kInt4Group == 0;
+}
+
+}  // namespace
+
 QuantizedWeight QuantizedWeight::Quantize(const Tensor& weight, const WeightFormat& format) {
-  if (format.bits == 4 && weight.dim(1) % kInt4Group == 0) return QuantizeInt4(weight);
+  if (TakesInt4(weight.dim(1), format)) return QuantizeInt4(weight);
   return Quantize(weight, format.group_size, format.int8_activations);
+}
+
+absl::StatusOr<QuantizedWeight> QuantizedWeight::QuantizeSlices(int64_t n, int64_t k,
+                                                                const WeightFormat& format,
+                                                                const RowSlices& rows,
+                                                                int64_t slice_rows) {
+  slice_rows = std::max<int64_t>(1, slice_rows / kPanelWidth) * kPanelWidth;
+  QuantizedWeight q =
+      Allocate(n, k, TakesInt4(k, format) ? 4 : 8, format.group_size, format.int8_activations);
+  for (int64_t first = 0; first < n; first += slice_rows) {
+    ASSIGN_OR_RETURN(const Tensor slice, rows(first, std::min(slice_rows, n - first)));
+    q.QuantizeRows(slice, first / kPanelWidth);
+  }
+  return q;
 }
 
 int64_t QuantizedWeight::bytes() const {

@@ -15,8 +15,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
+#include "absl/status/statusor.h"
 #include "engine/f16.h"
 #include "engine/tensor.h"
 #include "engine/weight_format.h"
@@ -38,6 +40,14 @@ class QuantizedWeight {
   // As `format` says (format.quantized assumed): int4 where it asks for 4 bits and K is a
   // multiple of 32, else int8.
   static QuantizedWeight Quantize(const Tensor& weight, const WeightFormat& format);
+  // The same for a weight [n, k] read in slices of about slice_rows rows (whole panels):
+  // rows(first, count) gives rows [first, first + count) as a [count, k] tensor, so that a large
+  // table (SmolLM2's tokens: 108 MiB in float32) is never whole in float32 while it loads.
+  using RowSlices = std::function<absl::StatusOr<Tensor>(int64_t first, int64_t count)>;
+  static absl::StatusOr<QuantizedWeight> QuantizeSlices(int64_t n, int64_t k,
+                                                        const WeightFormat& format,
+                                                        const RowSlices& rows,
+                                                        int64_t slice_rows = 4096);
 
   bool empty() const { return values_ == nullptr; }
   int bits() const { return bits_; }
@@ -82,6 +92,15 @@ class QuantizedWeight {
   void DequantizePanelsBf16(int64_t first, int64_t last, int64_t padded_k, uint16_t* out) const;
 
  private:
+  // Room for a weight [n, k], its values not yet set.
+  static QuantizedWeight Allocate(int64_t n, int64_t k, int bits, int64_t group_size,
+                                  bool int8_activations);
+  // Rows [64 · first_panel, 64 · first_panel + rows.dim(0)) of the weight from `rows`.
+  void QuantizeRows(const Tensor& rows, int64_t first_panel);
+  // Panel j from its `columns` rows (the rest zero).
+  void QuantizePanelInt8(const float* const* rows, int64_t columns, int64_t j);
+  void QuantizePanelInt4(const float* const* rows, int64_t columns, int64_t j);
+
   std::shared_ptr<int8_t> values_;  // int4: two levels a byte
   std::shared_ptr<float> scales_;   // int8
   std::shared_ptr<Half> halves_;    // int4

@@ -15,14 +15,14 @@ absl::StatusOr<InputEmbedding> InputEmbedding::Load(WeightReader& weights,
   embedding.dim_ = config.model_dim;
   embedding.max_positions_ = config.max_positions;
   if (config.token_inputs()) {
-    ASSIGN_OR_RETURN(Tensor table,
-                     weights.Take("embed_tokens.weight", {config.vocab_size, config.model_dim}));
+    const Shape shape = {config.vocab_size, config.model_dim};
     if (weights.format().quantized) {
       // Each token's row has its own scales, as an output column of a linear layer does.
-      embedding.quantized_tokens_ =
-          QuantizedWeight::Quantize(table, LmHeadFormat(weights.format()));
+      ASSIGN_OR_RETURN(
+          embedding.quantized_tokens_,
+          weights.TakeQuantized("embed_tokens.weight", shape, LmHeadFormat(weights.format())));
     } else {
-      embedding.tokens_ = std::move(table);
+      ASSIGN_OR_RETURN(embedding.tokens_, weights.Take("embed_tokens.weight", shape));
     }
   } else {
     ASSIGN_OR_RETURN(embedding.input_proj_, weights.TakeLinear("input_proj", config.model_dim,
@@ -121,11 +121,13 @@ absl::StatusOr<LinearWeights> LoadLmHead(WeightReader& weights, const ModelConfi
   if (config.tie_embeddings) {
     return LinearWeights{embedding.token_table(), {}, {}, embedding.quantized_token_table()};
   }
-  ASSIGN_OR_RETURN(Tensor head,
-                   weights.Take("lm_head.weight", {config.vocab_size, config.model_dim}));
+  const Shape shape = {config.vocab_size, config.model_dim};
   if (weights.format().quantized) {
-    return PrepareLinear(std::move(head), Tensor(), LmHeadFormat(weights.format()));
+    ASSIGN_OR_RETURN(QuantizedWeight head, weights.TakeQuantized("lm_head.weight", shape,
+                                                                 LmHeadFormat(weights.format())));
+    return LinearWeights{Tensor(), Tensor(), {}, std::move(head)};
   }
+  ASSIGN_OR_RETURN(Tensor head, weights.Take("lm_head.weight", shape));
   return LinearWeights{std::move(head), {}, {}, {}};
 }
 

@@ -516,6 +516,12 @@ const GgufTensorInfo* GgufFile::Find(const std::string& name) const {
 }
 
 absl::StatusOr<Tensor> GgufFile::Float32(const GgufTensorInfo& tensor) const {
+  const Shape shape = tensor.shape();
+  return Float32Rows(tensor, 0, shape.empty() ? 1 : shape[0]);
+}
+
+absl::StatusOr<Tensor> GgufFile::Float32Rows(const GgufTensorInfo& tensor, int64_t first,
+                                             int64_t count) const {
   const std::string what = absl::StrCat("tensor ", Quoted(tensor.name));
   auto fail = [&](absl::string_view message) {
     return absl::InvalidArgumentError(absl::StrCat(path_, ": ", what, ": ", message));
@@ -533,15 +539,27 @@ absl::StatusOr<Tensor> GgufFile::Float32(const GgufTensorInfo& tensor) const {
     return fail(absl::StrCat("the info's ", tensor.bytes, " bytes at offset ", tensor.offset,
                              " are not a tensor of the ", source_->size(), "-byte file"));
   }
-  Tensor out(tensor.shape());
+  Shape shape = tensor.shape();
+  const int64_t rows = shape.empty() ? 1 : shape[0];
+  if (first < 0 || count < 0 || first > rows || count > rows - first) {
+    return fail(absl::StrCat("rows [", first, ", ", first + count, ") of ", rows));
+  }
+  const bool whole = first == 0 && count == rows;
+  if (!whole && tensor.dims.size() != 2) return fail("rows of a tensor that is not 2-D");
+  // A matrix's rows are whole blocks (TensorBytes checked the row length), each row_bytes long.
+  const uint64_t row_bytes = whole ? 0 : tensor.bytes / static_cast<uint64_t>(rows);
+  const uint64_t offset = tensor.offset + static_cast<uint64_t>(first) * row_bytes;
+  const uint64_t length = whole ? tensor.bytes : static_cast<uint64_t>(count) * row_bytes;
+  if (!shape.empty()) shape[0] = count;
+  Tensor out(shape);
   const std::span<float> values(out.data(), static_cast<size_t>(out.size()));
   if (tensor.type == GgmlType::kF32) {  // read straight into place
-    RETURN_IF_ERROR(source_->Read(tensor.offset, values.data(), tensor.bytes, what));
+    RETURN_IF_ERROR(source_->Read(offset, values.data(), length, what));
     return out;
   }
-  auto raw = std::make_unique_for_overwrite<uint8_t[]>(tensor.bytes);
-  RETURN_IF_ERROR(source_->Read(tensor.offset, raw.get(), tensor.bytes, what));
-  const absl::Status status = DequantizeGgml(tensor.type, {raw.get(), tensor.bytes}, values);
+  auto raw = std::make_unique_for_overwrite<uint8_t[]>(length);
+  RETURN_IF_ERROR(source_->Read(offset, raw.get(), length, what));
+  const absl::Status status = DequantizeGgml(tensor.type, {raw.get(), length}, values);
   if (!status.ok()) return fail(status.message());
   return out;
 }

@@ -81,6 +81,10 @@ class GgufFile {
   // The tensor dequantized to float32, in shape() order; errors name the file and the tensor
   // (and FAILED_PRECONDITION when the file changed since Open).
   absl::StatusOr<Tensor> Float32(const GgufTensorInfo& tensor) const;
+  // Rows [first, first + count) of a 2-D tensor ([count, row length]), read and dequantized
+  // without the rest: a large table is quantized in slices, never whole in float32.
+  absl::StatusOr<Tensor> Float32Rows(const GgufTensorInfo& tensor, int64_t first,
+                                     int64_t count) const;
 
  private:
   struct Source;  // the open file, or bytes in memory

@@ -60,16 +60,23 @@ class GgufTensorMap {
     }
     used_.insert(from);
     ++types_[GgmlTypeName(info->type)];
-    out_[to] = LazyTensor{shape, [file = file_, info, transform]() -> absl::StatusOr<Tensor> {
+    out_[to] = LazyTensor{shape,
+                          [file = file_, info, transform]() -> absl::StatusOr<Tensor> {
                             ASSIGN_OR_RETURN(Tensor tensor, file->Float32(*info));
                             return transform ? transform(tensor) : tensor;
-                          }};
+                          },
+                          {}};
+    if (!transform && shape.size() == 2) {
+      out_[to].rows = [file = file_, info](int64_t first, int64_t count) {
+        return file->Float32Rows(*info, first, count);
+      };
+    }
     return absl::OkStatus();
   }
 
   absl::Status AddZeros(const std::string& to, const Shape& shape) {
     out_[to] =
-        LazyTensor{shape, [shape]() -> absl::StatusOr<Tensor> { return Tensor::Zeros(shape); }};
+        LazyTensor{shape, [shape]() -> absl::StatusOr<Tensor> { return Tensor::Zeros(shape); }, {}};
     return absl::OkStatus();
   }
 

@@ -60,6 +60,35 @@ absl::StatusOr<LinearWeights> WeightReader::TakeLinear(const std::string& prefix
   return PrepareLinear(std::move(weight), std::move(bias_tensor), format_);
 }
 
+absl::StatusOr<QuantizedWeight> WeightReader::TakeQuantized(const std::string& name,
+                                                            const Shape& shape,
+                                                            const WeightFormat& format) {
+  const auto lazy = lazy_tensors_.find(name);
+  if (lazy == lazy_tensors_.end() || !lazy->second.rows || lazy->second.shape != shape ||
+      shape.size() != 2) {
+    ASSIGN_OR_RETURN(const Tensor tensor, Take(name, shape));
+    return QuantizedWeight::Quantize(tensor, format);
+  }
+  const auto slice = [&](int64_t first, int64_t count) -> absl::StatusOr<Tensor> {
+    ASSIGN_OR_RETURN(Tensor rows, lazy->second.rows(first, count));
+    if (rows.shape() != Shape{count, shape[1]}) {
+      return absl::InvalidArgumentError(absl::StrCat(path_, ": tensor '", name, "': rows ", first,
+                                                     "+", count, " have shape ",
+                                                     ShapeToString(rows.shape())));
+    }
+    if (const int64_t bad = FirstNonFinite(rows.data(), rows.size()); bad >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path_, ": tensor '", name, "' holds ", std::isnan(rows.data()[bad]) ? "NaN" : "infinity",
+          " at element ", first * shape[1] + bad, " of ", shape[0] * shape[1]));
+    }
+    return rows;
+  };
+  ASSIGN_OR_RETURN(QuantizedWeight weight,
+                   QuantizedWeight::QuantizeSlices(shape[0], shape[1], format, slice));
+  taken_.insert(name);
+  return weight;
+}
+
 absl::Status WeightReader::CheckAllTaken() const {
   std::vector<std::string> names = file_ ? file_->names() : std::vector<std::string>();
   for (const auto& [name, tensor] : tensors_) names.push_back(name);

@@ -21,6 +21,8 @@ namespace attnserve {
 struct LazyTensor {
   Shape shape;
   std::function<absl::StatusOr<Tensor>()> make;
+  // Rows [first, first + count) of a matrix without the rest, where the source can (empty if not).
+  QuantizedWeight::RowSlices rows;
 };
 
 class WeightReader {
@@ -39,6 +41,10 @@ class WeightReader {
   // (PrepareLinear).
   absl::StatusOr<LinearWeights> TakeLinear(const std::string& prefix, int64_t out, int64_t in,
                                            bool bias);
+  // The matrix `name` quantized in `format` (format.quantized assumed), read a slice of rows at a
+  // time where the source allows: a large table never is whole in float32.
+  absl::StatusOr<QuantizedWeight> TakeQuantized(const std::string& name, const Shape& shape,
+                                                const WeightFormat& format);
 
   // How the model keeps its linear layers' weights (and token embeddings, when int8).
   const WeightFormat& format() const { return format_; }

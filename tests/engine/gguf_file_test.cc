@@ -243,6 +243,39 @@ TEST(GgufFileTest, ReadsTensorsInShapeOrder) {
   EXPECT_EQ(q->shape(), (Shape{2, 32}));
 }
 
+// A slice of a matrix's rows reads and dequantizes just those rows: the same values as the whole
+// tensor's; a range outside the rows, or rows of a tensor that is not 2-D, is refused.
+TEST(GgufFileTest, ReadsASliceOfRows) {
+  std::string blocks;
+  for (int row = 0; row < 4; ++row) {
+    for (int block = 0; block < 2; ++block) {
+      blocks += std::string("\x00\x3c", 2);  // f16 1.0
+      for (int i = 0; i < 32; ++i) blocks += static_cast<char>(row * 10 + block * 3 + i % 5 - 2);
+    }
+  }
+  Writer w = EveryValueType();
+  w.Add("q", {64, 4}, GgmlType::kQ8_0, blocks)
+      .Add("b", {2, 1, 2}, GgmlType::kF32, Floats({6, 7, 8, 9}));
+  const std::string bytes = w.Build();
+  auto file = GgufFile::FromBytes("t.gguf", bytes);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto whole = file->Float32(*file->Find("q"));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  auto slice = file->Float32Rows(*file->Find("q"), 1, 2);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  ASSERT_EQ(slice->shape(), (Shape{2, 64}));
+  for (int r = 0; r < 2; ++r) {
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(slice->row(r)[i], whole->row(r + 1)[i]) << r << " " << i;
+  }
+  EXPECT_EQ(slice->row(0)[0], 8.0f);
+  EXPECT_EQ(file->Float32Rows(*file->Find("q"), 3, 2).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(file->Float32Rows(*file->Find("q"), -1, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const absl::Status not_matrix = file->Float32Rows(*file->Find("b"), 0, 1).status();
+  EXPECT_TRUE(absl::StrContains(not_matrix.message(), "not 2-D")) << not_matrix;
+}
+
 TEST(GgufFileTest, ReadsVersion2) {
   Writer w = EveryValueType();
   w.version = 2;

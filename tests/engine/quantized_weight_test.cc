@@ -248,6 +248,39 @@ TEST(QuantizedWeightTest, Int4DequantizesToLevelTimesScalePlusMinimum) {
   }
 }
 
+// A weight read in slices of rows quantizes exactly as the whole weight does, int8 and int4,
+// whatever the slices' size (rounded to whole panels; the last one partial); an error from a
+// slice is returned.
+TEST(QuantizedWeightTest, QuantizesSlicesOfRowsAsTheWholeWeight) {
+  const Tensor w = Random({300, 96}, 4);
+  for (int bits : {8, 4}) {
+    const WeightFormat format{.quantized = true, .bits = bits};
+    const QuantizedWeight whole = QuantizedWeight::Quantize(w, format);
+    for (int64_t slice_rows : {1, 64, 100, 1000}) {
+      std::vector<std::pair<int64_t, int64_t>> asked;
+      auto sliced = QuantizedWeight::QuantizeSlices(
+          300, 96, format,
+          [&](int64_t first, int64_t count) -> absl::StatusOr<Tensor> {
+            asked.push_back({first, count});
+            return w.Slice(0, first, count).Clone();
+          },
+          slice_rows);
+      ASSERT_TRUE(sliced.ok()) << sliced.status();
+      EXPECT_EQ(sliced->bits(), bits);
+      EXPECT_EQ(asked.back().first + asked.back().second, 300);
+      EXPECT_EQ(asked.front().second,
+                std::min<int64_t>(300, std::max<int64_t>(64, slice_rows / 64 * 64)));
+      EXPECT_TRUE(AllClose(sliced->Dequantize(), whole.Dequantize(), 0.0f, 0.0f))
+          << bits << " " << slice_rows;
+    }
+  }
+  const auto failing = QuantizedWeight::QuantizeSlices(
+      300, 96, {.quantized = true}, [](int64_t, int64_t) -> absl::StatusOr<Tensor> {
+        return absl::DataLossError("a bad slice");
+      });
+  EXPECT_EQ(failing.status().code(), absl::StatusCode::kDataLoss);
+}
+
 // The decoding kernel on each instruction set of this CPU, for 1 row to its most: odd widths
 // (K = 43 and 100 end in partial vectors, N = 150 in a partial panel), the tail of a group
 // (100 = 3·32 + 4), per-column and per-group scales, rows of zeros and every epilogue. With VNNI,
