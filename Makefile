@@ -9,8 +9,9 @@ FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard '*.h' '
 
 FUZZ_SECONDS ?= 60
 # Sanitizer builds: -O1 (what the sanitizers' documentation suggests; Boost.Beast's HTTP server
-# compiled in 47 s instead of 81 under ASan), with line tables only (enough for the reports'
-# stack traces, and much quicker to compile than full debug information).
+# compiled in 47 s instead of 81 under ASan; the engine stays at -O2 under ASan, see
+# engine/CMakeLists.txt), with line tables only (enough for the reports' stack traces, and much
+# quicker to compile than full debug information).
 SANITIZE_FLAGS = -O1 -g1 -DNDEBUG
 FUZZ_TARGETS = safetensors_fuzz model_config_fuzz tokenizer_fuzz request_fuzz open_inference_fuzz \
                tokenizer_json_fuzz hf_tokenizer_fuzz chat_template_fuzz openai_request_fuzz gguf_fuzz

@@ -120,7 +120,7 @@ class GgufLoadingTest(unittest.TestCase):
         # Tensors are dequantized one at a time as the model takes them and quantized to int4 at
         # once: the 135M parameters, 515 MiB in float32, never are in float32 together, so the
         # model loads and answers in a 256 MiB cgroup, the server's own memory included (peak
-        # 202 MiB here).
+        # 180 MiB here).
         if not os.access(resources_test.CGROUP_ROOT, os.W_OK):
             raise RuntimeError(f"{resources_test.CGROUP_ROOT} is not writable: this test needs "
                                "root and the cgroup v1 memory controller, as CI machines have")
