@@ -6,6 +6,20 @@
 #include "engine/status_macros.h"
 
 namespace attnserve {
+namespace {
+
+// A NaN or infinity in a weight would reach every answer as NaN: an error naming the file, the
+// tensor and the element, for `values` (count of them) starting at element `offset` of `total`.
+absl::Status CheckFinite(const std::string& path, const std::string& name, const float* values,
+                         int64_t count, int64_t offset, int64_t total) {
+  const int64_t bad = FirstNonFinite(values, count);
+  if (bad < 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", name, "' holds ",
+                                                 std::isnan(values[bad]) ? "NaN" : "infinity",
+                                                 " at element ", offset + bad, " of ", total));
+}
+
+}  // namespace
 
 WeightReader::WeightReader(SafetensorsFile file) : path_(file.path()), file_(std::move(file)) {}
 
@@ -37,12 +51,7 @@ absl::StatusOr<Tensor> WeightReader::Take(const std::string& name, const Shape& 
                                       ? lazy->second.make()
                                       : absl::StatusOr<Tensor>(tensors_.at(name)));
   if (tensor.shape() != shape) return wrong_shape(tensor.shape());
-  // A NaN or infinity in a weight would reach every answer as NaN.
-  if (const int64_t bad = FirstNonFinite(tensor.data(), tensor.size()); bad >= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path_, ": tensor '", name, "' holds ", std::isnan(tensor.data()[bad]) ? "NaN" : "infinity",
-        " at element ", bad, " of ", tensor.size()));
-  }
+  RETURN_IF_ERROR(CheckFinite(path_, name, tensor.data(), tensor.size(), 0, tensor.size()));
   taken_.insert(name);
   return tensor;
 }
@@ -76,11 +85,8 @@ absl::StatusOr<QuantizedWeight> WeightReader::TakeQuantized(const std::string& n
                                                      "+", count, " have shape ",
                                                      ShapeToString(rows.shape())));
     }
-    if (const int64_t bad = FirstNonFinite(rows.data(), rows.size()); bad >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path_, ": tensor '", name, "' holds ", std::isnan(rows.data()[bad]) ? "NaN" : "infinity",
-          " at element ", first * shape[1] + bad, " of ", shape[0] * shape[1]));
-    }
+    RETURN_IF_ERROR(
+        CheckFinite(path_, name, rows.data(), rows.size(), first * shape[1], shape[0] * shape[1]));
     return rows;
   };
   ASSIGN_OR_RETURN(QuantizedWeight weight,
