@@ -2,6 +2,7 @@
 #pragma once
 
 #include <dnnl.hpp>
+#include <string>
 
 namespace attnserve {
 
@@ -12,5 +13,8 @@ dnnl::stream& DnnlStream();
 // `type` (float output), picks `packed` on a brgemm kernel: that packing is what runs fastest on
 // this CPU. False where oneDNN has no kernel for `type`.
 bool MatmulPicksPackedBrgemm(dnnl::memory::data_type type, dnnl::memory::format_tag packed);
+// oneDNN's name for the kernel it picks for that matmul ("brg:avx512_core_amx", ...), empty where
+// it has none.
+std::string MatmulImplementation(dnnl::memory::data_type type);
 
 }  // namespace attnserve

@@ -225,6 +225,18 @@ bool Bf16MatmulIsFaster() {
          MatmulPicksPackedBrgemm(memory::data_type::bf16, memory::format_tag::BA16a64b2a);
 }
 
+// Whether the tiles of many-row products run on AMX. Without it (AVX512_BF16's dot products, or
+// float FMAs) int8 activations times the weights as stored (VNNI, or AVX2's VPMADDUBSW for int4)
+// beat dequantizing the weights into tiles at every row count: SmolLM2 int4's 128-token prefill
+// took 2.6x as long per token through bf16 tiles as its 32-token one through VNNI
+// (docs/benchmarks.md, "Prefill without AMX").
+bool TilesRunOnAmx() {
+  static const bool amx =
+      BestInt8TileFormat() == Int8TileFormat::kBf16Packed &&
+      MatmulImplementation(memory::data_type::bf16).find("amx") != std::string::npos;
+  return amx;
+}
+
 Int8TileFormat BestInt8TileFormatUncached() {
   if (Bf16MatmulIsFaster()) return Int8TileFormat::kBf16Packed;
   return PackedWeight::PackingIsFaster() ? Int8TileFormat::kFloatPacked
@@ -324,7 +336,7 @@ absl::Status LinearWith(const Tensor& x, const LinearWeights& w, Tensor& y,
         ", bias ", bias.ShapeString(), ", y ", y.ShapeString()));
   }
   if (m == 0) return absl::OkStatus();
-  if (!w.quantized.empty() && m <= FewRowsMax(w.quantized)) {
+  if (!w.quantized.empty() && FewRowsKernelTakes(w.quantized, m)) {
     FewRowsLinear(x, w.quantized, bias, y, epilogue);
     return absl::OkStatus();
   }
@@ -433,6 +445,10 @@ absl::StatusOr<Tensor> LinearRows(const Tensor& x, const Tensor& weight, const T
 }
 
 std::vector<PrimitiveInfo> CreatedMatmulPrimitives() { return MatmulCache::Get().List(); }
+
+bool FewRowsKernelTakes(const QuantizedWeight& q, int64_t m) {
+  return m <= FewRowsMax(q) || (UsesInt8Activations(q) && !TilesRunOnAmx());
+}
 
 Int8TileFormat BestInt8TileFormat() {
   static const Int8TileFormat format = BestInt8TileFormatUncached();

@@ -184,23 +184,37 @@ int64_t FewRowsMax(const QuantizedWeight& weight, KernelIsa isa) {
 
 namespace {
 
+// Rows per work item when many rows meet a weight (prefill without AMX): each item brings a panel
+// (20 KB in int4 at 576 inputs) into the core's cache once for this many rows, and enough items
+// remain to keep both threads busy when a layer has few panels (9 for 576 outputs).
+constexpr int64_t kRowsPerItem = 64;
+
 // x's rows quantized to int8 per block of kInt8ActivationBlock, into the calling thread's buffers,
 // which the panels' threads reach through plain pointers (they must not look up thread_locals of
 // their own).
-void QuantizeRows(const Tensor& x, KernelIsa isa, Int8Row rows[kFewRowsMaxInt8Activations]) {
+const Int8Row* QuantizeRows(const Tensor& x, KernelIsa isa) {
   thread_local std::vector<int8_t> values;
   thread_local std::vector<float> scales;
   thread_local std::vector<int32_t> offsets;
+  thread_local std::vector<Int8Row> rows;
   const int64_t m = x.dim(0), k = x.dim(1), blocks = k / kInt8ActivationBlock;
   values.resize(m * k);
   scales.resize(m * blocks);
   offsets.resize(m * blocks);
+  rows.resize(m);
   const auto quantize = isa == KernelIsa::kAvx512Vnni ? &QuantizeRowVnni : &QuantizeRowAvx2;
-  for (int64_t r = 0; r < m; ++r) {
-    rows[r] = {values.data() + r * k, scales.data() + r * blocks, offsets.data() + r * blocks};
-    quantize(x.row(r), k, values.data() + r * k, scales.data() + r * blocks,
-             offsets.data() + r * blocks);
-  }
+  int8_t* v = values.data();
+  float* s = scales.data();
+  int32_t* o = offsets.data();
+  Int8Row* out = rows.data();
+  ParallelFor(
+      m,
+      [&](int64_t r) {
+        out[r] = {v + r * k, s + r * blocks, o + r * blocks};
+        quantize(x.row(r), k, v + r * k, s + r * blocks, o + r * blocks);
+      },
+      Schedule::kStatic, m * k >= 1 << 15);
+  return out;
 }
 
 }  // namespace
@@ -209,23 +223,26 @@ void FewRowsLinear(const Tensor& x, const QuantizedWeight& weight, const Tensor&
                    MatmulEpilogue epilogue, KernelIsa isa) {
   static_assert(kInt8PanelWidth == kBlock && kInt8PanelMaxRows == kFewRowsMax);
   const int64_t rows = x.dim(0), k = weight.k();
-  assert(rows <= FewRowsMax(weight, isa));  // the rows' pointers live on the stack
-  // Each pass takes four rows: the first brings the panel from memory, the others find it in the
-  // cache (a panel of 576 inputs is 36 KB in int8, 20 KB in int4).
+  assert(rows <= FewRowsMax(weight, isa) || UsesInt8Activations(weight, isa));
+  // A work item is a panel and up to kRowsPerItem rows, four at a time: the first four bring the
+  // panel from memory, the others find it in the cache (a panel of 576 inputs is 36 KB in int8,
+  // 20 KB in int4).
+  const int64_t row_blocks = (rows + kRowsPerItem - 1) / kRowsPerItem;
   const auto for_each_panel = [&](const auto& products) {
-    ParallelFor(weight.panels(), [&](int64_t j) {
+    ParallelFor(weight.panels() * row_blocks, [&](int64_t item) {
+      const int64_t j = item / row_blocks, row_block = item % row_blocks;
       const int64_t begin = j * kBlock, end = std::min(weight.n(), begin + kBlock);
+      const int64_t last = std::min(rows, (row_block + 1) * kRowsPerItem);
       alignas(64) float block[kFewRowsMax][kBlock];
-      for (int64_t first = 0; first < rows; first += kFewRowsMax) {
-        const int count = static_cast<int>(std::min(kFewRowsMax, rows - first));
+      for (int64_t first = row_block * kRowsPerItem; first < last; first += kFewRowsMax) {
+        const int count = static_cast<int>(std::min(kFewRowsMax, last - first));
         products(j, first, count, block);
         StoreBlock(block, count, begin, end, bias, y, epilogue, first);
       }
     });
   };
   if (UsesInt8Activations(weight, isa)) {
-    Int8Row quantized[kFewRowsMaxInt8Activations];
-    QuantizeRows(x, isa, quantized);
+    const Int8Row* quantized = QuantizeRows(x, isa);
     if (weight.bits() == 4) {
       const auto products =
           isa == KernelIsa::kAvx512Vnni ? &Int4PanelProductsVnni : &Int4PanelProductsAvx2;
@@ -241,11 +258,11 @@ void FewRowsLinear(const Tensor& x, const QuantizedWeight& weight, const Tensor&
     return;
   }
   const auto products = isa == KernelIsa::kAvx2 ? &Int8PanelProductsAvx2 : &Int8PanelProductsAvx512;
-  const float* x_rows[kFewRowsMaxInt8];
+  std::vector<const float*> x_rows(rows);
   for (int64_t r = 0; r < rows; ++r) x_rows[r] = x.row(r);
   for_each_panel([&](int64_t j, int64_t first, int count, float block[kFewRowsMax][kBlock]) {
-    products(x_rows + first, count, weight.panel(j), weight.panel_scales(j), k, weight.group_size(),
-             block);
+    products(x_rows.data() + first, count, weight.panel(j), weight.panel_scales(j), k,
+             weight.group_size(), block);
   });
 }
 

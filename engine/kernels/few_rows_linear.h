@@ -43,7 +43,8 @@ void FewRowsLinear(const Tensor& x, const PackedWeight& weight, const Tensor& bi
 // The same from int8 or int4 weights: each thread streams whole panels, a quarter (an eighth) of
 // the bytes of float weights, and multiplies them by float activations, or by int8 ones where
 // UsesInt8Activations (engine/kernels/int8_panel_products.h, int4_panel_products.h); up to
-// FewRowsMax(weight, isa) rows.
+// FewRowsMax(weight, isa) rows, or any number with int8 activations (a work item is a panel and
+// up to 64 rows).
 void FewRowsLinear(const Tensor& x, const QuantizedWeight& weight, const Tensor& bias, Tensor& y,
                    MatmulEpilogue epilogue, KernelIsa isa = BestKernelIsa());
 

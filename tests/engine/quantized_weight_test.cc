@@ -296,8 +296,10 @@ TEST(QuantizedLinearTest, FewRowsKernelMatchesFloat64Reference) {
                                                  : QuantizedWeight::Quantize(w, group_size);
       const Tensor b = Random({150}, 2);
       for (KernelIsa isa : IsasOfThisCpu()) {
-        for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{11},
-                          FewRowsMax(q, isa)}) {
+        std::vector<int64_t> row_counts = {1, 2, 3, 4, 5, 11, FewRowsMax(q, isa)};
+        // With int8 activations, any number: 130 rows are three work items of up to 64 rows.
+        if (UsesInt8Activations(q, isa)) row_counts.push_back(130);
+        for (int64_t m : row_counts) {
           Tensor x = Random({m, k}, 3 + m);
           if (m > 2) std::fill(x.row(2), x.row(2) + k, 0.0f);  // a row of zeros
           const Tensor seen = UsesInt8Activations(q, isa) ? Int8ActivationsOf(x) : x;
@@ -402,8 +404,8 @@ TEST(QuantizedLinearTest, ManyRowsMatchFloat64Reference) {
   }
 }
 
-// Linear sends more than FewRowsMax rows of an int8 or int4 weight through the tiles, and up to
-// that many through the few-rows kernel.
+// Linear sends up to FewRowsMax rows of an int8 or int4 weight through the few-rows kernel, and
+// more through the tiles unless the weight takes int8 activations and the tiles have no AMX.
 TEST(QuantizedLinearTest, LinearTakesTheBestTileFormat) {
   for (const QuantizedWeight& q : {QuantizedWeight::Quantize(Random({300, 200}, 1), 32),
                                    QuantizedWeight::QuantizeInt4(Random({300, 224}, 1))}) {
@@ -414,10 +416,16 @@ TEST(QuantizedLinearTest, LinearTakesTheBestTileFormat) {
     ASSERT_TRUE(Linear(few, linear, y_few).ok());
     FewRowsLinear(few, q, linear.bias, expected_few, {});
     EXPECT_TRUE(AllClose(y_few, expected_few, 0.0f, 0.0f));
+    EXPECT_TRUE(FewRowsKernelTakes(q, FewRowsMax(q)));
     const Tensor x = Random({FewRowsMax(q) + 1, k}, 3);
     Tensor y({x.dim(0), 300}), expected({x.dim(0), 300});
     ASSERT_TRUE(Linear(x, linear, y).ok());
-    QuantizedMatmul(x, q, linear.bias, expected, {}, BestInt8TileFormat());
+    if (FewRowsKernelTakes(q, x.dim(0))) {
+      EXPECT_TRUE(UsesInt8Activations(q));
+      FewRowsLinear(x, q, linear.bias, expected, {});
+    } else {
+      QuantizedMatmul(x, q, linear.bias, expected, {}, BestInt8TileFormat());
+    }
     EXPECT_TRUE(AllClose(y, expected, 0.0f, 0.0f));
   }
 }
