@@ -226,10 +226,10 @@ bool Bf16MatmulIsFaster() {
 }
 
 // Whether the tiles of many-row products run on AMX. Without it (AVX512_BF16's dot products, or
-// float FMAs) int8 activations times the weights as stored (VNNI, or AVX2's VPMADDUBSW for int4)
-// beat dequantizing the weights into tiles at every row count: SmolLM2 int4's 128-token prefill
-// took 2.6x as long per token through bf16 tiles as its 32-token one through VNNI
-// (docs/benchmarks.md, "Prefill without AMX").
+// float FMAs) int8 activations times the weights as stored through VNNI beat dequantizing the
+// weights into tiles at every row count: SmolLM2 int4's prefill of 128 and 512 tokens took 3.0x
+// and 2.5x less time (docs/benchmarks.md, "Prefill without AMX"). AVX2's VPMADDUBSW does not:
+// float tiles were level at 128 tokens and 10% faster at 512.
 bool TilesRunOnAmx() {
   static const bool amx =
       BestInt8TileFormat() == Int8TileFormat::kBf16Packed &&
@@ -447,7 +447,8 @@ absl::StatusOr<Tensor> LinearRows(const Tensor& x, const Tensor& weight, const T
 std::vector<PrimitiveInfo> CreatedMatmulPrimitives() { return MatmulCache::Get().List(); }
 
 bool FewRowsKernelTakes(const QuantizedWeight& q, int64_t m) {
-  return m <= FewRowsMax(q) || (UsesInt8Activations(q) && !TilesRunOnAmx());
+  return m <= FewRowsMax(q) || (BestKernelIsa() == KernelIsa::kAvx512Vnni &&
+                                UsesInt8Activations(q) && !TilesRunOnAmx());
 }
 
 Int8TileFormat BestInt8TileFormat() {

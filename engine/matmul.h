@@ -72,7 +72,8 @@ inline constexpr int64_t kDequantizedTileBytes = 1 << 20;
 //                 float32 (AVX512_BF16: twice float32's speed; accuracy in docs/benchmarks.md).
 enum class Int8TileFormat { kFloatKMajor, kFloatPacked, kBf16Packed };
 // Whether Linear multiplies m rows by q in FewRowsLinear (else through tiles): up to FewRowsMax
-// rows, and any number where q takes int8 activations and the tiles would not run on AMX.
+// rows, and any number where q takes int8 activations through VNNI and the tiles would not run
+// on AMX.
 bool FewRowsKernelTakes(const QuantizedWeight& q, int64_t m);
 // The fastest this CPU has. ATTNSERVE_BF16=0 or ATTNSERVE_MAX_ISA=avx2 in the environment rule
 // bf16 out, ATTNSERVE_PACK_WEIGHTS=0 packing.

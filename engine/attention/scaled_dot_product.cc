@@ -1,5 +1,7 @@
 #include "engine/attention/scaled_dot_product.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -312,15 +314,25 @@ void WeightedValues(const float* p, const T* values, int64_t stride, int64_t dv,
 // k_len floats.
 constexpr int64_t kChunkRows = 64;  // 16 KiB of keys at dk = 64
 
+// What one part of a query's keys gives each head of the group, to be merged with the other parts
+// (a long cache is split among the threads): the largest score, the sum of exp(score - largest)
+// and the values weighted by those exponentials, dv wide.
+struct PartialAttention {
+  float largest, sum;
+  float* values;
+};
+
+// Attends query i of the group's heads over `part` of the keys it sees: into each head's output
+// (normalized) when `partials` is null, else into partials[g].
 template <typename T>
 void AttendQueriesInPlace(const HeadView<T>* heads, int64_t group, int64_t i,
-                          const ScoreOptions& options, float* scores) {
+                          const ScoreOptions& options, KeyRange part, float* scores,
+                          PartialAttention* partials) {
   const HeadView<T>& first = heads[0];
   const int64_t position = first.k_len - first.q_len + i;
   // Plain variables, not a structured binding: the lambda below captures them (C++20 allows
   // that, but clang before 16 does not).
-  const KeyRange range = KeysSeenAt(position, first.k_len, options);
-  const int64_t begin = range.begin, limit = range.end;
+  const int64_t begin = part.begin, limit = part.end;
   const int64_t block = first.key_rows.block_rows;
   const int64_t stride = first.k_len;
   // [j, j + n): the rows from j to the end of j's chunk, its cache block or the range.
@@ -338,15 +350,55 @@ void AttendQueriesInPlace(const HeadView<T>* heads, int64_t group, int64_t i,
     for (int64_t j = begin; j < limit; ++j) {
       p[j] = p[j] * options.scale - heads[g].slope * static_cast<float>(std::abs(position - j));
     }
-    MaskedSoftmaxRow(p + begin, limit - begin, limit - begin);
+    if (partials == nullptr) {
+      MaskedSoftmaxRow(p + begin, limit - begin, limit - begin);
+    } else {
+      partials[g].largest = vec::Max(p + begin, limit - begin);
+      partials[g].sum = limit > begin ? vec::ExpShiftedSum(p + begin, limit - begin,
+                                                           partials[g].largest)
+                                      : 0.0f;
+    }
+  }
+  const auto out = [&](int64_t g) {
+    return partials == nullptr ? heads[g].out + i * first.out_stride : partials[g].values;
+  };
+  if (limit == begin) {
+    for (int64_t g = 0; g < group; ++g) std::fill(out(g), out(g) + first.dv, 0.0f);
   }
   for (int64_t j = begin; j < limit; j += chunk(j)) {
     for (int64_t g = 0; g < group; ++g) {
       WeightedValues(scores + g * stride + j, first.value_rows.row(j) + first.value_offset,
-                     first.value_rows.stride, first.dv, chunk(j), j > begin,
-                     heads[g].out + i * first.out_stride);
+                     first.value_rows.stride, first.dv, chunk(j), j > begin, out(g));
     }
   }
+}
+
+// out[0, dv) = the softmax-weighted values of a query's whole key range from its parts'.
+void MergePartials(const PartialAttention* parts, int64_t count, int64_t dv, float* out) {
+  float largest = -INFINITY;
+  for (int64_t p = 0; p < count; ++p) {
+    if (parts[p].sum > 0.0f) largest = std::max(largest, parts[p].largest);
+  }
+  std::fill(out, out + dv, 0.0f);
+  float sum = 0.0f;
+  for (int64_t p = 0; p < count; ++p) {
+    if (parts[p].sum == 0.0f) continue;
+    const float weight = std::exp(parts[p].largest - largest);
+    sum += weight * parts[p].sum;
+    vec::Axpy(weight, parts[p].values, out, dv);
+  }
+  if (sum > 0.0f) vec::Scale(out, dv, 1.0f / sum);
+}
+
+// How many parts to split each query's keys into when decoding, so that the threads have about
+// kPartsPerThread work items each (a batch of one has as many as the model has key/value heads:
+// 3 for SmolLM2, which left one of two threads idle a third of the time) and no part is shorter
+// than kMinPartKeys (merging costs a pass over dv floats per head and part).
+constexpr int64_t kMaxKeyParts = 64;
+int64_t DecodeKeyParts(int64_t work_items, int64_t longest) {
+  constexpr int64_t kPartsPerThread = 8, kMinPartKeys = 256;
+  const int64_t wanted = (kPartsPerThread * omp_get_max_threads() + work_items - 1) / work_items;
+  return std::clamp<int64_t>(std::min(wanted, longest / kMinPartKeys), 1, kMaxKeyParts);
 }
 
 template <typename T>
@@ -384,23 +436,69 @@ void AttendBlocks(const Tensor& q, std::span<const int64_t> q_lengths,
                        options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h]};
   };
   if (queries <= kFewQueries) {
-    ParallelFor(batch * kv_heads * queries, [&](int64_t index) {
-      const int64_t i = index % queries, bkv = index / queries;
-      const int64_t b = bkv / kv_heads, kv = bkv % kv_heads;
-      if (i >= q_lengths[b]) {
-        for (int64_t g = 0; g < group; ++g) {
-          float* o = out.data() + b * out.stride(0) + i * out.stride(1) + (kv * group + g) * dv;
-          std::fill(o, o + dv, 0.0f);
-        }
-        return;
-      }
-      thread_local std::vector<HeadView<T>> heads;
-      heads.clear();
-      for (int64_t g = 0; g < group; ++g) heads.push_back(head_in_place(b, kv * group + g));
-      thread_local std::vector<float> scores;
-      scores.resize(group * std::max<int64_t>(k_lengths[b], 1));
-      AttendQueriesInPlace(heads.data(), group, i, options, scores.data());
-    });
+    const int64_t work = batch * kv_heads * queries;
+    const int64_t longest = *std::max_element(k_lengths.begin(), k_lengths.end());
+    const int64_t parts = DecodeKeyParts(work, longest);
+    const int64_t partial_floats = group * dv;
+    thread_local std::vector<PartialAttention> partials;
+    thread_local std::vector<float> partial_values;
+    partials.resize(parts == 1 ? 0 : work * parts * group);
+    partial_values.resize(parts == 1 ? 0 : work * parts * partial_floats);
+    PartialAttention* all_partials = partials.data();
+    float* all_values = partial_values.data();
+    ParallelFor(
+        work * parts,
+        [&](int64_t index) {
+          const int64_t part = index % parts, item = index / parts;
+          const int64_t i = item % queries, bkv = item / queries;
+          const int64_t b = bkv / kv_heads, kv = bkv % kv_heads;
+          if (i >= q_lengths[b]) {
+            if (part > 0) return;
+            for (int64_t g = 0; g < group; ++g) {
+              float* o = out.data() + b * out.stride(0) + i * out.stride(1) + (kv * group + g) * dv;
+              std::fill(o, o + dv, 0.0f);
+            }
+            return;
+          }
+          thread_local std::vector<HeadView<T>> heads;
+          heads.clear();
+          for (int64_t g = 0; g < group; ++g) heads.push_back(head_in_place(b, kv * group + g));
+          thread_local std::vector<float> scores;
+          scores.resize(group * std::max<int64_t>(k_lengths[b], 1));
+          const KeyRange range =
+              KeysSeenAt(k_lengths[b] - q_lengths[b] + i, k_lengths[b], options);
+          if (parts == 1) {
+            AttendQueriesInPlace(heads.data(), group, i, options, range, scores.data(), nullptr);
+            return;
+          }
+          // Part boundaries on whole chunks, so that the chunks read stay those of one part.
+          const int64_t chunks = (range.end - range.begin + kChunkRows - 1) / kChunkRows;
+          const KeyRange piece{
+              std::min(range.end, range.begin + chunks * part / parts * kChunkRows),
+              std::min(range.end, range.begin + chunks * (part + 1) / parts * kChunkRows)};
+          PartialAttention* mine = all_partials + index * group;
+          for (int64_t g = 0; g < group; ++g) {
+            mine[g].values = all_values + index * partial_floats + g * dv;
+          }
+          AttendQueriesInPlace(heads.data(), group, i, options, piece, scores.data(), mine);
+        },
+        Schedule::kDynamic);
+    if (parts == 1) return;
+    ParallelFor(
+        work * group,
+        [&](int64_t index) {
+          const int64_t g = index % group, item = index / group;
+          const int64_t i = item % queries, bkv = item / queries;
+          const int64_t b = bkv / kv_heads, kv = bkv % kv_heads;
+          if (i >= q_lengths[b]) return;
+          PartialAttention of_query[kMaxKeyParts];
+          for (int64_t part = 0; part < parts; ++part) {
+            of_query[part] = all_partials[(item * parts + part) * group + g];
+          }
+          MergePartials(of_query, parts, dv,
+                        out.data() + b * out.stride(0) + i * out.stride(1) + (kv * group + g) * dv);
+        },
+        Schedule::kStatic, work * group * parts * dv >= 1 << 14);
     return;
   }
   const PackedKeysValues packed = Pack<T>(k, v, k_lengths, kv_heads, dk, dv);

@@ -177,9 +177,7 @@ bool UsesInt8Activations(const QuantizedWeight& weight, KernelIsa isa) {
 }
 
 int64_t FewRowsMax(const QuantizedWeight& weight, KernelIsa isa) {
-  return UsesInt8Activations(weight, isa) && isa == KernelIsa::kAvx512Vnni
-             ? kFewRowsMaxInt8Activations
-             : kFewRowsMaxInt8;
+  return UsesInt8Activations(weight, isa) ? kFewRowsMaxInt8Activations : kFewRowsMaxInt8;
 }
 
 namespace {

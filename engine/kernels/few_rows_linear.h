@@ -22,8 +22,10 @@ inline constexpr int64_t kFewRowsMax = 4;
 // path costs per call (dequantizing every panel to a bf16 or float tile), so a decoding step of up
 // to 16 streams reads each weight from memory once and widens it once per four rows.
 inline constexpr int64_t kFewRowsMaxInt8 = 16;
-// With int8 activations (AVX512-VNNI) the kernel also beats the dequantized tiles of prefill up
-// to this many rows (docs/benchmarks.md, "Int8 activations").
+// With int8 activations (AVX512-VNNI, or int4 weights through AVX2's VPMADDUBSW) the kernel also
+// beats the dequantized tiles of prefill up to this many rows (docs/benchmarks.md, "Int8
+// activations"; on AVX2, SmolLM2 int4's 32-token prompt took 37 ms against the tiles' 43). Where
+// the tiles have no AMX, VNNI beats them at every row count (Linear, FewRowsKernelTakes).
 inline constexpr int64_t kFewRowsMaxInt8Activations = 32;
 
 // Whether FewRowsLinear multiplies this weight by int8 activations on `isa`: int4 weights always;

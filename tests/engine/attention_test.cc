@@ -158,6 +158,47 @@ TEST(ScaledDotProductTest, DecodingKernelMatchesTheTiledKernel) {
   }
 }
 
+// Decoding splits a long cache's keys among the threads and merges the parts' softmaxes: the same
+// as the tiled kernel over the whole cache. Two sequences of different lengths (1,100 and 700
+// keys: several parts, the last ones uneven), grouped heads, ALiBi, and a sliding window that
+// starts inside the cache.
+TEST(ScaledDotProductTest, DecodingSplitsLongCachesExactly) {
+  const int64_t heads = 6, kv_heads = 2, dk = 64, dv = 64, time = 1100;
+  const std::vector<float> slopes = {0.5f, 0.25f, 0.125f, 0.0625f, 0.03125f, 0.015625f};
+  const Tensor q = Random({2, time, heads * dk}, 1), k = Random({2, time, kv_heads * dk}, 2);
+  const Tensor v = Random({2, time, kv_heads * dv}, 3);
+  for (int64_t window : {int64_t{0}, int64_t{600}}) {
+    for (bool alibi : {false, true}) {
+      const ScoreOptions options{.scale = 0.125f,
+                                 .causal = true,
+                                 .alibi_slopes = alibi ? slopes : std::vector<float>(),
+                                 .kv_heads = kv_heads,
+                                 .window = window};
+      const std::vector<int64_t> lengths = {time, 700};
+      Tensor full({2, time, heads * dv});
+      ScaledDotProductAttention(q, lengths, k, v, lengths, heads, options, full);
+      for (int64_t queries : {int64_t{1}, int64_t{3}}) {
+        // Each sequence's last `queries` rows, against all of its keys.
+        Tensor last({2, queries, heads * dk}), expected({2, queries, heads * dv});
+        for (int64_t b = 0; b < 2; ++b) {
+          for (int64_t i = 0; i < queries; ++i) {
+            const int64_t row = lengths[b] - queries + i;
+            std::copy(q.Select(b).row(row), q.Select(b).row(row) + heads * dk,
+                      last.Select(b).row(i));
+            std::copy(full.Select(b).row(row), full.Select(b).row(row) + heads * dv,
+                      expected.Select(b).row(i));
+          }
+        }
+        Tensor decoded({2, queries, heads * dv});
+        const std::vector<int64_t> q_lengths = {queries, queries};
+        ScaledDotProductAttention(last, q_lengths, k, v, lengths, heads, options, decoded);
+        EXPECT_TRUE(AllClose(decoded, expected, 1e-5f, 1e-5f))
+            << "window=" << window << " alibi=" << alibi << " queries=" << queries;
+      }
+    }
+  }
+}
+
 // A two-byte KV cache in blocks gives what float32 attention gives over the same keys and values
 // rounded to its type: the kernels widen them exactly. Both kernels (a few queries read the rows
 // in place, more are packed), vector and scalar head widths, grouped heads.
