@@ -447,8 +447,8 @@ absl::StatusOr<Tensor> LinearRows(const Tensor& x, const Tensor& weight, const T
 std::vector<PrimitiveInfo> CreatedMatmulPrimitives() { return MatmulCache::Get().List(); }
 
 bool FewRowsKernelTakes(const QuantizedWeight& q, int64_t m) {
-  return m <= FewRowsMax(q) || (BestKernelIsa() == KernelIsa::kAvx512Vnni &&
-                                UsesInt8Activations(q) && !TilesRunOnAmx());
+  return m <= FewRowsMax(q) ||
+         (BestKernelIsa() == KernelIsa::kAvx512Vnni && UsesInt8Activations(q) && !TilesRunOnAmx());
 }
 
 Int8TileFormat BestInt8TileFormat() {

@@ -354,9 +354,8 @@ void AttendQueriesInPlace(const HeadView<T>* heads, int64_t group, int64_t i,
       MaskedSoftmaxRow(p + begin, limit - begin, limit - begin);
     } else {
       partials[g].largest = vec::Max(p + begin, limit - begin);
-      partials[g].sum = limit > begin ? vec::ExpShiftedSum(p + begin, limit - begin,
-                                                           partials[g].largest)
-                                      : 0.0f;
+      partials[g].sum =
+          limit > begin ? vec::ExpShiftedSum(p + begin, limit - begin, partials[g].largest) : 0.0f;
     }
   }
   const auto out = [&](int64_t g) {
@@ -465,8 +464,7 @@ void AttendBlocks(const Tensor& q, std::span<const int64_t> q_lengths,
           for (int64_t g = 0; g < group; ++g) heads.push_back(head_in_place(b, kv * group + g));
           thread_local std::vector<float> scores;
           scores.resize(group * std::max<int64_t>(k_lengths[b], 1));
-          const KeyRange range =
-              KeysSeenAt(k_lengths[b] - q_lengths[b] + i, k_lengths[b], options);
+          const KeyRange range = KeysSeenAt(k_lengths[b] - q_lengths[b] + i, k_lengths[b], options);
           if (parts == 1) {
             AttendQueriesInPlace(heads.data(), group, i, options, range, scores.data(), nullptr);
             return;
