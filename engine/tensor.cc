@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <numeric>
 
@@ -27,14 +28,19 @@ int64_t Product(const Shape& shape) {
 // (perf), 6-10% of its time. Freed memory stays in the process instead (resident memory settles
 // at the peak working set); blocks above 32 MB (glibc's largest threshold) are still mapped. The
 // server hands free memory back once the engine is idle (server/memory_trimmer.h).
+constexpr int kKeptBlockBytes = 32 << 20;
+
 void KeepFreedMemory() {
   static const bool configured = [] {
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_MMAP_THRESHOLD, kKeptBlockBytes);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     return true;
   }();
   (void)configured;
 }
+
+std::mutex mapped_scopes_mutex;
+int mapped_scopes = 0;
 
 std::atomic<int64_t> tensor_bytes{0}, tensor_peak_bytes{0}, tensor_allocations{0};
 
@@ -63,6 +69,17 @@ std::shared_ptr<float> AllocateAligned(int64_t count) {
 }
 
 }  // namespace
+
+MappedLargeBlocks::MappedLargeBlocks() {
+  KeepFreedMemory();
+  std::lock_guard lock(mapped_scopes_mutex);
+  if (mapped_scopes++ == 0) mallopt(M_MMAP_THRESHOLD, 1 << 20);
+}
+
+MappedLargeBlocks::~MappedLargeBlocks() {
+  std::lock_guard lock(mapped_scopes_mutex);
+  if (--mapped_scopes == 0) mallopt(M_MMAP_THRESHOLD, kKeptBlockBytes);
+}
 
 int64_t TensorBytesInUse() { return tensor_bytes.load(std::memory_order_relaxed); }
 int64_t TensorPeakBytes() { return tensor_peak_bytes.load(std::memory_order_relaxed); }

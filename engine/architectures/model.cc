@@ -51,6 +51,7 @@ absl::StatusOr<std::unique_ptr<ServableModel>> LoadAs(const ModelConfig& config,
 
 absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
                                                  const LoadOptions& options) {
+  const MappedLargeBlocks mapped_while_loading;
   auto model = std::make_unique<Model>();
   ModelConfig config;
   std::optional<WeightReader> reader;
