@@ -7,8 +7,8 @@ run: SmolLM2-135M-Instruct, streams of 128-token prompts each generating exactly
         [--rounds 2] [--streams 1,4,16]
 
 - attnserve: build/server/attnserve --threads=2 on a repository holding the .gguf file, with
-  its defaults (int8 weights for a block-quantized file, f16 KV cache; int8 activations where the
-  CPU has VNNI).
+  its defaults (--weights=auto: int4 weights for this file of 4-bit blocks, the token table
+  int8; f16 KV cache; int8 activations).
 - llama-server (built outside the repository by bench/build_llamacpp.sh) with -t 2, as many slots
   as streams (-np), a context of 256 tokens per slot and its other defaults (continuous batching,
   prompt cache; each prompt differs from the others anyway), twice: with its default weight
