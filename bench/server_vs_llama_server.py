@@ -167,7 +167,10 @@ def main():
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--streams", default="1,4,16")
-    parser.add_argument("--peers", default=",".join(PEERS))
+    parser.add_argument("--peers", default=",".join(PEERS),
+                        help="of " + ", ".join(PEERS) + " and 'llama-server q4_0'")
+    parser.add_argument("--q4_0", help="for the peer 'llama-server q4_0': a Q4_0 file of the "
+                                       "model (bench/gguf_vs_llamacpp.py --q4_0 makes one)")
     parser.add_argument("--attnserve_flags", default="",
                         help="more flags for attnserve, e.g. --prefill_chunk_tokens=64")
     parser.add_argument("--quiet", type=float, default=0.15)
@@ -189,7 +192,8 @@ def main():
                            f"--model_repository={repository}", *args.attnserve_flags.split()],
                           port, "smollm2")
         repack = ["--no-repack"] if peer.endswith("--no-repack") else []
-        return Server([args.llama_server, "-m", gguf, "-t", "2", "-tb", "2", "-np", str(streams),
+        model = os.path.realpath(args.q4_0) if peer.endswith("q4_0") else gguf
+        return Server([args.llama_server, "-m", model, "-t", "2", "-tb", "2", "-np", str(streams),
                        "-c", str(256 * streams), "--host", "127.0.0.1", "--port", str(port),
                        *repack], port, "smollm2")
 

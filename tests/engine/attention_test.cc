@@ -169,11 +169,12 @@ TEST(ScaledDotProductTest, DecodingSplitsLongCachesExactly) {
   const Tensor v = Random({2, time, kv_heads * dv}, 3);
   for (int64_t window : {int64_t{0}, int64_t{600}}) {
     for (bool alibi : {false, true}) {
-      const ScoreOptions options{.scale = 0.125f,
-                                 .causal = true,
-                                 .alibi_slopes = alibi ? slopes : std::vector<float>(),
-                                 .kv_heads = kv_heads,
-                                 .window = window};
+      const ScoreOptions options{
+          .scale = 0.125f,
+          .causal = true,
+          .alibi_slopes = alibi ? std::span<const float>(slopes) : std::span<const float>(),
+          .kv_heads = kv_heads,
+          .window = window};
       const std::vector<int64_t> lengths = {time, 700};
       Tensor full({2, time, heads * dv});
       ScaledDotProductAttention(q, lengths, k, v, lengths, heads, options, full);
