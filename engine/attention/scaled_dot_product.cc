@@ -372,19 +372,22 @@ void AttendQueriesInPlace(const HeadView<T>* heads, int64_t group, int64_t i,
   }
 }
 
-// out[0, dv) = the softmax-weighted values of a query's whole key range from its parts'.
-void MergePartials(const PartialAttention* parts, int64_t count, int64_t dv, float* out) {
+// out[0, dv) = the softmax-weighted values of a query's whole key range from its `count` parts,
+// `stride` apart in `parts`.
+void MergePartials(const PartialAttention* parts, int64_t count, int64_t stride, int64_t dv,
+                   float* out) {
   float largest = -INFINITY;
   for (int64_t p = 0; p < count; ++p) {
-    if (parts[p].sum > 0.0f) largest = std::max(largest, parts[p].largest);
+    if (parts[p * stride].sum > 0.0f) largest = std::max(largest, parts[p * stride].largest);
   }
   std::fill(out, out + dv, 0.0f);
   float sum = 0.0f;
   for (int64_t p = 0; p < count; ++p) {
-    if (parts[p].sum == 0.0f) continue;
-    const float weight = std::exp(parts[p].largest - largest);
-    sum += weight * parts[p].sum;
-    vec::Axpy(weight, parts[p].values, out, dv);
+    const PartialAttention& part = parts[p * stride];
+    if (part.sum == 0.0f) continue;
+    const float weight = std::exp(part.largest - largest);
+    sum += weight * part.sum;
+    vec::Axpy(weight, part.values, out, dv);
   }
   if (sum > 0.0f) vec::Scale(out, dv, 1.0f / sum);
 }
@@ -445,18 +448,25 @@ void AttendBlocks(const Tensor& q, std::span<const int64_t> q_lengths,
     partial_values.resize(parts == 1 ? 0 : work * parts * partial_floats);
     PartialAttention* all_partials = partials.data();
     float* all_values = partial_values.data();
+    // Work item `item`: query i of sequence b with the query heads of key/value head kv.
+    struct GroupQuery {
+      int64_t i, b, kv;
+    };
+    const auto group_query = [&](int64_t item) {
+      return GroupQuery{item % queries, item / queries / kv_heads, item / queries % kv_heads};
+    };
+    const auto output_row = [&](const GroupQuery& q, int64_t g) {
+      return out.data() + q.b * out.stride(0) + q.i * out.stride(1) + (q.kv * group + g) * dv;
+    };
     ParallelFor(
         work * parts,
         [&](int64_t index) {
-          const int64_t part = index % parts, item = index / parts;
-          const int64_t i = item % queries, bkv = item / queries;
-          const int64_t b = bkv / kv_heads, kv = bkv % kv_heads;
+          const int64_t part = index % parts;
+          const GroupQuery query = group_query(index / parts);
+          const auto [i, b, kv] = query;
           if (i >= q_lengths[b]) {
             if (part > 0) return;
-            for (int64_t g = 0; g < group; ++g) {
-              float* o = out.data() + b * out.stride(0) + i * out.stride(1) + (kv * group + g) * dv;
-              std::fill(o, o + dv, 0.0f);
-            }
+            for (int64_t g = 0; g < group; ++g) std::fill_n(output_row(query, g), dv, 0.0f);
             return;
           }
           thread_local std::vector<HeadView<T>> heads;
@@ -486,15 +496,10 @@ void AttendBlocks(const Tensor& q, std::span<const int64_t> q_lengths,
         work * group,
         [&](int64_t index) {
           const int64_t g = index % group, item = index / group;
-          const int64_t i = item % queries, bkv = item / queries;
-          const int64_t b = bkv / kv_heads, kv = bkv % kv_heads;
-          if (i >= q_lengths[b]) return;
-          PartialAttention of_query[kMaxKeyParts];
-          for (int64_t part = 0; part < parts; ++part) {
-            of_query[part] = all_partials[(item * parts + part) * group + g];
-          }
-          MergePartials(of_query, parts, dv,
-                        out.data() + b * out.stride(0) + i * out.stride(1) + (kv * group + g) * dv);
+          const GroupQuery query = group_query(item);
+          if (query.i >= q_lengths[query.b]) return;
+          MergePartials(all_partials + item * parts * group + g, parts, group, dv,
+                        output_row(query, g));
         },
         Schedule::kStatic, work * group * parts * dv >= 1 << 14);
     return;
