@@ -85,6 +85,7 @@ void GenerationJob::Started(int64_t handed) {
     CancelAll();
   } else if (options_.stream) {
     responder_->StartStream(200, "text/event-stream");
+    streaming_ = true;
     std::vector<ChoiceText> opening;
     for (auto& choice : choices_) {
       // Chat streams open with the role; completions with the echoed prompt, if asked.
@@ -164,7 +165,8 @@ Usage GenerationJob::TotalUsage() const {
 void GenerationJob::Flush() {
   if (!started_ || answered_) return;
   const bool all_done = done_ == options_.choices;
-  if (!options_.stream) {
+  // Whole answers, and streams refused before they started: one answer once all are done.
+  if (!streaming_) {
     if (!all_done) return;
     answered_ = true;
     scope_.Finish(error_);

@@ -109,6 +109,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::vector<std::unique_ptr<Choice>> choices_;
   std::mutex mutex_;  // guards what follows
   bool started_ = false;
+  bool streaming_ = false;  // the stream's header went out
   bool answered_ = false;
   int64_t done_ = 0;
   absl::Status error_;

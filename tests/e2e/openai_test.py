@@ -327,6 +327,10 @@ class OpenAiApiTest(unittest.TestCase):
             ({"model": "demo", "prompt": "a", "max_tokens": 10 ** 9}, 400, "max_tokens"),
             ({"model": "demo", "prompt": "a", "max_tokens": 10 ** 30}, 400, "max_tokens"),
             ({"model": "demo", "prompt": [10 ** 9]}, 400, "prompt[0]"),
+            # A stream whose later prompt is refused after the first went to the engine: the
+            # refusal, not a stream.
+            ({"model": "demo", "prompt": ["a", [72, 10 ** 9]], "stream": True, "echo": True},
+             400, "prompt[1]"),
             ({"model": "demo", "prompt": "a", "temperature": "hot"}, 400, "'temperature'"),
             ({"model": "demo", "prompt": "a", "frequency_penalty": 0.5}, 400,
              "'frequency_penalty' is not supported"),
