@@ -130,6 +130,7 @@ EngineLoop::EngineLoop(std::string name, std::unique_ptr<Model> model, EngineLoo
               .max_batch_size = options_.max_batch_size,
               .step_tokens = options_.step_tokens,
               .prefill_chunk_tokens = options_.prefill_chunk_tokens,
+              .prefill_pacing = options_.prefill_pacing,
               .max_unsent_events = options_.max_unsent_events,
               .activation_budget = options_.budget.activation_bytes,
               .activation_bytes =
@@ -386,7 +387,7 @@ void EngineLoop::Run() {
     for (auto& [task, status] : result.ended) task->Finish(std::move(status));
     // The estimate is of prompt work (requests and prompt chunks); decode steps, bound by
     // reading the weights rather than by tokens, would make it look many times as costly.
-    completion_.IterationEnded(absl::Now() - result.decoding,
+    completion_.IterationEnded(absl::Now() - result.outcome.decode_time,
                                plan.taken_tokens + plan.prefill_tokens);
   }
 }

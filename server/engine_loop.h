@@ -49,8 +49,11 @@ struct EngineLoopOptions {
   // unary requests together; a unary request larger than this runs alone. Larger steps cost
   // more per token once their activations leave the cache (docs/benchmarks.md).
   int64_t step_tokens = 2048;
-  // The step's budget instead while generations decode, so their next token waits for little.
+  // The step's budget instead while generations decode, so their next token waits for little,
+  // and what pacing sizes it by: the step's other work takes about this many times its decode
+  // call (server/prefill_pacing.h; 0: always prefill_chunk_tokens).
   int64_t prefill_chunk_tokens = 256;
+  double prefill_pacing = 1.5;
   int64_t kv_block_tokens = 32;
   // Tokens of finished sequences' prefixes kept for reuse (whole blocks; at most a quarter of the
   // pool): enough for the system prompts and recent conversations a chat server sees again, and

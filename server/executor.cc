@@ -23,6 +23,7 @@ Executor::Executor(std::string name, const Model& model, ServerMetrics& metrics)
       first_token_(metrics.first_token.Add({{"model", name_}})) {}
 
 Executor::Result Executor::Run(const StepPlan& plan) {
+  const absl::Time began = absl::Now();
   Result result;
   for (uint64_t id : plan.removed) generations_.erase(id);
   for (uint64_t id : plan.dropped) {
@@ -77,9 +78,10 @@ Executor::Result Executor::Run(const StepPlan& plan) {
   if (!plan.decode.empty()) {
     const absl::Time start = absl::Now();
     Feed(live(plan.decode), result);
-    result.decoding = absl::Now() - start;
+    result.outcome.decode_time = absl::Now() - start;
   }
   if (!plan.prefill.empty()) Feed(live(plan.prefill), result);
+  result.outcome.other_time = absl::Now() - began - result.outcome.decode_time;
   return result;
 }
 

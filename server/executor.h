@@ -28,10 +28,9 @@ class Executor {
   Executor(std::string name, const Model& model, ServerMetrics& metrics);
 
   struct Result {
-    StepOutcome outcome;  // for Scheduler::Update
+    StepOutcome outcome;  // for Scheduler::Update, with the calls' times
     // Generations that ended, to be answered once the scheduler has freed their blocks.
     std::vector<std::pair<std::shared_ptr<Task>, absl::Status>> ended;
-    absl::Duration decoding;  // the decode call's time
   };
   Result Run(const StepPlan& plan);
 

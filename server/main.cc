@@ -59,7 +59,11 @@ ABSL_FLAG(int64_t, step_tokens, 2048,
           "Most tokens one scheduler step puts through the engine: prompt chunks and NextToken, "
           "Score or Embed requests together (a larger request runs alone)");
 ABSL_FLAG(int64_t, prefill_chunk_tokens, 256,
-          "The step's token budget while generations decode (chunked prefill)");
+          "The step's token budget while generations decode (chunked prefill), at most");
+ABSL_FLAG(double, prefill_pacing, 1.5,
+          "While generations decode, a step's prompt chunks and requests take about this many "
+          "times its decode call (at least 32 tokens; 0: always --prefill_chunk_tokens): the "
+          "streams' inter-token latency against how fast new prompts start");
 ABSL_FLAG(int64_t, memory_limit_mb, 0,
           "Memory the process may use (0: the cgroup's limit, as in a container, else physical "
           "memory); shared out among the models' KV caches, activations and answers");
@@ -166,6 +170,7 @@ int Serve() {
   options.max_batch_tokens = std::max<int64_t>(1, absl::GetFlag(FLAGS_max_batch_tokens));
   options.step_tokens = std::max<int64_t>(1, absl::GetFlag(FLAGS_step_tokens));
   options.prefill_chunk_tokens = std::max<int64_t>(1, absl::GetFlag(FLAGS_prefill_chunk_tokens));
+  options.prefill_pacing = std::max(0.0, absl::GetFlag(FLAGS_prefill_pacing));
   options.max_response_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.max_text_bytes = std::max<int64_t>(1, absl::GetFlag(FLAGS_max_text_bytes));
   options.weights.group_size = std::max<int64_t>(0, absl::GetFlag(FLAGS_int8_group_size));

@@ -30,8 +30,14 @@ int64_t Sequence::held_blocks() const {
                               (source_table ? source_table->blocks().size() : 0));
 }
 
+// Below this many tokens an engine call's fixed costs (reading the weights, a thread team's
+// start) dominate, and a prompt's chunks would trail the streams it joins.
+constexpr int64_t kMinPacedTokens = 32;
+
 Scheduler::Scheduler(SchedulerOptions options, KvCacheManager cache)
-    : options_(std::move(options)), cache_(std::move(cache)) {}
+    : options_(std::move(options)),
+      cache_(std::move(cache)),
+      pacing_(options_.prefill_pacing, kMinPacedTokens, options_.prefill_chunk_tokens) {}
 
 void Scheduler::Add(std::shared_ptr<Task> task) { waiting_.push_back(std::move(task)); }
 
@@ -61,7 +67,7 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   prompts_waiting |= std::any_of(waiting_.begin(), waiting_.end(), [](const auto& task) {
     return task->kind == TaskKind::kGenerate;
   });
-  const int64_t budget = decoding ? options_.prefill_chunk_tokens : options_.step_tokens;
+  const int64_t budget = decoding ? pacing_.tokens() : options_.step_tokens;
   const int64_t prompt_share = prompts_waiting ? (budget + 1) / 2 : 0;
   TakeWaiting(now, budget - prompt_share, plan);
 
@@ -112,6 +118,7 @@ StepPlan Scheduler::Schedule(absl::Time now) {
     f.sequence->state = SequenceState::kPrefilling;
     plan.prefill_tokens += static_cast<int64_t>(f.tokens.size());
   }
+  other_tokens_ = plan.unary_tokens + plan.prefill_tokens;
   return plan;
 }
 
@@ -334,6 +341,7 @@ std::vector<Sequence*> Scheduler::ShareSlots(int64_t slots) const {
 }
 
 void Scheduler::Update(const StepOutcome& outcome) {
+  pacing_.Observe(outcome.decode_time, outcome.other_time, other_tokens_);
   for (Sequence* g : outcome.fed) {
     g->computed += g->feeding;
     g->feeding = 0;

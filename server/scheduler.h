@@ -10,8 +10,9 @@
 //     call's activation memory; the first always goes, so that a large request cannot starve;
 //   - one token for each decoding generation whose client keeps reading, up to max_batch_size;
 //   - chunks of prompts, so that a long prompt shares steps with the decoding sequences.
-// The step's token budget is small while generations decode (prefill_chunk_tokens), so that
-// their next token waits for little else; unary requests get half of it while prompts wait,
+// The step's token budget is small while generations decode (paced by the step's measured
+// times, at most prefill_chunk_tokens: server/prefill_pacing.h), so that their next token waits
+// for little else; unary requests get half of it while prompts wait,
 // and prompts what the requests leave, at least that half: neither starves the other.
 //
 // Fairness between clients: decode slots and new generations are shared out evenly among the
@@ -37,6 +38,7 @@
 #include "engine/architectures/activation_memory.h"
 #include "engine/attention/kv_cache.h"
 #include "server/kv_cache_manager.h"
+#include "server/prefill_pacing.h"
 #include "server/task.h"
 
 namespace attnserve::server {
@@ -74,6 +76,9 @@ struct SchedulerOptions {
   int64_t max_batch_size = 32;  // decoding sequences per step; unary requests per step
   int64_t step_tokens = 2048;
   int64_t prefill_chunk_tokens = 256;
+  // While generations decode, the step's other work takes about this many times its decode
+  // call (server/prefill_pacing.h), within prefill_chunk_tokens; 0: always prefill_chunk_tokens.
+  double prefill_pacing = 1.5;
   int64_t max_unsent_events = 4;  // a stream with this many events unsent is paused
   int64_t activation_budget = INT64_MAX;
   // The activation memory of one engine call (ActivationBytes for the model's config).
@@ -118,6 +123,8 @@ struct StepOutcome {
   std::vector<Sequence*> fed;                          // its planned tokens are computed
   std::vector<std::pair<Sequence*, int64_t>> sampled;  // a token sampled, to feed next
   std::vector<Sequence*> finished;  // ended (end of text, max tokens, stop, an engine error)
+  // The decode call's time, and the step's other calls' (unary requests, prompt chunks).
+  absl::Duration decode_time, other_time;
 };
 
 class Scheduler {
@@ -168,6 +175,8 @@ class Scheduler {
 
   const SchedulerOptions options_;
   KvCacheManager cache_;
+  PrefillPacing pacing_;
+  int64_t other_tokens_ = 0;  // of the last plan: unary and prompt tokens
   std::list<std::shared_ptr<Task>> waiting_;
   std::list<Sequence> running_;  // oldest first
   uint64_t next_id_ = 1;

@@ -191,6 +191,35 @@ TEST(SchedulerTest, WhileGenerationsDecodeTheStepBudgetIsSmallAndSharedWithPromp
   EXPECT_EQ(plan.prefill_tokens, 4);
 }
 
+TEST(SchedulerTest, PromptChunksBesideDecodingArePacedByTheMeasuredTimes) {
+  SchedulerOptions options = Options();
+  options.step_tokens = 512;
+  options.prefill_chunk_tokens = 256;
+  options.prefill_pacing = 1.0;
+  Harness h(options, 1024);
+  h.Generate(Prompt(100), 1000);
+  const auto step = [&](absl::Duration decode, absl::Duration other) {
+    StepPlan plan = h.scheduler.Schedule(absl::Now());
+    StepOutcome outcome = h.Execute(plan);
+    outcome.decode_time = decode;
+    outcome.other_time = other;
+    h.scheduler.Update(outcome);
+    return plan;
+  };
+  // Nothing decodes yet: the step's whole budget; 0.5 ms a prompt token.
+  EXPECT_EQ(step(absl::ZeroDuration(), absl::Milliseconds(50)).prefill_tokens, 100);
+  h.Generate(Prompt(1000, 500), 5);
+  // No decode call measured yet: prefill_chunk_tokens.
+  StepPlan plan = step(absl::Milliseconds(20), absl::Milliseconds(128));
+  EXPECT_EQ(plan.decode.size(), 1u);
+  EXPECT_EQ(plan.prefill_tokens, 256);
+  // Then a 20 ms decode call takes 40 prompt tokens of 0.5 ms beside it.
+  EXPECT_EQ(step(absl::Milliseconds(20), absl::Milliseconds(20)).prefill_tokens, 40);
+  // Decode calls of 1 ms: at least 32 tokens.
+  for (int i = 0; i < 8; ++i) step(absl::Milliseconds(1), absl::Milliseconds(16));
+  EXPECT_EQ(step(absl::Milliseconds(1), absl::Milliseconds(16)).prefill_tokens, 32);
+}
+
 TEST(SchedulerTest, CancelledAndExpiredRequestsEndWithTheirReasonAndFreeTheirBlocks) {
   Harness h(Options());
   const absl::Time now = absl::Now();

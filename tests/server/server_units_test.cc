@@ -18,6 +18,7 @@
 #include "server/memory_budget.h"
 #include "server/memory_trimmer.h"
 #include "server/model_repository.h"
+#include "server/prefill_pacing.h"
 
 namespace attnserve::server {
 namespace {
@@ -276,6 +277,51 @@ TEST(CompletionEstimateTest, CountsTheRunningIterationTheWorkAheadAndAFullBatch)
   estimate.IterationStarted(t0, 10);
   estimate.IterationEnded(t0 + absl::Milliseconds(160), 1000);
   EXPECT_EQ(estimate.Alone(1000), absl::Milliseconds(160));
+}
+
+TEST(PrefillPacingTest, TheFullBudgetUntilBothCallsAreMeasured) {
+  PrefillPacing pacing(1.0, 32, 256);
+  EXPECT_EQ(pacing.tokens(), 256);
+  pacing.Observe(absl::Milliseconds(20), absl::ZeroDuration(), 0);
+  EXPECT_EQ(pacing.tokens(), 256) << "no prompt work measured yet";
+}
+
+TEST(PrefillPacingTest, OtherWorkTakesAboutTheDecodeCallsTime) {
+  PrefillPacing pacing(1.0, 32, 256);
+  // 0.5 ms a prompt token, 30 ms a decode call: 60 tokens beside it.
+  pacing.Observe(absl::Milliseconds(30), absl::Milliseconds(64), 128);
+  EXPECT_EQ(pacing.tokens(), 60);
+  PrefillPacing twice(2.0, 32, 256);
+  twice.Observe(absl::Milliseconds(30), absl::Milliseconds(64), 128);
+  EXPECT_EQ(twice.tokens(), 120);
+}
+
+TEST(PrefillPacingTest, StaysWithinItsBoundsAndZeroTurnsItOff) {
+  PrefillPacing pacing(1.0, 32, 256);
+  pacing.Observe(absl::Milliseconds(2), absl::Milliseconds(64), 128);
+  EXPECT_EQ(pacing.tokens(), 32);
+  PrefillPacing slow_decode(1.0, 32, 256);
+  slow_decode.Observe(absl::Seconds(1), absl::Milliseconds(64), 128);
+  EXPECT_EQ(slow_decode.tokens(), 256);
+  PrefillPacing off(0.0, 32, 256);
+  off.Observe(absl::Milliseconds(2), absl::Milliseconds(64), 128);
+  EXPECT_EQ(off.tokens(), 256);
+  PrefillPacing small(1.0, 32, 8);  // a minimum above the maximum gives way
+  small.Observe(absl::Milliseconds(2), absl::Milliseconds(64), 128);
+  EXPECT_EQ(small.tokens(), 8);
+}
+
+TEST(PrefillPacingTest, FollowsTheMeasuredTimesAQuarterAStep) {
+  PrefillPacing pacing(1.0, 1, 1000);
+  pacing.Observe(absl::Milliseconds(40), absl::Milliseconds(100), 100);  // 1 ms a token
+  EXPECT_EQ(pacing.tokens(), 40);
+  // The decode call got twice as slow: 0.75·40 + 0.25·80 = 50 ms.
+  pacing.Observe(absl::Milliseconds(80), absl::ZeroDuration(), 0);
+  EXPECT_EQ(pacing.tokens(), 50);
+  // A small chunk's fixed cost is shared out by tokens: (0.75·100 + 0.25·30) ms over
+  // (0.75·100 + 0.25·10) tokens = 82.5 / 77.5 ms a token: 50 / (82.5 / 77.5) = 46.97.
+  pacing.Observe(absl::ZeroDuration(), absl::Milliseconds(30), 10);
+  EXPECT_EQ(pacing.tokens(), 47);
 }
 
 }  // namespace
