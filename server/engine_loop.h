@@ -58,7 +58,7 @@ struct EngineLoopOptions {
   // Tokens of finished sequences' prefixes kept for reuse (whole blocks; at most a quarter of the
   // pool): enough for the system prompts and recent conversations a chat server sees again, and
   // a bound that follows the model's KV size rather than the machine's memory.
-  int64_t prefix_cache_tokens = 16384;
+  int64_t prefix_cache_tokens = 8192;
   int64_t max_response_bytes = 16 << 20;  // gRPC's message limit
   // The longest text one sequence may have: tokenizing takes memory in proportion to it.
   int64_t max_text_bytes = 256 << 10;

@@ -79,7 +79,7 @@ ABSL_FLAG(std::string, kv_cache, "auto",
           "and of the bytes each decoding step reads (f16: 11 significant bits up to 65504, bf16: "
           "8 bits over float32's range); or auto: f16 for quantized weights, float32 for float32 "
           "weights (per model in serving.json)");
-ABSL_FLAG(int64_t, prefix_cache_tokens, 16384,
+ABSL_FLAG(int64_t, prefix_cache_tokens, 8192,
           "Tokens of finished generations' prefixes each generating model keeps for reuse (at "
           "most a quarter of its KV cache; 0: none)");
 ABSL_FLAG(int64_t, int8_group_size, 32,

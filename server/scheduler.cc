@@ -76,8 +76,10 @@ StepPlan Scheduler::Schedule(absl::Time now) {
     if (!g.started && g.state != SequenceState::kPaused) Start(g, plan);
   }
   // This step's slots, shared out among clients; decoders take one token each, prompts
-  // chunks of the step's prompt budget, oldest first.
-  int64_t prompt_budget = std::max(budget - plan.unary_tokens, prompt_share);
+  // chunks of the step's prompt budget, oldest first. The chunks share one engine call, which
+  // computes each padded to the longest: the budget holds padded tokens, as for requests (a
+  // 4-token rest and a 60-token chunk would cost 120).
+  const int64_t prompt_budget = std::max(budget - plan.unary_tokens, prompt_share);
   EngineCall call;
   for (Sequence* g : ShareSlots(options_.max_batch_size)) {
     if (!g->started) continue;  // preempted while an earlier one reserved
@@ -88,8 +90,9 @@ StepPlan Scheduler::Schedule(absl::Time now) {
       }
       continue;
     }
-    if (prompt_budget == 0) continue;
-    const int64_t chunk = std::min(g->unfed(), prompt_budget);
+    const auto chunks = static_cast<int64_t>(plan.prefill.size()) + 1;
+    const int64_t chunk = std::min(g->unfed(), prompt_budget / chunks);
+    if (chunk == 0 || chunks * std::max(call.time, chunk) > prompt_budget) continue;
     const EngineCall one{.batch = 1,
                          .time = chunk,
                          .cached = g->computed,
@@ -104,7 +107,6 @@ StepPlan Scheduler::Schedule(absl::Time now) {
     plan.prefill.push_back({g, std::vector<int64_t>(g->tokens.begin() + g->computed,
                                                     g->tokens.begin() + g->computed + chunk)});
     call = merged;
-    prompt_budget -= chunk;
   }
   // Preemptions while reserving may have taken the blocks of sequences picked before.
   const auto drop_preempted = [](std::vector<Feed>& feeds) {
@@ -118,7 +120,7 @@ StepPlan Scheduler::Schedule(absl::Time now) {
     f.sequence->state = SequenceState::kPrefilling;
     plan.prefill_tokens += static_cast<int64_t>(f.tokens.size());
   }
-  other_tokens_ = plan.unary_tokens + plan.prefill_tokens;
+  other_tokens_ = plan.unary_tokens + (plan.prefill.empty() ? 0 : call.batch * call.time);
   return plan;
 }
 
