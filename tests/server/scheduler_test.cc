@@ -192,20 +192,18 @@ TEST(SchedulerTest, WhileGenerationsDecodeTheStepBudgetIsSmallAndSharedWithPromp
 }
 
 TEST(SchedulerTest, PromptChunksInOneCallAreBudgetedPaddedToTheLongest) {
-  Harness h(Options());  // 8 tokens a step while generations decode
-  h.Generate(Prompt(3), 100);
-  h.Step();  // decoding from now on
-  h.Generate(Prompt(10, 200), 5);
+  Harness h(Options());  // 16 tokens a step while nothing decodes
+  h.Generate(Prompt(20, 200), 5);
   h.Generate(Prompt(40, 500), 5);
   StepPlan first = h.Step();
-  ASSERT_EQ(first.prefill.size(), 1u) << "the oldest prompt's 8 tokens fill the budget";
-  EXPECT_EQ(first.prefill_tokens, 8);
-  // The oldest's last 2 tokens and 4 of the next prompt's: padded to 4, two chunks cost 8
-  // (6 more tokens of the next would have cost 12).
+  ASSERT_EQ(first.prefill.size(), 1u) << "the oldest prompt's 16 tokens fill the budget";
+  EXPECT_EQ(first.prefill_tokens, 16);
+  // The oldest's last 4 tokens and 8 of the next prompt's: padded to 8, two chunks cost 16
+  // (12 more tokens of the next would have cost 24).
   StepPlan second = h.Step();
   ASSERT_EQ(second.prefill.size(), 2u);
-  EXPECT_EQ(second.prefill[0].tokens.size(), 2u);
-  EXPECT_EQ(second.prefill[1].tokens.size(), 4u);
+  EXPECT_EQ(second.prefill[0].tokens.size(), 4u);
+  EXPECT_EQ(second.prefill[1].tokens.size(), 8u);
 }
 
 TEST(SchedulerTest, PromptChunksBesideDecodingArePacedByTheMeasuredTimes) {
