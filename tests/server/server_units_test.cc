@@ -286,29 +286,26 @@ TEST(PrefillPacingTest, TheFullBudgetUntilBothCallsAreMeasured) {
   EXPECT_EQ(pacing.tokens(), 256) << "no prompt work measured yet";
 }
 
+// The budget after one step whose decode call took `decode` and whose 128 prompt tokens took
+// 0.5 ms each.
+int64_t BudgetAfterOneStep(double ratio, int64_t min_tokens, int64_t max_tokens,
+                           absl::Duration decode) {
+  PrefillPacing pacing(ratio, min_tokens, max_tokens);
+  pacing.Observe(decode, absl::Milliseconds(64), 128);
+  return pacing.tokens();
+}
+
 TEST(PrefillPacingTest, OtherWorkTakesAboutTheDecodeCallsTime) {
-  PrefillPacing pacing(1.0, 32, 256);
-  // 0.5 ms a prompt token, 30 ms a decode call: 60 tokens beside it.
-  pacing.Observe(absl::Milliseconds(30), absl::Milliseconds(64), 128);
-  EXPECT_EQ(pacing.tokens(), 60);
-  PrefillPacing twice(2.0, 32, 256);
-  twice.Observe(absl::Milliseconds(30), absl::Milliseconds(64), 128);
-  EXPECT_EQ(twice.tokens(), 120);
+  EXPECT_EQ(BudgetAfterOneStep(1.0, 32, 256, absl::Milliseconds(30)), 60);
+  EXPECT_EQ(BudgetAfterOneStep(2.0, 32, 256, absl::Milliseconds(30)), 120);
 }
 
 TEST(PrefillPacingTest, StaysWithinItsBoundsAndZeroTurnsItOff) {
-  PrefillPacing pacing(1.0, 32, 256);
-  pacing.Observe(absl::Milliseconds(2), absl::Milliseconds(64), 128);
-  EXPECT_EQ(pacing.tokens(), 32);
-  PrefillPacing slow_decode(1.0, 32, 256);
-  slow_decode.Observe(absl::Seconds(1), absl::Milliseconds(64), 128);
-  EXPECT_EQ(slow_decode.tokens(), 256);
-  PrefillPacing off(0.0, 32, 256);
-  off.Observe(absl::Milliseconds(2), absl::Milliseconds(64), 128);
-  EXPECT_EQ(off.tokens(), 256);
-  PrefillPacing small(1.0, 32, 8);  // a minimum above the maximum gives way
-  small.Observe(absl::Milliseconds(2), absl::Milliseconds(64), 128);
-  EXPECT_EQ(small.tokens(), 8);
+  EXPECT_EQ(BudgetAfterOneStep(1.0, 32, 256, absl::Milliseconds(2)), 32);
+  EXPECT_EQ(BudgetAfterOneStep(1.0, 32, 256, absl::Seconds(1)), 256);
+  EXPECT_EQ(BudgetAfterOneStep(0.0, 32, 256, absl::Milliseconds(2)), 256);
+  // A minimum above the maximum gives way.
+  EXPECT_EQ(BudgetAfterOneStep(1.0, 32, 8, absl::Milliseconds(2)), 8);
 }
 
 TEST(PrefillPacingTest, FollowsTheMeasuredTimesAQuarterAStep) {
