@@ -16,10 +16,12 @@ RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       build-essential cmake pkg-config libdnnl-dev libabsl-dev nlohmann-json3-dev libicu-dev libonig-dev \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler prometheus-cpp-dev \
-      grpc-proto libboost-dev \
+      grpc-proto libboost-dev libssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
+COPY common common
+COPY text text
 COPY engine engine
 COPY proto proto
 COPY server server
@@ -38,7 +40,7 @@ FROM debian:bookworm-slim AS build-prebuilt
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends binutils \
       libdnnl-dev libabsl-dev nlohmann-json3-dev libicu-dev libonig-dev libgrpc++-dev \
-      libprotobuf-dev prometheus-cpp-dev nghttp2-proxy \
+      libprotobuf-dev prometheus-cpp-dev libssl-dev nghttp2-proxy \
  && rm -rf /var/lib/apt/lists/*
 COPY build/server/attnserve /src/build/server/attnserve
 COPY build/client/attn /src/build/client/attn

@@ -14,7 +14,7 @@ per second of: the engine, one thread; the reference's encode_batch with its par
 the best of --rounds; both sides must give the same number of tokens. The reference's BPE and
 Unigram keep a cache of the words they encoded (up to 10,000), which a repeated round finds full:
 its first round, each text new to it, is reported too ("cold"), as is the engine's (which keeps a
-word cache too, engine/tokenizer/word_cache.h). Also the engine's cost of
+word cache too, text/tokenizer/word_cache.h). Also the engine's cost of
 streaming each text's ids back as text (TextStream), per token."""
 import argparse
 import glob

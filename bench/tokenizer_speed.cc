@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/tokenizer/hf_tokenizer.h"
-#include "engine/tokenizer/text_stream.h"
+#include "text/tokenizer/hf_tokenizer.h"
+#include "text/tokenizer/text_stream.h"
 
 // The peak resident memory so far.
 int64_t PeakKib() {

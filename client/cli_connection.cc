@@ -16,6 +16,8 @@ std::vector<FlagSpec> ConnectionFlags() {
       {"tls_server_name", FlagKind::kString, "",
        "the name in the server's certificate, when it is not the target's host"},
       {"timeout", FlagKind::kNumber, "30", "seconds each call may take"},
+      {"api_key", FlagKind::kString, "",
+       "the API key a server started with --api_key wants (default: $ATTNSERVE_API_KEY)"},
       {"retries", FlagKind::kInteger, "4",
        "attempts per call while the server answers UNAVAILABLE, 1 to 5"},
   };
@@ -37,6 +39,10 @@ ChannelOptions ChannelOptionsFrom(const Arguments& arguments) {
 CallOptions CallOptionsFrom(const Arguments& arguments) {
   CallOptions call;
   call.timeout = absl::Seconds(arguments.number("timeout"));
+  call.api_key = arguments.text("api_key");
+  if (call.api_key.empty()) {
+    if (const char* key = std::getenv("ATTNSERVE_API_KEY")) call.api_key = key;
+  }
   return call;
 }
 

@@ -41,6 +41,7 @@ std::string ServiceConfig(const RetryPolicy& retry) {
 void Prepare(grpc::ClientContext& context, const CallOptions& call) {
   context.set_deadline(absl::ToChronoTime(absl::Now() + call.timeout));
   context.set_wait_for_ready(call.wait_for_ready);
+  if (!call.api_key.empty()) context.AddMetadata("authorization", "Bearer " + call.api_key);
 }
 
 // What an asynchronous unary call owns until it ends.

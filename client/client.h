@@ -45,6 +45,8 @@ struct ChannelOptions {
 
 struct CallOptions {
   absl::Duration timeout = absl::Seconds(30);
+  // Sent as `authorization: Bearer <key>` when the server requires API keys.
+  std::string api_key;
   // Wait for the server to come up instead of failing at once when it cannot be reached.
   bool wait_for_ready = false;
 };

@@ -81,6 +81,8 @@ absl::StatusOr<std::string> StreamChatTurn(const ChatOptions& options,
   request.set(http::field::host, options.host);
   request.set(http::field::content_type, "application/json");
   request.set(http::field::accept, "text/event-stream");
+  if (!options.api_key.empty())
+    request.set(http::field::authorization, "Bearer " + options.api_key);
   request.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   request.prepare_payload();
   http::write(stream, request, error);

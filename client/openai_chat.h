@@ -18,6 +18,7 @@ struct ChatOptions {
   int64_t max_tokens = 0;  // 0: the server's default (the room the context leaves)
   double temperature = 0.7;
   absl::Duration timeout = absl::Seconds(120);
+  std::string api_key;  // sent as `Authorization: Bearer <key>` when not empty
 };
 
 // Sends `messages` (OpenAI's chat messages) and calls `on_text` with each piece of the reply;

@@ -12,12 +12,12 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/bf16.h"
 #include "engine/dnnl_context.h"
 #include "engine/kernels/few_rows_linear.h"
 #include "engine/kernels/kernel_isa.h"
 #include "engine/parallel.h"
-#include "engine/status_macros.h"
 #include "engine/weight_memory.h"
 
 namespace attnserve {

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/status_macros.h"
 #include "engine/bf16.h"
 #include "engine/kernels/int4_panel_products.h"
 #include "engine/parallel.h"
-#include "engine/status_macros.h"
 #include "engine/weight_memory.h"
 
 namespace attnserve {

@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/bf16.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 

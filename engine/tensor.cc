@@ -27,7 +27,7 @@ int64_t Product(const Shape& shape) {
 // page-faults and zeroes its working set again: 11% of a GPT-2-small prefill in the kernel
 // (perf), 6-10% of its time. Freed memory stays in the process instead (resident memory settles
 // at the peak working set); blocks above 32 MB (glibc's largest threshold) are still mapped. The
-// server hands free memory back once the engine is idle (server/memory_trimmer.h).
+// server hands free memory back once the engine is idle (server/ops/memory_trimmer.h).
 constexpr int kKeptBlockBytes = 32 << 20;
 
 void KeepFreedMemory() {

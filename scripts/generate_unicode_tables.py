@@ -1,4 +1,4 @@
-"""Writes engine/tokenizer/unicode_tables.inc: the character properties Hugging Face's tokenizers
+"""Writes text/tokenizer/unicode_tables.inc: the character properties Hugging Face's tokenizers
 use, as the installed reference library (tokenizers, PyPI) has them, found by probing it on every
 code point.
 

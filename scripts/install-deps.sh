@@ -17,8 +17,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler prometheus-cpp-dev
   # the OpenAI-compatible HTTP API: Boost.Beast over Asio (docs/serving.md says why); Debian's
   # default Boost, 1.74: libboost1.81-dev conflicts with it, and apt would remove python3-scipy
-  # (through python3-pythran) to install it
-  libboost-dev
+  # (through python3-pythran) to install it; OpenSSL for HTTPS on that port
+  libboost-dev libssl-dev
   # end-to-end tests: real clients in Python, health and reflection protos, a real Prometheus
   python3-grpcio python3-grpc-tools grpc-proto prometheus
   # an HTTP/2 client that speaks below gRPC, for the rapid-reset tests; the HTTP/2 proxy the

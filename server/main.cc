@@ -19,16 +19,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "engine/status_macros.h"
-#include "server/cpu_quota.h"
-#include "server/environment_flags.h"
-#include "server/http_server.h"
-#include "server/inference_service.h"
-#include "server/memory_trimmer.h"
-#include "server/metrics_endpoint.h"
-#include "server/open_inference_service.h"
-#include "server/openai_service.h"
-#include "server/protobuf_log.h"
+#include "common/status_macros.h"
+#include "server/grpc/open_inference/open_inference_service.h"
+#include "server/grpc/protobuf_log.h"
+#include "server/grpc/v1/inference_service.h"
+#include "server/http/http_server.h"
+#include "server/http/openai/openai_service.h"
+#include "server/ops/cpu_quota.h"
+#include "server/ops/environment_flags.h"
+#include "server/ops/memory_trimmer.h"
+#include "server/ops/metrics_endpoint.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on");
 ABSL_FLAG(int, port, 50051, "gRPC port");
@@ -106,6 +106,15 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve TLS (with --t
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA bundle: require and verify client certificates (mutual TLS)");
+ABSL_FLAG(std::vector<std::string>, api_key, {},
+          "API keys (comma-separated) callers must send, as 'Authorization: Bearer <key>' on HTTP "
+          "and 'authorization' metadata on gRPC; health checks and /metrics stay open");
+ABSL_FLAG(std::string, api_key_file, "",
+          "A file of API keys, one a line ('#' comments), read again when it changes: keys "
+          "rotate without a restart");
+ABSL_FLAG(int, http_write_timeout_s, 60,
+          "An HTTP client that takes none of its answer's bytes for this long is disconnected, "
+          "and its work cancelled");
 
 namespace attnserve::server {
 namespace {
@@ -120,6 +129,20 @@ absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string&
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// HTTPS with the gRPC port's certificate, key and client CAs, when it has them.
+absl::StatusOr<std::optional<HttpTls>> HttpTlsFromFlags() {
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert), key = absl::GetFlag(FLAGS_tls_key);
+  const std::string client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  if (cert.empty() || key.empty()) return std::nullopt;
+  HttpTls tls;
+  ASSIGN_OR_RETURN(tls.certificate_chain, ReadFile("tls_cert", cert));
+  ASSIGN_OR_RETURN(tls.private_key, ReadFile("tls_key", key));
+  if (!client_ca.empty()) {
+    ASSIGN_OR_RETURN(tls.client_ca, ReadFile("tls_client_ca", client_ca));
+  }
+  return tls;
 }
 
 // Insecure without --tls_cert; TLS with it; mutual TLS with --tls_client_ca as well.
@@ -224,10 +247,20 @@ int Serve() {
     std::cerr << "attnserve: " << credentials.status().message() << "\n";
     return 1;
   }
+  auto keys = ApiKeys::Create(absl::GetFlag(FLAGS_api_key), absl::GetFlag(FLAGS_api_key_file));
+  if (!keys.ok()) {
+    std::cerr << "attnserve: " << keys.status().message() << "\n";
+    return 1;
+  }
+  auto http_tls = HttpTlsFromFlags();
+  if (!http_tls.ok()) {
+    std::cerr << "attnserve: " << http_tls.status().message() << "\n";
+    return 1;
+  }
   // Declared first, destroyed last: the answers it still holds are sent before the server goes.
   AnswerWriter answers;
   CallGate gate;
-  Admission admission(*repository, metrics, gate, &answers);
+  Admission admission(*repository, metrics, gate, &answers, keys->get());
   InferenceService service(admission);
   OpenInferenceService open_inference(admission);
   grpc::EnableDefaultHealthCheckService(true);
@@ -277,12 +310,13 @@ int Serve() {
     limits.max_header_bytes = std::max(1024, absl::GetFlag(FLAGS_http_max_header_bytes));
     limits.max_body_bytes = absl::GetFlag(FLAGS_max_message_bytes);
     limits.read_timeout = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_http_read_timeout_s)));
+    limits.write_timeout = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_http_write_timeout_s)));
     limits.max_connections = std::max(1, absl::GetFlag(FLAGS_http_max_connections));
     limits.threads = std::max(1, absl::GetFlag(FLAGS_http_threads));
     const std::string http_host = absl::GetFlag(FLAGS_http_host).empty()
                                       ? absl::GetFlag(FLAGS_host)
                                       : absl::GetFlag(FLAGS_http_host);
-    auto started = HttpServer::Start(http_host, http_port, limits, openai);
+    auto started = HttpServer::Start(http_host, http_port, limits, openai, *http_tls);
     if (!started.ok()) {
       std::cerr << "attnserve: " << started.status().message() << "\n";
       return 1;
@@ -296,7 +330,9 @@ int Serve() {
             << " with " << threads << " compute thread(s)"
             << (exposer ? absl::StrCat("; metrics on :", absl::GetFlag(FLAGS_metrics_port))
                         : std::string())
-            << (http ? absl::StrCat("; OpenAI API on :", http->port()) : std::string()) << "\n";
+            << (http ? absl::StrCat("; OpenAI API on :", http->port(), *http_tls ? " (HTTPS)" : "")
+                     : std::string())
+            << ((*keys)->required() ? "; API keys required" : "") << "\n";
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);

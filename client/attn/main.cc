@@ -389,6 +389,7 @@ class Command {
       return UsageError(absl::StrCat("--http_target: \"", target, "\" is not host:port"));
     }
     options.host = target.substr(0, colon);
+    options.api_key = call_.api_key;
     if (auto failure = ResolveModel(options.model)) return failure;
     options.max_tokens = arguments_.given("max_tokens") ? arguments_.integer("max_tokens") : 0;
     options.temperature = arguments_.given("temperature") ? arguments_.number("temperature") : 0.7;

@@ -6,9 +6,9 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/attention/head_contributions.h"
 #include "engine/kernels/vector_ops.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/kernels/embedding.h"
 #include "engine/matmul.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 

@@ -9,12 +9,12 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/importers/gguf_importer.h"
 #include "engine/importers/hf_checkpoint.h"
 #include "engine/packed_weight.h"
-#include "engine/status_macros.h"
-#include "engine/tokenizer/byte_tokenizer.h"
-#include "engine/tokenizer/hf_tokenizer.h"
+#include "text/tokenizer/byte_tokenizer.h"
+#include "text/tokenizer/hf_tokenizer.h"
 
 namespace attnserve {
 

@@ -13,9 +13,9 @@
 #include "engine/architectures/perceiver_io.h"
 #include "engine/architectures/seq2seq.h"
 #include "engine/architectures/set_transformer.h"
-#include "engine/chat_template/chat_template.h"
 #include "engine/safetensors.h"
-#include "engine/tokenizer/tokenizer.h"
+#include "text/chat_template/chat_template.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace attnserve {
 

@@ -1,7 +1,7 @@
 #include "engine/architectures/perceiver_io.h"
 
+#include "common/status_macros.h"
 #include "engine/matmul.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 

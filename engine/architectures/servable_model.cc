@@ -2,7 +2,7 @@
 
 #include <numeric>
 
-#include "engine/status_macros.h"
+#include "common/status_macros.h"
 
 namespace attnserve {
 namespace {

@@ -1,8 +1,8 @@
 #include "engine/architectures/set_transformer.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/matmul.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 

@@ -1,8 +1,8 @@
 #include "engine/attention/head_contributions.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/matmul.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 

@@ -3,12 +3,12 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/attention/exclusive.h"
 #include "engine/attention/linear.h"
 #include "engine/attention/scaled_dot_product.h"
 #include "engine/kernels/alibi.h"
 #include "engine/matmul.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 

@@ -3,11 +3,11 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/kernels/softmax.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/matmul.h"
 #include "engine/parallel.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 namespace {

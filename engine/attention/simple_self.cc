@@ -2,8 +2,8 @@
 
 #include <cmath>
 
+#include "common/status_macros.h"
 #include "engine/attention/scaled_dot_product.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 

@@ -1,8 +1,8 @@
 #include "engine/blocks/feed_forward.h"
 
+#include "common/status_macros.h"
 #include "engine/kernels/activations.h"
 #include "engine/parallel.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 

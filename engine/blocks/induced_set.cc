@@ -1,6 +1,6 @@
 #include "engine/blocks/induced_set.h"
 
-#include "engine/status_macros.h"
+#include "common/status_macros.h"
 
 namespace attnserve {
 

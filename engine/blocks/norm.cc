@@ -1,7 +1,7 @@
 #include "engine/blocks/norm.h"
 
+#include "common/status_macros.h"
 #include "engine/kernels/normalization.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 

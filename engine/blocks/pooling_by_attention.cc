@@ -1,6 +1,6 @@
 #include "engine/blocks/pooling_by_attention.h"
 
-#include "engine/status_macros.h"
+#include "common/status_macros.h"
 
 namespace attnserve {
 

@@ -1,8 +1,8 @@
 #include "engine/blocks/transformer_block.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/kernels/vector_ops.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 namespace {

@@ -15,8 +15,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 #include "engine/gguf/ggml_blocks.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 namespace {

@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "engine/importers/field_reader.h"
-#include "engine/status_macros.h"
-#include "engine/tokenizer/gguf_tokenizer.h"
+#include "text/tokenizer/gguf_tokenizer.h"
 
 namespace attnserve {
 namespace {

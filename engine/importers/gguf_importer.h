@@ -8,10 +8,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "engine/chat_template/chat_template.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/importers/model_config.h"
 #include "engine/importers/weight_reader.h"
+#include "text/chat_template/chat_template.h"
 
 namespace attnserve {
 

@@ -2,9 +2,9 @@
 // modeling_distilbert.py): absolute learned positions, token type embeddings (type 0 for a single
 // sequence, folded into the position table), a LayerNorm over the embeddings, post-norm blocks.
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/importers/hf_importers.h"
 #include "engine/kernels/vector_ops.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 namespace {

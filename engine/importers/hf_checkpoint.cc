@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/importers/hf_importers.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 namespace {

@@ -2,8 +2,8 @@
 // final LayerNorm, Conv1D weights stored [in, out] (transposed here), q, k and v fused in c_attn,
 // the LM head tied to the token embedding unless tie_word_embeddings says otherwise.
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/importers/hf_importers.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 

@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/importers/hf_importers.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 namespace {

@@ -6,8 +6,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "engine/importers/hf_importers.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 

@@ -1,8 +1,8 @@
+#include "common/status_macros.h"
 #include "engine/kernels/normalization.h"
 #include "engine/kernels/normalization_checks.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/parallel.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 

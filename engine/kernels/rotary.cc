@@ -5,8 +5,8 @@
 #include <numbers>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/parallel.h"
-#include "engine/status_macros.h"
 
 // The θ_i below repeat transformers' torch expressions in float32 one operation at a time: a
 // Python number meeting a float32 tensor is rounded to float first, and `number / tensor` is

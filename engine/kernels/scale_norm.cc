@@ -1,10 +1,10 @@
 #include <algorithm>
 
+#include "common/status_macros.h"
 #include "engine/kernels/normalization.h"
 #include "engine/kernels/normalization_checks.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/parallel.h"
-#include "engine/status_macros.h"
 
 namespace attnserve {
 

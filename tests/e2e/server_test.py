@@ -16,8 +16,8 @@ import urllib.request
 
 import grpc
 
-from server_harness import (Server, free_port, health_pb2, pb, pb_grpc, reflection_pb2,
-                            reflection_pb2_grpc)
+from server_harness import (Server, free_port, health_pb2, make_certificates, pb, pb_grpc,
+                            reflection_pb2, reflection_pb2_grpc)
 
 MODEL = "demo"
 
@@ -647,28 +647,6 @@ class LifecycleTest(unittest.TestCase):
                     model="good", sequences=[pb.Sequence(text="ok")])).results), 1)
             finally:
                 server.stop()
-
-
-def make_certificates(directory):
-    """A CA, a server certificate for localhost and a client certificate, with openssl."""
-    def run(*args):
-        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
-
-    for name in ("ca", "other_ca"):
-        run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-            f"/CN={name}", "-keyout", f"{name}.key", "-out", f"{name}.pem")
-    for name, ca in (("server", "ca"), ("client", "ca"), ("stranger", "other_ca")):
-        run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout",
-            f"{name}.key", "-out", f"{name}.csr")
-        with open(os.path.join(directory, f"{name}.ext"), "w") as f:
-            f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-        run("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
-            "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem")
-
-    def read(name):
-        with open(os.path.join(directory, name), "rb") as f:
-            return f.read()
-    return read
 
 
 class TlsTest(unittest.TestCase):

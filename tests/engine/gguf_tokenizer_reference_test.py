@@ -1,4 +1,4 @@
-"""The tokenizer the engine builds from a GGUF file's metadata (engine/tokenizer/gguf_tokenizer.cc)
+"""The tokenizer the engine builds from a GGUF file's metadata (text/tokenizer/gguf_tokenizer.cc)
 against the reference library, tokenizers 0.20.3 from PyPI, running the model's original
 tokenizer: the same ids, tokens, offsets, decoded and streamed text on the hard corpus of
 hf_tokenizer_reference_test.py and on text with the models' special tokens.

@@ -1,6 +1,6 @@
 // TokenizerJsonFromGguf on small metadata: what it builds, and what it refuses (with the file and
 // the key named). gguf_tokenizer_reference_test.py checks real vocabularies against the reference.
-#include "engine/tokenizer/gguf_tokenizer.h"
+#include "text/tokenizer/gguf_tokenizer.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "absl/strings/match.h"
-#include "engine/tokenizer/hf_tokenizer.h"
+#include "text/tokenizer/hf_tokenizer.h"
 
 namespace attnserve {
 namespace {

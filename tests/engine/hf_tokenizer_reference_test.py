@@ -1,4 +1,4 @@
-"""The engine's Hugging Face tokenizers (engine/tokenizer/) against the reference library,
+"""The engine's Hugging Face tokenizers (text/tokenizer/) against the reference library,
 tokenizers 0.20.3 from PyPI: the same ids, tokens, offsets and decoded text on every string of a
 hard corpus, for real tokenizer.json files (all-MiniLM-L6-v2's WordPiece, GPT-2's byte-level BPE),
 tokenizers the reference library trains here (byte-fallback BPE as Llama 2 and Mistral use it,
@@ -492,7 +492,7 @@ def pre_tokenizer_text(code_points):
 class EveryCodePointTest(unittest.TestCase):
     """Each normalizer and pre-tokenizer whose behaviour depends on Unicode's tables, against the
     reference on every code point: the engine's tables are the reference's, Unicode version and
-    all (engine/tokenizer/unicode_tables.inc, scripts/generate_unicode_tables.py)."""
+    all (text/tokenizer/unicode_tables.inc, scripts/generate_unicode_tables.py)."""
 
     @classmethod
     def setUpClass(cls):

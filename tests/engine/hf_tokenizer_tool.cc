@@ -14,11 +14,11 @@
 
 #include "absl/strings/match.h"
 #include "engine/gguf/gguf_file.h"
-#include "engine/tokenizer/gguf_tokenizer.h"
-#include "engine/tokenizer/hf_tokenizer.h"
-#include "engine/tokenizer/normalizers.h"
-#include "engine/tokenizer/pre_tokenizers.h"
-#include "engine/tokenizer/text_stream.h"
+#include "text/tokenizer/gguf_tokenizer.h"
+#include "text/tokenizer/hf_tokenizer.h"
+#include "text/tokenizer/normalizers.h"
+#include "text/tokenizer/pre_tokenizers.h"
+#include "text/tokenizer/text_stream.h"
 
 namespace {
 

@@ -1,10 +1,10 @@
-// NormalizedText against cases checked on the reference (engine/tokenizer/REFERENCE.md §2-4):
+// NormalizedText against cases checked on the reference (text/tokenizer/REFERENCE.md §2-4):
 // what each edit does to the text and to the byte ranges of the input each byte came from.
-#include "engine/tokenizer/normalized_text.h"
+#include "text/tokenizer/normalized_text.h"
 
 #include <gtest/gtest.h>
 
-#include "engine/tokenizer/split.h"
+#include "text/tokenizer/split.h"
 
 namespace attnserve {
 namespace {

@@ -1,4 +1,4 @@
-#include "engine/status_macros.h"
+#include "common/status_macros.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "engine/tokenizer/text_stream.h"
+#include "text/tokenizer/text_stream.h"
 
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "engine/tokenizer/byte_tokenizer.h"
-#include "engine/tokenizer/hf_tokenizer.h"
+#include "text/tokenizer/byte_tokenizer.h"
+#include "text/tokenizer/hf_tokenizer.h"
 
 namespace attnserve {
 namespace {

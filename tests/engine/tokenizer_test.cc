@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
-#include "engine/tokenizer/byte_tokenizer.h"
-#include "engine/tokenizer/word_cache.h"
+#include "text/tokenizer/byte_tokenizer.h"
+#include "text/tokenizer/word_cache.h"
 
 namespace attnserve {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
-#include "engine/chat_template/chat_template.h"
 #include "nlohmann/json.hpp"
+#include "text/chat_template/chat_template.h"
 
 namespace {
 

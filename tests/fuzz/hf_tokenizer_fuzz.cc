@@ -16,11 +16,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
-#include "engine/tokenizer/byte_level.h"
-#include "engine/tokenizer/byte_tokenizer.h"
-#include "engine/tokenizer/hf_tokenizer.h"
-#include "engine/tokenizer/text_stream.h"
-#include "engine/tokenizer/unicode.h"
+#include "text/tokenizer/byte_level.h"
+#include "text/tokenizer/byte_tokenizer.h"
+#include "text/tokenizer/hf_tokenizer.h"
+#include "text/tokenizer/text_stream.h"
+#include "text/tokenizer/unicode.h"
 
 namespace {
 

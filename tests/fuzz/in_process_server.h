@@ -12,8 +12,8 @@
 #include <memory>
 #include <string>
 
-#include "server/admission.h"
-#include "server/server_metrics.h"
+#include "server/frontend/admission.h"
+#include "server/ops/server_metrics.h"
 
 namespace attnserve::server {
 

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "proto/inference/grpc_predict_v2.grpc.pb.h"
-#include "server/open_inference_service.h"
+#include "server/grpc/open_inference/open_inference_service.h"
 #include "tests/fuzz/in_process_server.h"
 
 namespace attnserve::server {

@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "server/inference_service.h"
-#include "server/openai_service.h"
+#include "server/grpc/v1/inference_service.h"
+#include "server/http/openai/openai_service.h"
 #include "tests/fuzz/in_process_server.h"
 
 namespace attnserve::server {

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "proto/attnserve/v1/inference.grpc.pb.h"
-#include "server/inference_service.h"
+#include "server/grpc/v1/inference_service.h"
 #include "tests/fuzz/in_process_server.h"
 
 namespace attnserve::server {

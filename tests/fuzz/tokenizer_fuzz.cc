@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/tokenizer/byte_tokenizer.h"
-#include "engine/tokenizer/text_stream.h"
+#include "text/tokenizer/byte_tokenizer.h"
+#include "text/tokenizer/text_stream.h"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "engine/tokenizer/hf_tokenizer.h"
-#include "engine/tokenizer/unicode.h"
+#include "text/tokenizer/hf_tokenizer.h"
+#include "text/tokenizer/unicode.h"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // cannot see into): many threads submitting at once, cancellation, deadlines, a full queue and a
 // drain under load. Every task must complete exactly once, and make test-tsan runs these under
 // ThreadSanitizer.
-#include "server/engine_loop.h"
+#include "server/core/engine_loop.h"
 
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>

@@ -1,9 +1,9 @@
-// The HTTP server (server/http_server.h) with a handler that answers from other threads, as the
-// engine loop does: whole answers, streams of chunks, keep-alive, the limits, a client gone
+// The HTTP server (server/http/http_server.h) with a handler that answers from other threads, as
+// the engine loop does: whole answers, streams of chunks, keep-alive, the limits, a client gone
 // while its answer is made, and a shutdown with answers in progress. Raw sockets play the
 // clients, so every byte on the wire is checked. Also run under ThreadSanitizer (make
 // test-tsan): Asio is header-only, so TSan sees its hand-offs.
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // The scheduler's policies without threads or a model: requests in, plans out, results back,
 // with a stand-in executor that "computes" what each plan feeds (committing the tokens to the
 // block tables, as the engine does) and samples tokens from a seeded generator.
-#include "server/scheduler.h"
+#include "server/core/scheduler.h"
 
 #include <gtest/gtest.h>
 

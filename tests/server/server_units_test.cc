@@ -12,13 +12,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
-#include "server/answer_writer.h"
-#include "server/completion_estimate.h"
-#include "server/cpu_quota.h"
-#include "server/memory_budget.h"
-#include "server/memory_trimmer.h"
-#include "server/model_repository.h"
-#include "server/prefill_pacing.h"
+#include "server/core/completion_estimate.h"
+#include "server/core/memory_budget.h"
+#include "server/core/prefill_pacing.h"
+#include "server/frontend/answer_writer.h"
+#include "server/frontend/model_repository.h"
+#include "server/ops/cpu_quota.h"
+#include "server/ops/memory_trimmer.h"
 
 namespace attnserve::server {
 namespace {

@@ -1,6 +1,6 @@
 // The chat-template engine's refusals, limits and loading. Rendering itself is checked against
 // jinja2 by jinja_reference_test.py.
-#include "engine/chat_template/chat_template.h"
+#include "text/chat_template/chat_template.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -15,8 +15,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "engine/chat_template/chat_template.h"
 #include "nlohmann/json.hpp"
+#include "text/chat_template/chat_template.h"
 
 namespace {
 

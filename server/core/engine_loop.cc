@@ -1,0 +1,409 @@
+#include "server/core/engine_loop.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/core/call_gate.h"
+#include "server/core/model_methods.h"
+
+namespace attnserve::server {
+namespace {
+
+const char* MethodName(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kNextToken:
+      return "NextToken";
+    case TaskKind::kScore:
+      return "Score";
+    case TaskKind::kEmbed:
+      return "Embed";
+    case TaskKind::kGenerate:
+      return "Generate";
+  }
+  return "";
+}
+
+// The tokens a task puts through the engine before its first answer: what its queue wait is
+// estimated from.
+int64_t InputTokens(const Task& task) {
+  int64_t tokens =
+      TokenCount(task.sequences) + TokenCount(task.sources) + TokenCount(task.embed_inputs.tokens);
+  for (int64_t length : task.embed_inputs.features.lengths) tokens += length;
+  return std::max<int64_t>(tokens, 1);
+}
+
+std::string Megabytes(int64_t bytes) {
+  return absl::StrCat(bytes / (1 << 20), ".", (bytes % (1 << 20)) * 10 / (1 << 20), " MiB");
+}
+
+// When the scheduler has generations but none it can step (all paused), how often it looks at
+// them anyway: for expired deadlines, and wake-ups a test's sink does not send.
+constexpr absl::Duration kPausedPoll = absl::Milliseconds(20);
+
+}  // namespace
+
+KvCacheType KvCacheTypeFor(const EngineLoopOptions& options, const ModelConfig& config) {
+  if (options.kv_cache) return *options.kv_cache;
+  return config.weights.quantized ? KvCacheType::kF16 : KvCacheType::kFloat32;
+}
+
+absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(std::string name,
+                                                               std::unique_ptr<Model> model,
+                                                               EngineLoopOptions options,
+                                                               ServerMetrics& metrics) {
+  const ModelConfig& config = model->config;
+  // The most tokens one engine call may take: what the activation budget holds for one
+  // sequence (the cheapest shape per token), at most the configured figure.
+  int64_t fit = 0;
+  for (int64_t step = int64_t{1} << 20; step > 0; step /= 2) {
+    EngineCall call{.batch = 1, .time = fit + step, .logits_rows = 1};
+    if (ActivationBytes(config, call) <= options.budget.activation_bytes) fit += step;
+  }
+  options.max_batch_tokens = std::min(options.max_batch_tokens, fit);
+  options.step_tokens = std::clamp<int64_t>(options.step_tokens, 1, options.max_batch_tokens);
+  options.prefill_chunk_tokens =
+      std::clamp<int64_t>(options.prefill_chunk_tokens, 1, options.step_tokens);
+  const int64_t context = config.token_inputs() ? config.max_positions : 1;
+  if (options.max_batch_tokens < context) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "model ", name, ": ", options.max_batch_tokens,
+        " tokens per engine call are fewer than its context of ", context, "; ",
+        fit < context
+            ? absl::StrCat("its activation budget of ", Megabytes(options.budget.activation_bytes),
+                           " holds ", fit, ": raise --memory_limit_mb")
+            : "raise --max_batch_tokens"));
+  }
+  const ServableModel& servable = *model->servable;
+  std::optional<KvBlockShape> shape = servable.Answers(ModelMethod::kGenerate)
+                                          ? servable.CacheShape(options.kv_block_tokens)
+                                          : std::nullopt;
+  if (shape) shape->type = KvCacheTypeFor(options, config);
+  std::unique_ptr<KvBlockPool> pool;
+  if (shape) {
+    const int64_t blocks = options.budget.kv_cache_bytes / shape->BlockBytes();
+    // An encoder-decoder's source and target each take up to the context.
+    const int64_t context_blocks =
+        shape->BlocksFor(config.max_positions) * (servable.takes_sources() ? 2 : 1);
+    if (blocks < context_blocks) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "model ", name, ": its KV cache budget of ", Megabytes(options.budget.kv_cache_bytes),
+          " holds ", blocks * shape->block_tokens, " tokens, fewer than the ",
+          context_blocks * shape->block_tokens, " of its context; raise --memory_limit_mb"));
+    }
+    // Prefixes nobody holds are kept up to --prefix_cache_tokens and a quarter of the pool, so
+    // that the pool's resident part follows the work in flight rather than every prefix seen.
+    const int64_t cached_blocks = std::min(
+        blocks / 4, options.prefix_cache_tokens / std::max<int64_t>(1, shape->block_tokens));
+    ASSIGN_OR_RETURN(auto created, KvBlockPool::Create(*shape, blocks, cached_blocks));
+    pool = std::move(created);
+  }
+  return std::unique_ptr<EngineLoop>(
+      new EngineLoop(std::move(name), std::move(model), options, std::move(pool), metrics));
+}
+
+EngineLoop::EngineLoop(std::string name, std::unique_ptr<Model> model, EngineLoopOptions options,
+                       std::unique_ptr<KvBlockPool> pool, ServerMetrics& metrics)
+    : name_(std::move(name)),
+      model_(std::move(model)),
+      options_(options),
+      kv_cache_tokens_(pool ? pool->total_blocks() * pool->block_tokens() : 0),
+      kv_block_shape_(pool ? pool->shape() : KvBlockShape{}),
+      metrics_(metrics),
+      queue_length_(metrics.queue_length.Add({{"model", name_}})),
+      active_sequences_(metrics.active_sequences.Add({{"model", name_}})),
+      paused_streams_(metrics.paused_streams.Add({{"model", name_}})),
+      kv_used_(metrics.kv_blocks.Add({{"model", name_}, {"state", "used"}})),
+      kv_cached_(metrics.kv_blocks.Add({{"model", name_}, {"state", "cached"}})),
+      kv_free_(metrics.kv_blocks.Add({{"model", name_}, {"state", "free"}})),
+      kv_touched_(metrics.kv_touched_bytes.Add({{"model", name_}})),
+      reused_tokens_(metrics.prefix_reused_tokens.Add({{"model", name_}})),
+      preemptions_(metrics.preemptions.Add({{"model", name_}})),
+      scheduler_(
+          SchedulerOptions{
+              .max_batch_size = options_.max_batch_size,
+              .step_tokens = options_.step_tokens,
+              .prefill_chunk_tokens = options_.prefill_chunk_tokens,
+              .prefill_pacing = options_.prefill_pacing,
+              .max_unsent_events = options_.max_unsent_events,
+              .activation_budget = options_.budget.activation_bytes,
+              .activation_bytes =
+                  [config = &model_->config](const EngineCall& call) {
+                    return ActivationBytes(*config, call);
+                  },
+              .takes_sources = model_->servable->takes_sources(),
+          },
+          KvCacheManager(std::move(pool), model_->servable->SharesCachePrefixes())),
+      executor_(name_, *model_, metrics),
+      // Packed weights sit on huge pages and need no warming; the file's bytes then hold little
+      // the engine reads.
+      weight_pages_(model_->weights_packed ? FileBytes{} : model_->weight_file),
+      thread_([this] { Run(); }) {
+  metrics.StartSeries(name_, SupportedMethods(*model_));
+  metrics.queue_capacity.Add({{"model", name_}}).Set(static_cast<double>(options_.max_queue_size));
+  metrics.max_batch_tokens.Add({{"model", name_}})
+      .Set(static_cast<double>(options_.max_batch_tokens));
+  UpdateGauges(StepPlan{});
+}
+
+EngineLoop::~EngineLoop() { Drain(); }
+
+absl::Status EngineLoop::Refuse(const char* budget, absl::Status status) {
+  metrics_.refused.Add({{"model", name_}, {"budget", budget}}).Increment();
+  return status;
+}
+
+absl::Status EngineLoop::CheckFits(const Task& task, const RequestCost& cost) {
+  if (cost.response_bytes > options_.max_response_bytes) {
+    return Refuse("response_bytes",
+                  absl::ResourceExhaustedError(absl::StrCat(
+                      "the answer would take up to ", cost.response_bytes,
+                      " bytes, over the message limit of ", options_.max_response_bytes,
+                      " (--max_message_bytes); ask for fewer sequences, tokens or values")));
+  }
+  if (task.kind == TaskKind::kGenerate) {
+    // An encoder-decoder's source takes blocks too (Generation::source_blocks).
+    const int64_t source_tokens =
+        model_->servable->takes_sources() ? static_cast<int64_t>(task.sources[0].size()) : 0;
+    const int64_t needed = kv_cache_tokens_ > 0 ? (kv_block_shape_.BlocksFor(cost.context_tokens) +
+                                                   kv_block_shape_.BlocksFor(source_tokens)) *
+                                                      kv_block_shape_.block_tokens
+                                                : 0;
+    if (needed > kv_cache_tokens()) {
+      return Refuse("kv_cache",
+                    absl::ResourceExhaustedError(absl::StrCat(
+                        "the ", model_->servable->takes_sources() ? "source, prompt" : "prompt",
+                        " and max_tokens need ", needed, " tokens of KV cache; model ", name_,
+                        " has ", kv_cache_tokens())));
+    }
+    return absl::OkStatus();
+  }
+  if (cost.tokens > options_.max_batch_tokens) {
+    const std::string how =
+        cost.passes > 1
+            ? absl::StrCat(cost.call.batch, " sequences in ", cost.passes,
+                           " groups of similar length, each padded to its longest")
+            : absl::StrCat(cost.call.batch, " sequences padded to the longest, ", cost.call.time);
+    return Refuse("tokens", absl::InvalidArgumentError(absl::StrCat(
+                                "the request has ", cost.tokens, " tokens (", how, "); model ",
+                                name_, " takes at most ", options_.max_batch_tokens,
+                                " per request (--max_batch_tokens); split it")));
+  }
+  if (cost.activation_bytes > options_.budget.activation_bytes) {
+    return Refuse("activation_memory",
+                  absl::ResourceExhaustedError(
+                      absl::StrCat("the request needs about ", Megabytes(cost.activation_bytes),
+                                   " of working memory; model ", name_, " has ",
+                                   Megabytes(options_.budget.activation_bytes),
+                                   " per engine call; send fewer or shorter sequences")));
+  }
+  if (cost.response_bytes > options_.budget.response_bytes) {
+    return Refuse(
+        "response_bytes",
+        absl::ResourceExhaustedError(absl::StrCat(
+            "the answer would take up to ", Megabytes(cost.response_bytes), "; model ", name_,
+            " holds at most ", Megabytes(options_.budget.response_bytes), " of answers")));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EngineLoop::Submit(std::shared_ptr<Task> task) {
+  const RequestCost cost = CostOf(*task, *model_);
+  RETURN_IF_ERROR(CheckFits(*task, cost));
+  const int64_t tokens = InputTokens(*task);
+  task->input_tokens = tokens;
+  task->call = cost.call;
+  {
+    std::lock_guard lock(mutex_);
+    if (draining_) return ShuttingDownError();
+    const int64_t queued = queued_;
+    if (queued >= options_.max_queue_size && !PushOutFor(*task)) {
+      return Refuse("queue", absl::UnavailableError(
+                                 absl::StrCat("model ", name_, " has ", queued,
+                                              " requests queued, its limit; retry later")));
+    }
+
+    // Answers wait in memory until their client reads them: admitted ones are counted until
+    // their call is done.
+    const int64_t held = response_bytes_->load();
+    if (held > 0 && held + cost.response_bytes > options_.budget.response_bytes) {
+      return Refuse(
+          "response_bytes",
+          absl::UnavailableError(absl::StrCat(
+              "model ", name_, " holds ", Megabytes(held), " of answers not yet sent, ",
+              "its limit is ", Megabytes(options_.budget.response_bytes), "; retry later")));
+    }
+    // A request the queue ahead of it would make miss its deadline is refused now, while the
+    // caller can still retry elsewhere, rather than failing late. The estimate may use 80% of
+    // the time left: it comes from past batches, and CPU contention and sending the answers add
+    // to it (7% late at ten times capacity on these machines, tests/e2e/overload_test.py). A
+    // request that would miss its deadline even alone is left to it: a retry would not help.
+    if (task->deadline != absl::InfiniteFuture()) {
+      const absl::Time now = absl::Now();
+      const absl::Time limit = now + 0.8 * (task->deadline - now);
+      const int64_t per_step = std::clamp<int64_t>(
+          options_.step_tokens / std::max<int64_t>(tokens, 1), 1, options_.max_batch_size);
+      const absl::Time answered =
+          completion_.Completion(now, queued, queued_tokens_, tokens, per_step);
+      if (answered > limit && now + completion_.Alone(tokens) <= limit) {
+        return Refuse("deadline",
+                      absl::UnavailableError(absl::StrCat(
+                          "model ", name_, " would answer after the request's deadline (", queued,
+                          " requests queued, about ",
+                          absl::FormatDuration(absl::Trunc(answered - now, absl::Milliseconds(1))),
+                          " of work); retry later")));
+      }
+    }
+    response_bytes_->fetch_add(cost.response_bytes);
+    task->HoldResponseBytes(response_bytes_, cost.response_bytes);
+    queued_tokens_ += tokens;
+    ++queued_;
+    queued_by_client_[task->client].push_back(task.get());
+    submitted_.push_back(std::move(task));
+    queue_length_.Set(static_cast<double>(queued_));
+  }
+  // Signalled and counted once the lock is free, so the spinning loop does not run into a held
+  // mutex: a contended mutex costs it a futex call, and a system call here flushes the TLB right
+  // before the engine runs (docs/serving.md). The signal makes no system call unless the loop
+  // sleeps. The count may briefly lag, or go below zero when the loop takes the task first.
+  work_ready_.notify_one();
+  submitted_count_.fetch_add(1, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+bool EngineLoop::PushOutFor(const Task& task) {
+  const auto own = queued_by_client_.find(task.client);
+  const size_t held = own == queued_by_client_.end() ? 0 : own->second.size();
+  const auto largest = std::max_element(
+      queued_by_client_.begin(), queued_by_client_.end(),
+      [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+  if (largest == queued_by_client_.end() || largest->second.size() <= held + 1) return false;
+  Task* newest = largest->second.back();
+  largest->second.pop_back();
+  if (largest->second.empty()) queued_by_client_.erase(largest);
+  // The scheduler answers it UNAVAILABLE at its next step; it leaves the count now.
+  newest->pushed_out = true;
+  queued_tokens_ -= newest->input_tokens;
+  --queued_;
+  metrics_.refused.Add({{"model", name_}, {"budget", "queue"}}).Increment();
+  return true;
+}
+
+void EngineLoop::Poke() {
+  poked_.store(true, std::memory_order_release);
+  std::lock_guard lock(mutex_);  // so the scheduler cannot miss it between its check and wait
+  work_ready_.notify_one();
+}
+
+void EngineLoop::Drain() {
+  {
+    std::lock_guard lock(mutex_);
+    draining_ = true;
+  }
+  work_ready_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool EngineLoop::AwaitWork() {
+  const bool runnable = scheduler_.HasRunnable();
+  if (!runnable && !scheduler_.has_waiting() && options_.idle_spin > absl::ZeroDuration()) {
+    // Meanwhile, re-cache the weights' page translations, a few pages between looks at the queue.
+    constexpr int64_t kPagesPerLook = 32;
+    weight_pages_.Restart();
+    const absl::Time until = absl::Now() + options_.idle_spin;
+    while (submitted_count_.load(std::memory_order_acquire) <= 0 && absl::Now() < until) {
+      if (weight_pages_.Step(kPagesPerLook) == 0) __builtin_ia32_pause();
+    }
+  }
+  std::unique_lock lock(mutex_);
+  const auto ready = [&] {
+    return !submitted_.empty() || scheduler_.has_waiting() || runnable || draining_ ||
+           poked_.exchange(false);
+  };
+  if (scheduler_.running() == 0) {
+    work_ready_.wait(lock, ready);
+  } else {
+    work_ready_.wait_for(lock, absl::ToChronoMicroseconds(kPausedPoll), ready);
+  }
+  // Nothing decoding: give a lone request a moment's company, so concurrent ones share a batch.
+  const auto queued = [&] {
+    return static_cast<int64_t>(submitted_.size()) + scheduler_.waiting();
+  };
+  if (!runnable && queued() > 0) {
+    const absl::Time oldest = scheduler_.has_waiting() ? scheduler_.oldest_waiting()->enqueued
+                                                       : submitted_.front()->enqueued;
+    const absl::Time deadline = oldest + options_.max_queue_delay;
+    if (absl::Now() < deadline) {
+      work_ready_.wait_until(lock, absl::ToChronoTime(deadline),
+                             [&] { return queued() >= options_.max_batch_size || draining_; });
+    }
+  }
+  submitted_count_.fetch_sub(static_cast<int64_t>(submitted_.size()), std::memory_order_relaxed);
+  for (auto& task : submitted_) scheduler_.Add(std::move(task));
+  submitted_.clear();
+  return !(draining_ && scheduler_.idle());
+}
+
+void EngineLoop::Run() {
+  omp_set_num_threads(options_.compute_threads);
+  while (AwaitWork()) {
+    const absl::Time now = absl::Now();
+    StepPlan plan = scheduler_.Schedule(now);
+    if (!plan.taken.empty()) {
+      std::lock_guard lock(mutex_);
+      for (const Task* task : plan.taken) {
+        if (task->pushed_out.load()) continue;  // uncounted when it was pushed out
+        queued_tokens_ -= task->input_tokens;
+        --queued_;
+        auto own = queued_by_client_.find(task->client);
+        std::erase(own->second, task);
+        if (own->second.empty()) queued_by_client_.erase(own);
+      }
+    }
+    if (plan.taken_tokens > 0) completion_.IterationStarted(now, plan.taken_tokens);
+    for (const auto& task : plan.unary) {
+      metrics_.queue_time.Add({{"model", name_}, {"method", MethodName(task->kind)}})
+          .Observe(absl::ToDoubleSeconds(now - task->enqueued));
+    }
+    for (const Sequence* g : plan.admitted) {
+      metrics_.queue_time.Add({{"model", name_}, {"method", "Generate"}})
+          .Observe(absl::ToDoubleSeconds(now - g->task->enqueued));
+    }
+    // Counted before the first token goes out: a caller who has seen one sees its sequence
+    // counted.
+    UpdateGauges(plan);
+    for (auto& [task, status] : plan.ended) task->Finish(std::move(status));
+    Executor::Result result = executor_.Run(plan);
+    // The scheduler frees what ended before its callers hear of it: a caller who has seen the
+    // end never sees its sequence still held.
+    scheduler_.Update(result.outcome);
+    UpdateGauges(StepPlan{});
+    for (auto& [task, status] : result.ended) task->Finish(std::move(status));
+    // The estimate is of prompt work (requests and prompt chunks); decode steps, bound by
+    // reading the weights rather than by tokens, would make it look many times as costly.
+    completion_.IterationEnded(absl::Now() - result.outcome.decode_time,
+                               plan.taken_tokens + plan.prefill_tokens);
+  }
+}
+
+void EngineLoop::UpdateGauges(const StepPlan& plan) {
+  reused_tokens_.Increment(static_cast<double>(plan.reused_tokens));
+  preemptions_.Increment(static_cast<double>(plan.preemptions));
+  paused_streams_.Set(static_cast<double>(scheduler_.paused()));
+  queue_length_.Set(static_cast<double>(scheduler_.waiting()));
+  active_sequences_.Set(static_cast<double>(scheduler_.running()));
+  const KvBlockPool* pool = scheduler_.cache().pool();
+  if (pool == nullptr) return;
+  kv_used_.Set(static_cast<double>(pool->used_blocks()));
+  kv_cached_.Set(static_cast<double>(pool->cached_blocks()));
+  kv_free_.Set(static_cast<double>(pool->free_blocks() - pool->cached_blocks()));
+  kv_touched_.Set(static_cast<double>(pool->touched_blocks() * pool->shape().BlockBytes()));
+}
+
+}  // namespace attnserve::server

@@ -1,0 +1,187 @@
+// One model's scheduling policy, with no threads and no model: what each engine step runs.
+// The model's engine loop (server/core/engine_loop.h) adds admitted requests, asks for a plan,
+// has the executor run it, and hands the results back (vLLM v1's Scheduler: schedule() and
+// update_from_output()). Everything here is testable with requests alone
+// (tests/server/scheduler_test.cc).
+//
+// A step runs, within the budgets:
+//   - unary requests (NextToken, Score, Embed), FIFO, up to max_batch_size of them, within
+//     their share of the step's tokens (padded: what the engine computes) and one engine
+//     call's activation memory; the first always goes, so that a large request cannot starve;
+//   - one token for each decoding generation whose client keeps reading, up to max_batch_size;
+//   - chunks of prompts, so that a long prompt shares steps with the decoding sequences.
+// The step's token budget is small while generations decode (paced by the step's measured
+// times, at most prefill_chunk_tokens: server/core/prefill_pacing.h), so that their next token
+// waits for little else; unary requests get half of it while prompts wait, and prompts what the
+// requests leave, at least that half: neither starves the other.
+//
+// Fairness between clients: decode slots and new generations are shared out evenly among the
+// clients (connections) with work, oldest first within each, so that one client's many
+// streams cannot hold every slot while another's wait.
+//
+// The KV cache: a generation holds the blocks of the tokens it has computed. New generations
+// start when blocks for their prompt are free. When the pool runs short, paused streams give
+// theirs up first (newest first), then generations newer than the one that needs them: the
+// oldest always progresses. A preempted generation is computed again from its tokens (reusing
+// published prefix blocks) once blocks are free.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "engine/architectures/activation_memory.h"
+#include "engine/attention/kv_cache.h"
+#include "server/core/kv_cache_manager.h"
+#include "server/core/prefill_pacing.h"
+#include "server/core/task.h"
+
+namespace attnserve::server {
+
+enum class SequenceState {
+  kWaiting,     // admitted, not yet started
+  kPrefilling,  // its prompt (or, after a preemption, all its tokens) being computed
+  kDecoding,    // one token a step
+  kPaused,      // its client is not reading: no slot, no compute
+  kPreempted,   // its blocks were taken; computed again once blocks are free
+  kFinished,
+};
+const char* SequenceStateName(SequenceState state);
+
+// One Generate request in the scheduler.
+struct Sequence {
+  uint64_t id = 0;  // for the executor's own per-sequence state
+  std::shared_ptr<Task> task;
+  SequenceState state = SequenceState::kWaiting;
+  std::vector<int64_t> tokens;  // the prompt, then every token sampled
+  int64_t prompt_tokens = 0;
+  int64_t computed = 0;  // leading tokens whose keys and values are cached
+  std::unique_ptr<BlockTable> table;
+  std::unique_ptr<BlockTable> source_table;  // encoder-decoders: the encoded source's blocks
+  bool started = false;  // the executor holds an engine state for it (dropped on preemption)
+  int64_t feeding = 0;   // tokens planned for this step
+  int64_t preemptions = 0;
+
+  int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_tokens; }
+  int64_t unfed() const { return static_cast<int64_t>(tokens.size()) - computed; }
+  int64_t held_blocks() const;
+};
+
+struct SchedulerOptions {
+  int64_t max_batch_size = 32;  // decoding sequences per step; unary requests per step
+  int64_t step_tokens = 2048;
+  int64_t prefill_chunk_tokens = 256;
+  // While generations decode, the step's other work takes about this many times its decode
+  // call (server/core/prefill_pacing.h), within prefill_chunk_tokens; 0: always
+  // prefill_chunk_tokens.
+  double prefill_pacing = 1.0;
+  int64_t max_unsent_events = 4;  // a stream with this many events unsent is paused
+  int64_t activation_budget = INT64_MAX;
+  // The activation memory of one engine call (ActivationBytes for the model's config).
+  std::function<int64_t(const EngineCall&)> activation_bytes = [](const EngineCall&) {
+    return int64_t{0};
+  };
+  bool takes_sources = false;  // encoder-decoders: each generation has a source
+};
+
+// A generation's tokens to feed in this step.
+struct Feed {
+  Sequence* sequence;
+  std::vector<int64_t> tokens;
+};
+
+// What one step runs, for the executor. Pointers stay valid until the next Schedule.
+struct StepPlan {
+  // Requests that leave without running (cancelled, or past their deadline), with their answer.
+  std::vector<std::pair<std::shared_ptr<Task>, absl::Status>> ended;
+  std::vector<std::shared_ptr<Task>> unary;  // FIFO
+  std::vector<Sequence*> admitted;           // generations taken from the queue
+  std::vector<Sequence*> start;              // need an engine state before they are fed
+  std::vector<uint64_t> dropped;             // engine states to drop (preempted)
+  std::vector<uint64_t> removed;             // generations that ended here (in `ended`)
+  std::vector<Feed> decode, prefill;
+  // Requests taken from the waiting queue (to run or to end), and their input tokens: for the
+  // caller's queue accounting.
+  std::vector<const Task*> taken;
+  int64_t taken_tokens = 0;
+  int64_t unary_tokens = 0;  // padded tokens of the unary requests
+  int64_t prefill_tokens = 0;
+  int64_t reused_tokens = 0;  // prompt tokens found in published blocks
+  int64_t preemptions = 0;
+  int64_t paused = 0;  // streams paused now
+  bool empty() const {
+    return ended.empty() && unary.empty() && start.empty() && decode.empty() && prefill.empty();
+  }
+};
+
+// What a step's engine calls gave, for Update.
+struct StepOutcome {
+  std::vector<Sequence*> fed;                          // its planned tokens are computed
+  std::vector<std::pair<Sequence*, int64_t>> sampled;  // a token sampled, to feed next
+  std::vector<Sequence*> finished;  // ended (end of text, max tokens, stop, an engine error)
+  // The decode call's time, and the step's other calls' (unary requests, prompt chunks).
+  absl::Duration decode_time, other_time;
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerOptions options, KvCacheManager cache);
+
+  // Queues an admitted request (its input_tokens and call set), last.
+  void Add(std::shared_ptr<Task> task);
+  // Plans the next step at `now`.
+  StepPlan Schedule(absl::Time now);
+  // Takes a step's results back: frees what finished (before the caller answers it, so that a
+  // caller who has seen the end never sees its sequence still held).
+  void Update(const StepOutcome& outcome);
+
+  // Work waiting: requests not yet taken.
+  bool has_waiting() const { return !waiting_.empty(); }
+  const std::shared_ptr<Task>& oldest_waiting() const { return waiting_.front(); }
+  int64_t waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  // Generations started and not finished, and those of them paused at the last Schedule.
+  int64_t running() const { return static_cast<int64_t>(running_.size()); }
+  int64_t paused() const { return paused_; }
+  // A running generation could be fed now (not every one is paused or out of blocks).
+  bool HasRunnable() const;
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+  const std::list<Sequence>& sequences() const { return running_; }
+  const KvCacheManager& cache() const { return cache_; }
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  bool Reading(const Sequence& s) const;
+  int64_t SourceTokens(const Task& task) const;
+  // Drops cancelled and expired generations, and marks the paused ones.
+  void Sweep(absl::Time now, StepPlan& plan);
+  // Moves waiting requests into the plan: unary ones within `unary_share`, generations for
+  // which there are slots and blocks.
+  void TakeWaiting(absl::Time now, int64_t unary_share, StepPlan& plan);
+  // Gives g an engine state again, and its cached prefix, if it has none.
+  bool Start(Sequence& g, StepPlan& plan);
+  // Blocks for g's next `tokens`, preempting others when short; false when it still cannot.
+  bool Reserve(Sequence& g, int64_t tokens, StepPlan& plan);
+  bool Preempting(Sequence& g, bool paused_only, const std::function<bool()>& reserve,
+                  StepPlan& plan);
+  void Preempt(Sequence& g, StepPlan& plan);
+  void Finish(Sequence& g);
+  // The sequences this step may feed (a token to decode, or a prompt chunk), at most `slots`,
+  // shared out evenly among clients; oldest first.
+  std::vector<Sequence*> ShareSlots(int64_t slots) const;
+
+  const SchedulerOptions options_;
+  KvCacheManager cache_;
+  PrefillPacing pacing_;
+  int64_t other_tokens_ = 0;  // of the last plan: unary and prompt tokens
+  std::list<std::shared_ptr<Task>> waiting_;
+  std::list<Sequence> running_;  // oldest first
+  uint64_t next_id_ = 1;
+  int64_t paused_ = 0;
+};
+
+}  // namespace attnserve::server

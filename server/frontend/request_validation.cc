@@ -1,0 +1,347 @@
+#include "server/frontend/request_validation.h"
+
+#include <cmath>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/frontend/field_error.h"
+#include "server/frontend/tokenization.h"
+
+namespace attnserve::server {
+
+using Field = FieldPath::Field;
+using Part = FieldPath::Part;
+
+const char* ParameterName(FieldPath::Field field) {
+  switch (field) {
+    case Field::kTopK:
+      return "top_k";
+    case Field::kTemperature:
+      return "temperature";
+    case Field::kTopP:
+      return "top_p";
+    case Field::kMaxTokens:
+      return "max_tokens";
+    case Field::kMinTokens:
+      return "min_tokens";
+    case Field::kTopLogprobs:
+      return "top_logprobs";
+    case Field::kPooling:
+      return "pooling";
+    case Field::kHeadLayers:
+      return "head_contribution_layers";
+    case Field::kSequences:
+    case Field::kSequence:
+    case Field::kPrompt:
+    case Field::kSources:
+    case Field::kSource:
+    case Field::kFeatureSets:
+    case Field::kText:
+    case Field::kIds:
+    case Field::kStop:
+      break;
+  }
+  return nullptr;
+}
+
+absl::Status InvalidField(const FieldNames& names, const FieldPath& path,
+                          absl::string_view problem) {
+  return FieldError(names.Name(path), problem);
+}
+
+namespace {
+
+constexpr int kMaxStopBytes = 256;
+// As OpenAI's API allows.
+constexpr int64_t kMaxTopLogprobs = 20;
+
+// Token ids of one sequence: text through the model's tokenizer, or ids checked against the
+// vocabulary; non-empty and within the model's context.
+absl::StatusOr<std::vector<int64_t>> Resolve(const SequenceInput& sequence, FieldPath path,
+                                             const FieldNames& names, const EngineLoop& worker) {
+  const Model& model = worker.model();
+  std::vector<int64_t> ids;
+  switch (sequence.kind) {
+    case SequenceInput::Kind::kText: {
+      ASSIGN_OR_RETURN(auto encoded, EncodeText(sequence.text, {path.field, path.row, Part::kText},
+                                                names, worker, sequence.add_special_tokens));
+      ids = std::move(encoded);
+      break;
+    }
+    case SequenceInput::Kind::kTokens:
+      ids = sequence.ids;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (ids[i] < 0 || ids[i] >= model.config.vocab_size) {
+          return InvalidField(names,
+                              {path.field, path.row, Part::kTokenIds, static_cast<int64_t>(i)},
+                              absl::StrCat("= ", ids[i], " is outside the vocabulary [0, ",
+                                           model.config.vocab_size, ")"));
+        }
+      }
+      break;
+    case SequenceInput::Kind::kMissing:
+      return InvalidField(names, path, "has neither text nor tokens");
+  }
+  if (ids.empty()) return InvalidField(names, path, "is empty");
+  if (static_cast<int64_t>(ids.size()) > worker.max_context()) {
+    return InvalidField(names, path,
+                        absl::StrCat("has ", ids.size(), " tokens; model ", worker.name(),
+                                     " takes at most ", worker.max_context()));
+  }
+  return ids;
+}
+
+absl::Status CheckTemperature(const FieldNames& names, float temperature) {
+  if (!std::isfinite(temperature) || temperature < 0.0f || temperature > 100.0f) {
+    return InvalidField(names, {Field::kTemperature},
+                        absl::StrCat("= ", temperature, " must be in [0, 100]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTopK(const FieldNames& names, int64_t top_k, const EngineLoop& worker) {
+  const int64_t vocab = worker.model().config.vocab_size;
+  if (top_k < 0 || top_k > vocab) {
+    return InvalidField(names, {Field::kTopK},
+                        absl::StrCat("= ", top_k, " must be in [0, ", vocab, "]"));
+  }
+  return absl::OkStatus();
+}
+
+// Encoder-decoder models take a source per sequence; other models refuse one. `field` holds a
+// list of them, or one (`single`).
+absl::Status ResolveSources(const std::vector<SequenceInput>& sources, Field field, bool single,
+                            size_t expected, const FieldNames& names, const EngineLoop& worker,
+                            Task& task) {
+  if (!worker.model().servable->takes_sources()) {
+    if (!sources.empty()) {
+      return InvalidField(names, {field},
+                          "given, but model " + worker.name() + " is not an encoder-decoder");
+    }
+    return absl::OkStatus();
+  }
+  if (sources.size() != expected) {
+    return InvalidField(
+        names, {field},
+        single ? std::string("is missing: model ") + worker.name() + " is an encoder-decoder"
+               : absl::StrCat("has ", sources.size(), " entries; model ", worker.name(),
+                              " needs one per sequence (", expected, ")"));
+  }
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const FieldPath path{field, single ? -1 : static_cast<int64_t>(i)};
+    ASSIGN_OR_RETURN(auto ids, Resolve(sources[i], path, names, worker));
+    task.sources.push_back(std::move(ids));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<SequenceInput> ListOf(const std::optional<SequenceInput>& source) {
+  return source ? std::vector<SequenceInput>{*source} : std::vector<SequenceInput>{};
+}
+
+absl::Status CheckCount(const FieldNames& names, Field field, size_t count) {
+  if (count == 0) return InvalidField(names, {field}, "is empty");
+  if (count > kMaxSequences) {
+    return InvalidField(names, {field},
+                        absl::StrCat("has ", count, " entries; at most ", kMaxSequences));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateNextToken(const NextTokenInput& input, const FieldNames& names,
+                               const EngineLoop& worker, Task& task) {
+  RETURN_IF_ERROR(CheckCount(names, Field::kSequences, input.sequences.size()));
+  RETURN_IF_ERROR(CheckTopK(names, input.top_k, worker));
+  RETURN_IF_ERROR(CheckTemperature(names, input.temperature));
+  for (size_t i = 0; i < input.sequences.size(); ++i) {
+    ASSIGN_OR_RETURN(
+        auto ids,
+        Resolve(input.sequences[i], {Field::kSequences, static_cast<int64_t>(i)}, names, worker));
+    task.sequences.push_back(std::move(ids));
+  }
+  if (auto status = ResolveSources(input.sources, Field::kSources, false, task.sequences.size(),
+                                   names, worker, task);
+      !status.ok()) {
+    return status;
+  }
+  const int64_t vocab = worker.model().config.vocab_size;
+  task.top_k = input.top_k > 0 ? input.top_k : std::min<int64_t>(10, vocab);
+  task.temperature = input.temperature > 0.0f ? input.temperature : 1.0f;
+  task.full_distribution = input.full_distribution;
+  return absl::OkStatus();
+}
+
+absl::Status ValidateScore(const ScoreInput& input, const FieldNames& names,
+                           const EngineLoop& worker, Task& task) {
+  if (input.sequence.kind == SequenceInput::Kind::kMissing) {
+    return InvalidField(names, {Field::kSequence}, "is missing");
+  }
+  ASSIGN_OR_RETURN(auto ids, Resolve(input.sequence, {Field::kSequence}, names, worker));
+  task.sequences.push_back(std::move(ids));
+  return ResolveSources(ListOf(input.source), Field::kSource, true, 1, names, worker, task);
+}
+
+absl::Status ValidateEmbed(const EmbedInput& input, const FieldNames& names,
+                           const EngineLoop& worker, Task& task) {
+  const Model& model = worker.model();
+  const ModelConfig& config = model.config;
+  if (config.token_inputs()) {
+    if (!input.feature_sets.empty()) {
+      return InvalidField(names, {Field::kFeatureSets},
+                          "given, but model " + worker.name() + " takes token ids");
+    }
+    RETURN_IF_ERROR(CheckCount(names, Field::kSequences, input.sequences.size()));
+    for (size_t i = 0; i < input.sequences.size(); ++i) {
+      ASSIGN_OR_RETURN(
+          auto ids,
+          Resolve(input.sequences[i], {Field::kSequences, static_cast<int64_t>(i)}, names, worker));
+      task.embed_inputs.tokens.push_back(std::move(ids));
+    }
+  } else {
+    if (!input.sequences.empty()) {
+      return InvalidField(names, {Field::kSequences},
+                          "given, but model " + worker.name() + " takes feature sets");
+    }
+    if (auto status = CheckCount(names, Field::kFeatureSets, input.feature_sets.size());
+        !status.ok()) {
+      return status;
+    }
+    int64_t longest = 0;
+    for (size_t i = 0; i < input.feature_sets.size(); ++i) {
+      const FeatureSetInput& set = input.feature_sets[i];
+      const auto row = static_cast<int64_t>(i);
+      if (set.width != config.input_dim) {
+        return InvalidField(
+            names, {Field::kFeatureSets, row, Part::kWidth},
+            absl::StrCat("= ", set.width, "; model ", worker.name(), " takes ", config.input_dim));
+      }
+      const auto count = static_cast<int64_t>(set.values.size());
+      if (count == 0 || count % set.width != 0) {
+        return InvalidField(
+            names, {Field::kFeatureSets, row, Part::kValues},
+            absl::StrCat("holds ", count, " floats, not a whole number of rows of ", set.width));
+      }
+      for (float value : set.values) {
+        if (!std::isfinite(value)) {
+          return InvalidField(names, {Field::kFeatureSets, row, Part::kValues},
+                              "holds NaN or infinity");
+        }
+      }
+      const int64_t rows = count / set.width;
+      if (rows > worker.max_context()) {
+        return InvalidField(names, {Field::kFeatureSets, row},
+                            absl::StrCat("has ", rows, " rows; at most ", worker.max_context()));
+      }
+      longest = std::max(longest, rows);
+    }
+    const auto batch = static_cast<int64_t>(input.feature_sets.size());
+    PaddedBatch& features = task.embed_inputs.features;
+    features.values = Tensor::Zeros({batch, longest, config.input_dim});
+    for (int64_t b = 0; b < batch; ++b) {
+      const FeatureSetInput& set = input.feature_sets[b];
+      std::copy(set.values.begin(), set.values.end(), features.values.Select(b).data());
+      features.lengths.push_back(static_cast<int64_t>(set.values.size()) / set.width);
+    }
+  }
+  if (input.pooling) {
+    if (!model.servable->gives_token_states()) {
+      return InvalidField(
+          names, {Field::kPooling},
+          "applies to encoder models; " + worker.name() + " is a " + config.architecture);
+    }
+    if (*input.pooling == Pooling::kPma && config.pooling != Pooling::kPma) {
+      return InvalidField(names, {Field::kPooling}, "PMA needs a model trained with PMA pooling");
+    }
+    task.pooling = input.pooling;
+  }
+  if (model.servable->gives_token_states() && !task.pooling && config.pooling == Pooling::kNone) {
+    task.pooling = Pooling::kNone;
+  }
+  task.normalize = input.normalize;
+  for (size_t i = 0; i < input.head_layers.size(); ++i) {
+    const int64_t layer = input.head_layers[i];
+    const FieldPath path{Field::kHeadLayers, static_cast<int64_t>(i)};
+    if (!model.servable->gives_token_states()) {
+      return InvalidField(
+          names, path,
+          "applies to encoder models; " + worker.name() + " is a " + config.architecture);
+    }
+    if (layer < 0 || layer >= model.servable->num_layers()) {
+      return InvalidField(names, path,
+                          absl::StrCat("= ", layer, " is not a layer of ", worker.name(), " [0, ",
+                                       model.servable->num_layers(), ")"));
+    }
+    if (std::find(task.head_layers.begin(), task.head_layers.end(), layer) !=
+        task.head_layers.end()) {
+      return InvalidField(names, path, absl::StrCat("repeats layer ", layer));
+    }
+    task.head_layers.push_back(layer);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateGenerate(const GenerateInput& input, const FieldNames& names,
+                              const EngineLoop& worker, Task& task) {
+  if (input.prompt.kind == SequenceInput::Kind::kMissing) {
+    return InvalidField(names, {Field::kPrompt}, "is missing");
+  }
+  ASSIGN_OR_RETURN(auto ids, Resolve(input.prompt, {Field::kPrompt}, names, worker));
+  if (static_cast<int64_t>(ids.size()) >= worker.max_context()) {
+    return InvalidField(names, {Field::kPrompt},
+                        absl::StrCat("has ", ids.size(), " tokens and leaves no room in ",
+                                     "the context of ", worker.max_context()));
+  }
+  if (input.max_tokens < 0 || input.max_tokens > worker.max_context()) {
+    return InvalidField(
+        names, {Field::kMaxTokens},
+        absl::StrCat("= ", input.max_tokens, " must be in [0, ", worker.max_context(), "]"));
+  }
+  RETURN_IF_ERROR(CheckTemperature(names, input.temperature));
+  RETURN_IF_ERROR(CheckTopK(names, input.top_k, worker));
+  if (!std::isfinite(input.top_p) || input.top_p < 0.0f || input.top_p > 1.0f) {
+    return InvalidField(names, {Field::kTopP},
+                        absl::StrCat("= ", input.top_p, " must be in [0, 1]"));
+  }
+  if (input.stop.size() > kMaxStopSequences) {
+    return InvalidField(
+        names, {Field::kStop},
+        absl::StrCat("has ", input.stop.size(), " entries; at most ", kMaxStopSequences));
+  }
+  for (size_t i = 0; i < input.stop.size(); ++i) {
+    const std::string& stop = input.stop[i];
+    if (stop.empty() || stop.size() > kMaxStopBytes) {
+      return InvalidField(names, {Field::kStop, static_cast<int64_t>(i)},
+                          absl::StrCat("must hold 1 to ", kMaxStopBytes, " bytes"));
+    }
+  }
+  if (input.top_logprobs < 0 || input.top_logprobs > kMaxTopLogprobs) {
+    return InvalidField(
+        names, {Field::kTopLogprobs},
+        absl::StrCat("= ", input.top_logprobs, " must be in [0, ", kMaxTopLogprobs, "]"));
+  }
+  GenerateOptions& options = task.generate;
+  options.top_logprobs = input.top_logprobs;
+  const int64_t room = worker.max_context() - static_cast<int64_t>(ids.size());
+  options.max_tokens = input.max_tokens > 0 ? input.max_tokens : 64;
+  if (input.min_tokens < 0 || input.min_tokens > options.max_tokens) {
+    return InvalidField(names, {Field::kMinTokens},
+                        absl::StrCat("= ", input.min_tokens,
+                                     " must be in [0, max_tokens = ", options.max_tokens, "]"));
+  }
+  options.ignore_eos = input.ignore_eos;
+  options.min_tokens = input.min_tokens;
+  options.context_limited = options.max_tokens > room;
+  options.max_tokens = std::min(options.max_tokens, room);
+  options.temperature = input.temperature;
+  options.top_k = input.top_k;
+  options.top_p = input.top_p > 0.0f ? input.top_p : 1.0f;
+  options.seed = input.seed ? *input.seed : std::random_device()();
+  options.stop = input.stop;
+  task.sequences.push_back(std::move(ids));
+  return ResolveSources(ListOf(input.source), Field::kSource, true, 1, names, worker, task);
+}
+
+}  // namespace attnserve::server

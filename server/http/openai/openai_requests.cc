@@ -1,0 +1,415 @@
+#include "server/http/openai/openai_requests.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/frontend/field_error.h"
+
+namespace attnserve::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+using Field = FieldPath::Field;
+using Part = FieldPath::Part;
+
+absl::Status Invalid(const std::string& field, const std::string& problem) {
+  return FieldError(field, problem, "'");
+}
+
+// A field that is absent or null reads as its default.
+const json* Find(const json& body, const std::string& name) {
+  const auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+absl::StatusOr<std::string> RequiredString(const json& body, const std::string& name) {
+  const json* value = Find(body, name);
+  if (value == nullptr) return Invalid(name, "is missing");
+  if (!value->is_string()) return Invalid(name, "must be a string");
+  return value->get<std::string>();
+}
+
+absl::StatusOr<bool> Bool(const json& body, const std::string& name, bool otherwise) {
+  const json* value = Find(body, name);
+  if (value == nullptr) return otherwise;
+  if (!value->is_boolean()) return Invalid(name, "must be true or false");
+  return value->get<bool>();
+}
+
+absl::StatusOr<int64_t> Int(const json& body, const std::string& name, int64_t otherwise,
+                            int64_t min, int64_t max) {
+  const json* value = Find(body, name);
+  if (value == nullptr) return otherwise;
+  if (!value->is_number_integer()) return Invalid(name, "must be an integer");
+  // An unsigned value past int64's range is out of range too.
+  if (value->is_number_unsigned() &&
+      value->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return Invalid(name, absl::StrCat("must be in [", min, ", ", max, "]"));
+  }
+  const int64_t number = value->get<int64_t>();
+  if (number < min || number > max) {
+    return Invalid(name, absl::StrCat("= ", number, " must be in [", min, ", ", max, "]"));
+  }
+  return number;
+}
+
+absl::StatusOr<float> Number(const json& body, const std::string& name, float otherwise) {
+  const json* value = Find(body, name);
+  if (value == nullptr) return otherwise;
+  if (!value->is_number()) return Invalid(name, "must be a number");
+  const double number = value->get<double>();
+  if (!std::isfinite(number) || std::abs(number) > 1e30) return Invalid(name, "is out of range");
+  return static_cast<float>(number);
+}
+
+// Fields of OpenAI's API the server does not implement: refused unless they ask for the default.
+absl::Status RefuseUnsupported(const json& body) {
+  for (const char* name : {"frequency_penalty", "presence_penalty"}) {
+    if (const json* value = Find(body, name); value != nullptr) {
+      if (!value->is_number() || value->get<double>() != 0.0) {
+        return Invalid(name, "is not supported: only 0");
+      }
+    }
+  }
+  if (const json* value = Find(body, "repetition_penalty"); value != nullptr) {
+    if (!value->is_number() || value->get<double>() != 1.0) {
+      return Invalid("repetition_penalty", "is not supported: only 1");
+    }
+  }
+  if (const json* value = Find(body, "logit_bias");
+      value != nullptr && !(value->is_object() && value->empty())) {
+    return Invalid("logit_bias", "is not supported");
+  }
+  if (const json* value = Find(body, "best_of"); value != nullptr) {
+    if (!value->is_number_integer() || value->get<int64_t>() != 1) {
+      return Invalid("best_of", "is not supported: only 1");
+    }
+  }
+  if (const json* value = Find(body, "suffix"); value != nullptr) {
+    return Invalid("suffix", "is not supported");
+  }
+  if (const json* value = Find(body, "response_format"); value != nullptr) {
+    if (!value->is_object() || value->value("type", "") != "text") {
+      return Invalid("response_format", "is not supported: only {\"type\": \"text\"}");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A token id list: integers in int64's range (the vocabulary is checked by validation).
+absl::StatusOr<std::vector<int64_t>> TokenIds(const json& list, const std::string& name) {
+  std::vector<int64_t> ids;
+  ids.reserve(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& id = list[i];
+    if (!id.is_number_integer() ||
+        (id.is_number_unsigned() &&
+         id.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
+      return Invalid(absl::StrCat(name, "[", i, "]"), "must be a token id");
+    }
+    ids.push_back(id.get<int64_t>());
+  }
+  return ids;
+}
+
+// A prompt or input as OpenAI takes it: a string, a list of strings, a list of token ids, or a
+// list of lists of token ids.
+absl::StatusOr<std::vector<SequenceInput>> Sequences(const json& body, const std::string& name,
+                                                     int64_t max_sequences) {
+  const json* value = Find(body, name);
+  if (value == nullptr) return Invalid(name, "is missing");
+  if (value->is_string()) return std::vector{SequenceInput::Text(value->get<std::string>())};
+  if (!value->is_array()) {
+    return Invalid(name, "must be a string, a list of strings or a list of token ids");
+  }
+  if (value->empty()) return Invalid(name, "is empty");
+  if (value->front().is_number()) {
+    ASSIGN_OR_RETURN(auto ids, TokenIds(*value, name));
+    return std::vector{SequenceInput::Tokens(std::move(ids))};
+  }
+  if (static_cast<int64_t>(value->size()) > max_sequences) {
+    return Invalid(name, absl::StrCat("has ", value->size(), " entries; at most ", max_sequences));
+  }
+  std::vector<SequenceInput> sequences;
+  for (size_t i = 0; i < value->size(); ++i) {
+    const json& entry = (*value)[i];
+    if (entry.is_string()) {
+      sequences.push_back(SequenceInput::Text(entry.get<std::string>()));
+    } else if (entry.is_array()) {
+      ASSIGN_OR_RETURN(auto ids, TokenIds(entry, absl::StrCat(name, "[", i, "]")));
+      sequences.push_back(SequenceInput::Tokens(std::move(ids)));
+    } else {
+      return Invalid(absl::StrCat(name, "[", i, "]"), "must be a string or a list of token ids");
+    }
+  }
+  return sequences;
+}
+
+absl::StatusOr<std::vector<std::string>> StopSequences(const json& body) {
+  const json* value = Find(body, "stop");
+  if (value == nullptr) return std::vector<std::string>{};
+  if (value->is_string()) return std::vector{value->get<std::string>()};
+  if (!value->is_array()) return Invalid("stop", "must be a string or a list of strings");
+  std::vector<std::string> stop;
+  for (size_t i = 0; i < value->size() && i <= 64; ++i) {  // validation bounds the count
+    if (!(*value)[i].is_string()) return Invalid(absl::StrCat("stop[", i, "]"), "must be a string");
+    stop.push_back((*value)[i].get<std::string>());
+  }
+  if (value->size() > 64) stop.resize(65);  // enough for validation to refuse, naming the count
+  return stop;
+}
+
+// What completions and chat share: sampling, n, stream.
+absl::StatusOr<OpenAiSampling> Sampling(const json& body, int64_t default_max_tokens) {
+  RETURN_IF_ERROR(RefuseUnsupported(body));
+  OpenAiSampling sampling;
+  GenerateInput& generate = sampling.generate;
+  constexpr int64_t kLarge = int64_t{1} << 40;
+  // Chat's newer name wins over the deprecated one, as in OpenAI's API.
+  ASSIGN_OR_RETURN(generate.max_tokens, Int(body, "max_tokens", default_max_tokens, 1, kLarge));
+  ASSIGN_OR_RETURN(generate.max_tokens,
+                   Int(body, "max_completion_tokens", generate.max_tokens, 1, kLarge));
+  // OpenAI's default temperature is 1; 0 is greedy.
+  ASSIGN_OR_RETURN(generate.temperature, Number(body, "temperature", 1.0f));
+  ASSIGN_OR_RETURN(generate.top_p, Number(body, "top_p", 1.0f));
+  // vLLM's -1 and llama.cpp's 0 both mean no top-k.
+  ASSIGN_OR_RETURN(generate.top_k, Int(body, "top_k", 0, -1, kLarge));
+  if (generate.top_k < 0) generate.top_k = 0;
+  if (const json* seed = Find(body, "seed"); seed != nullptr) {
+    if (!seed->is_number_integer()) return Invalid("seed", "must be an integer");
+    generate.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
+                                               : static_cast<uint64_t>(seed->get<int64_t>());
+  }
+  ASSIGN_OR_RETURN(generate.stop, StopSequences(body));
+  // vLLM's and llama.cpp's extensions, for benchmarks that need exactly N tokens.
+  ASSIGN_OR_RETURN(generate.ignore_eos, Bool(body, "ignore_eos", false));
+  ASSIGN_OR_RETURN(generate.min_tokens, Int(body, "min_tokens", 0, 0, kLarge));
+  ASSIGN_OR_RETURN(sampling.n, Int(body, "n", 1, 1, kMaxChoices));
+  ASSIGN_OR_RETURN(sampling.stream, Bool(body, "stream", false));
+  if (const json* options = Find(body, "stream_options"); options != nullptr) {
+    if (!options->is_object()) return Invalid("stream_options", "must be an object");
+    if (!sampling.stream) return Invalid("stream_options", "needs \"stream\": true");
+    ASSIGN_OR_RETURN(sampling.include_usage, Bool(*options, "include_usage", false));
+  }
+  return sampling;
+}
+
+// A chat message's content as the template sees it: a string, or a list of text parts (kept as
+// a list: templates that take parts read them; others get them joined by the caller's choice).
+absl::Status CheckMessages(const json& messages) {
+  if (!messages.is_array()) return Invalid("messages", "must be a list of messages");
+  if (messages.empty()) return Invalid("messages", "is empty");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& message = messages[i];
+    const std::string name = absl::StrCat("messages[", i, "]");
+    if (!message.is_object()) return Invalid(name, "must be an object");
+    const json* role = Find(message, "role");
+    if (role == nullptr || !role->is_string()) return Invalid(name + ".role", "must be a string");
+    const json* content = Find(message, "content");
+    if (content == nullptr || content->is_string()) continue;
+    if (!content->is_array()) {
+      return Invalid(name + ".content", "must be a string or a list of content parts");
+    }
+    for (size_t j = 0; j < content->size(); ++j) {
+      const json& part = (*content)[j];
+      const std::string part_name = absl::StrCat(name, ".content[", j, "]");
+      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+          !part["text"].is_string()) {
+        return Invalid(part_name, "must be a text part {\"type\": \"text\", \"text\": ...}");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Parts whose texts the template is to see as one string: the common case, and what vLLM does
+// for templates that expect strings.
+json FlattenContent(const json& messages) {
+  json flat = messages;
+  for (json& message : flat) {
+    auto content = message.find("content");
+    if (content == message.end() || !content->is_array()) continue;
+    std::string text;
+    for (const json& part : *content) {
+      if (!text.empty()) text += "\n";
+      text += part["text"].get<std::string>();
+    }
+    *content = text;
+  }
+  return flat;
+}
+
+absl::StatusOr<ChatRequest> ChatTemplateInput(const json& body) {
+  ChatRequest chat;
+  ASSIGN_OR_RETURN(chat.model, RequiredString(body, "model"));
+  const json* messages = Find(body, "messages");
+  if (messages == nullptr) return Invalid("messages", "is missing");
+  RETURN_IF_ERROR(CheckMessages(*messages));
+  json context = json::object();
+  if (const json* kwargs = Find(body, "chat_template_kwargs"); kwargs != nullptr) {
+    if (!kwargs->is_object()) return Invalid("chat_template_kwargs", "must be an object");
+    context = *kwargs;
+  }
+  context["messages"] = FlattenContent(*messages);
+  ASSIGN_OR_RETURN(bool add_generation_prompt, Bool(body, "add_generation_prompt", true));
+  context["add_generation_prompt"] = add_generation_prompt;
+  if (const json* tools = Find(body, "tools"); tools != nullptr) {
+    if (!tools->is_array()) return Invalid("tools", "must be a list");
+    context["tools"] = *tools;
+  }
+  if (const json* documents = Find(body, "documents"); documents != nullptr) {
+    context["documents"] = *documents;
+  }
+  chat.template_context = std::move(context);
+  if (const json* name = Find(body, "chat_template"); name != nullptr) {
+    if (!name->is_string()) return Invalid("chat_template", "must be a template's name");
+    chat.template_name = name->get<std::string>();
+  }
+  return chat;
+}
+
+// Counts nesting outside strings; the parser recurses once per level.
+absl::Status CheckDepth(const std::string& body) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the body nests deeper than ", kMaxJsonDepth, " levels"));
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<json> ParseJsonBody(const std::string& body) {
+  RETURN_IF_ERROR(CheckDepth(body));
+  json parsed;
+  try {
+    parsed = json::parse(body);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("the body is not valid JSON: ", e.what()));
+  }
+  if (!parsed.is_object()) return absl::InvalidArgumentError("the body must be a JSON object");
+  return parsed;
+}
+
+absl::StatusOr<CompletionRequest> ReadCompletionRequest(const json& body) {
+  CompletionRequest request;
+  ASSIGN_OR_RETURN(request.model, RequiredString(body, "model"));
+  ASSIGN_OR_RETURN(request.sampling, Sampling(body, /*default_max_tokens=*/16));
+  ASSIGN_OR_RETURN(request.prompts, Sequences(body, "prompt", 256 / request.sampling.n));
+  ASSIGN_OR_RETURN(request.echo, Bool(body, "echo", false));
+  if (Find(body, "logprobs") != nullptr) {
+    ASSIGN_OR_RETURN(request.logprobs, Int(body, "logprobs", 0, 0, 20));
+    request.sampling.generate.top_logprobs = *request.logprobs;
+  }
+  return request;
+}
+
+absl::StatusOr<ChatRequest> ReadChatRequest(const json& body) {
+  ASSIGN_OR_RETURN(ChatRequest chat, ChatTemplateInput(body));
+  // 0: unbounded, as in OpenAI's API; the service asks for the whole context, which validation
+  // cuts to the room the prompt leaves.
+  ASSIGN_OR_RETURN(chat.sampling, Sampling(body, /*default_max_tokens=*/0));
+  ASSIGN_OR_RETURN(chat.logprobs, Bool(body, "logprobs", false));
+  ASSIGN_OR_RETURN(const int64_t top, Int(body, "top_logprobs", 0, 0, 20));
+  if (top > 0 && !chat.logprobs) return Invalid("top_logprobs", "needs \"logprobs\": true");
+  chat.sampling.generate.top_logprobs = top;
+  return chat;
+}
+
+absl::StatusOr<EmbeddingRequest> ReadEmbeddingRequest(const json& body) {
+  EmbeddingRequest request;
+  ASSIGN_OR_RETURN(request.model, RequiredString(body, "model"));
+  ASSIGN_OR_RETURN(request.inputs, Sequences(body, "input", 256));
+  if (const json* format = Find(body, "encoding_format"); format != nullptr) {
+    if (*format == "base64") {
+      request.base64 = true;
+    } else if (*format != "float") {
+      return Invalid("encoding_format", "must be \"float\" or \"base64\"");
+    }
+  }
+  if (Find(body, "dimensions") != nullptr) return Invalid("dimensions", "is not supported");
+  ASSIGN_OR_RETURN(request.normalize, Bool(body, "normalize", true));
+  return request;
+}
+
+absl::StatusOr<TokenizeHttpRequest> ReadTokenizeRequest(const json& body) {
+  TokenizeHttpRequest request;
+  if (Find(body, "messages") != nullptr) {
+    ASSIGN_OR_RETURN(request.chat, ChatTemplateInput(body));
+    request.model = request.chat->model;
+    ASSIGN_OR_RETURN(request.add_special_tokens, Bool(body, "add_special_tokens", false));
+    return request;
+  }
+  ASSIGN_OR_RETURN(request.model, RequiredString(body, "model"));
+  ASSIGN_OR_RETURN(request.prompt, RequiredString(body, "prompt"));
+  ASSIGN_OR_RETURN(request.add_special_tokens, Bool(body, "add_special_tokens", true));
+  return request;
+}
+
+absl::StatusOr<DetokenizeHttpRequest> ReadDetokenizeRequest(const json& body) {
+  DetokenizeHttpRequest request;
+  ASSIGN_OR_RETURN(request.model, RequiredString(body, "model"));
+  const json* tokens = Find(body, "tokens");
+  if (tokens == nullptr) return Invalid("tokens", "is missing");
+  if (!tokens->is_array()) return Invalid("tokens", "must be a list of token ids");
+  ASSIGN_OR_RETURN(request.tokens, TokenIds(*tokens, "tokens"));
+  return request;
+}
+
+std::string OpenAiFieldNames::Name(const FieldPath& path) const {
+  if (const char* parameter = ParameterName(path.field)) return parameter;
+  switch (path.field) {
+    case Field::kSequences:
+    case Field::kSequence:
+    case Field::kPrompt:
+    case Field::kText: {
+      const int64_t row = path.row >= 0 ? path.row : row_;
+      std::string name = row >= 0 ? absl::StrCat(list_, "[", row, "]") : list_;
+      if (path.part == Part::kTokenIds && path.element >= 0) {
+        absl::StrAppend(&name, "[", path.element, "]");
+      }
+      return name;
+    }
+    case Field::kIds:
+      return path.element >= 0 ? absl::StrCat("tokens[", path.element, "]") : "tokens";
+    case Field::kSources:
+    case Field::kSource:
+      return "source";
+    case Field::kFeatureSets:
+      return "input";
+    case Field::kStop:
+      return path.row >= 0 ? absl::StrCat("stop[", path.row, "]") : "stop";
+    case Field::kTopK:
+    case Field::kTemperature:
+    case Field::kTopP:
+    case Field::kMaxTokens:
+    case Field::kMinTokens:
+    case Field::kTopLogprobs:
+    case Field::kPooling:
+    case Field::kHeadLayers:
+      break;  // ParameterName's
+  }
+  return list_;
+}
+
+}  // namespace attnserve::server

@@ -1,0 +1,413 @@
+#include "server/http/openai/openai_service.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/random/random.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "server/core/request_cost.h"
+#include "server/frontend/request_validation.h"
+#include "server/frontend/tokenization.h"
+#include "server/http/openai/chat_prompt.h"
+#include "server/http/openai/openai_generation.h"
+#include "server/http/openai/openai_requests.h"
+#include "server/http/openai/openai_responses.h"
+#include "server/ops/call_scope.h"
+
+namespace attnserve::server {
+namespace {
+
+using json = nlohmann::json;
+
+void RespondError(HttpResponder& responder, const absl::Status& status) {
+  responder.Respond(HttpStatusOf(status), "application/json", ErrorBody(status));
+}
+
+void RespondJson(HttpResponder& responder, const json& body) {
+  responder.Respond(200, "application/json",
+                    body.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+std::string NewId(std::string_view prefix) {
+  static absl::BitGen* const bits = new absl::BitGen();  // absl::BitGen is thread-compatible
+  static std::mutex* const mutex = new std::mutex();
+  std::lock_guard lock(*mutex);
+  return absl::StrFormat("%s-%016x%016x", prefix, absl::Uniform<uint64_t>(*bits),
+                         absl::Uniform<uint64_t>(*bits));
+}
+
+// An HTTP/1.1 client opens a connection for each request it has in flight: fair shares go by
+// its address ("ipv4:10.0.0.7"), not by connection, when it presents no key.
+std::string PeerAddress(const std::string& peer) {
+  const size_t port = peer.rfind(':');
+  return port == std::string::npos || port == 0 ? peer : peer.substr(0, port);
+}
+
+// A deadline from `X-Request-Timeout: <seconds>`, as gRPC's grpc-timeout gives one; none
+// without it (a client that gives up closes its connection, which cancels the work).
+CallOrigin OriginOf(const HttpRequest& request) {
+  CallOrigin origin{.deadline = absl::InfiniteFuture(), .client = request.client};
+  double seconds = 0;
+  if (absl::SimpleAtod(request.Header("x-request-timeout"), &seconds) && seconds > 0 &&
+      seconds < 1e9) {
+    origin.deadline = absl::Now() + absl::Seconds(seconds);
+  }
+  return origin;
+}
+
+// An Embed task's sink: the answer once the scheduler has the embeddings.
+class EmbeddingCall final : public TaskSink {
+ public:
+  EmbeddingCall(std::string model, bool base64, std::shared_ptr<HttpResponder> responder,
+                CallScope scope, AnswerWriter* answers)
+      : model_(std::move(model)),
+        base64_(base64),
+        responder_(std::move(responder)),
+        scope_(std::move(scope)),
+        answers_(answers) {}
+
+  void Admitted(CallGate* gate) { gate_ = gate; }
+  void Attach(std::shared_ptr<Task> task) {
+    task_ = std::move(task);
+    responder_->OnGone([task = std::weak_ptr<Task>(task_)] {
+      if (auto held = task.lock()) {
+        held->cancelled = true;
+        if (held->wake) held->wake();
+      }
+    });
+  }
+  void Send(GenerationEvent) override {}
+  void Complete(absl::Status status) override {
+    if (gate_ != nullptr) gate_->Leave();
+    scope_.Finish(status);
+    if (!status.ok()) {
+      RespondError(*responder_, status);
+      delete this;
+      return;
+    }
+    // A large answer is built off the scheduler's thread.
+    if (answers_ != nullptr && task_->response_bytes() > AnswerWriter::kInlineBytes) {
+      answers_->Post([this] { Answer(); });
+    } else {
+      Answer();
+    }
+  }
+
+ private:
+  void Answer() {
+    int64_t tokens = 0;
+    for (const auto& sequence : task_->embed_inputs.tokens) tokens += sequence.size();
+    responder_->Respond(200, "application/json",
+                        EmbeddingsBody(model_, task_->embeddings, base64_, tokens));
+    delete this;
+  }
+
+  const std::string model_;
+  const bool base64_;
+  const std::shared_ptr<HttpResponder> responder_;
+  CallScope scope_;
+  AnswerWriter* const answers_;
+  CallGate* gate_ = nullptr;
+  std::shared_ptr<Task> task_;
+};
+
+// The body, read as one endpoint's request.
+template <typename Request>
+absl::StatusOr<Request> ReadBody(const HttpRequest& request,
+                                 absl::StatusOr<Request> (*read)(const nlohmann::ordered_json&)) {
+  ASSIGN_OR_RETURN(auto body, ParseJsonBody(request.body));
+  return read(body);
+}
+
+}  // namespace
+
+void OpenAiService::Handle(HttpRequest request, std::shared_ptr<HttpResponder> responder) {
+  const std::string& path = request.target;
+  const bool get = request.method == "GET", post = request.method == "POST";
+  if (path == "/health" && get) {
+    // Ready while admitting calls; 503 once shutdown begins, as a load balancer expects.
+    return admission_.accepting() ? responder->Respond(200, "application/json", "{}")
+                                  : RespondError(*responder, ShuttingDownError());
+  }
+  // Everything but the health check needs a key when the server has keys.
+  absl::StatusOr<std::string> key = admission_.Authenticate(request.Header("authorization"));
+  if (!key.ok()) return RespondError(*responder, key.status());
+  request.client = key->empty() ? PeerAddress(request.client) : *std::move(key);
+  if (path == "/v1/models" && get) return Models(*responder);
+  if (post) {
+    if (path == "/v1/completions") return Completions(request, std::move(responder));
+    if (path == "/v1/chat/completions") return Chat(request, std::move(responder));
+    if (path == "/v1/embeddings") return Embeddings(request, std::move(responder));
+    if (path == "/tokenize") return Tokenize(request, *responder);
+    if (path == "/detokenize") return Detokenize(request, *responder);
+  }
+  for (const char* known : {"/health", "/v1/models", "/v1/completions", "/v1/chat/completions",
+                            "/v1/embeddings", "/tokenize", "/detokenize"}) {
+    if (path == known) {
+      return responder->Respond(
+          405, "application/json",
+          ErrorBody(absl::InvalidArgumentError(
+                        absl::StrCat(path, " does not take ", request.method.substr(0, 16))),
+                    405));
+    }
+  }
+  RespondError(*responder,
+               absl::NotFoundError(absl::StrCat("no such path: ", path.substr(0, 128))));
+}
+
+void OpenAiService::Models(HttpResponder& responder) const {
+  json data = json::array();
+  for (const EngineLoop* worker : admission_.repository().workers()) {
+    data.push_back({{"id", worker->name()},
+                    {"object", "model"},
+                    {"created", absl::ToUnixSeconds(started_)},
+                    {"owned_by", "attnserve"},
+                    {"max_model_len", worker->max_context()}});
+  }
+  RespondJson(responder, {{"object", "list"}, {"data", std::move(data)}});
+}
+
+namespace {
+
+// What completions and chat completions hand the core: one Generate task per prompt and choice.
+struct GenerationPlan {
+  GenerationJob::Api api;
+  std::string model;
+  std::vector<SequenceInput> prompts;
+  OpenAiSampling sampling;
+  bool logprobs = false;
+  std::vector<std::string> echoes;  // completions' echo: each prompt's text
+  std::string list_name;            // "prompt" or "messages", for errors
+};
+
+// Choice c's Generate: its prompt's, with its own seed (choices of one prompt differ).
+GenerateInput ChoiceInput(const GenerationPlan& plan, int64_t choice) {
+  GenerateInput input = plan.sampling.generate;
+  input.prompt = plan.prompts[choice / plan.sampling.n];
+  if (input.seed) input.seed = *input.seed + static_cast<uint64_t>(choice % plan.sampling.n);
+  return input;
+}
+
+OpenAiFieldNames ChoiceFieldNames(const GenerationPlan& plan, int64_t choice) {
+  return OpenAiFieldNames(plan.list_name, plan.prompts.size() > 1 ? choice / plan.sampling.n : -1);
+}
+
+absl::Status ValidateChoice(const GenerationPlan& plan, const OpenAiFieldNames& names,
+                            const EngineLoop& loop, GenerateInput& input, Task& task) {
+  task.collect_events = !plan.sampling.stream;
+  task.answer_scale = 4;
+  if (input.max_tokens == 0) input.max_tokens = loop.max_context();  // unbounded
+  return ValidateGenerate(input, names, loop, task);
+}
+
+// Every choice's answer is held until the response is done, so together they must fit the
+// model's answer budget, or the request could never be served: refused at once (413), before
+// any choice queues (where a full queue would answer a retryable 429 instead). A prompt that
+// does not validate is left to its choice, which says why.
+absl::Status CheckChoicesFit(const GenerationPlan& plan, const EngineLoop& loop) {
+  int64_t bytes = 0;
+  for (size_t prompt = 0; prompt < plan.prompts.size(); ++prompt) {
+    const int64_t choice = static_cast<int64_t>(prompt) * plan.sampling.n;
+    GenerateInput input = ChoiceInput(plan, choice);
+    Task probe(TaskKind::kGenerate, nullptr);
+    if (!ValidateChoice(plan, ChoiceFieldNames(plan, choice), loop, input, probe).ok()) {
+      return absl::OkStatus();
+    }
+    bytes += CostOf(probe, loop.model()).response_bytes * plan.sampling.n;
+  }
+  const int64_t budget = loop.options().budget.response_bytes;
+  if (bytes <= budget) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the answers of the ", plan.sampling.n * static_cast<int64_t>(plan.prompts.size()),
+      " choices would take up to ", bytes >> 20, " MiB together; model ", plan.model,
+      " holds at most ", budget >> 20, " MiB of answers: ask for fewer choices or tokens"));
+}
+
+void StartGeneration(const Admission& admission, const HttpRequest& request,
+                     std::shared_ptr<HttpResponder> responder, EngineLoop& worker,
+                     GenerationPlan plan, CallScope scope) {
+  if (absl::Status fits = CheckChoicesFit(plan, worker); !fits.ok()) {
+    scope.Finish(fits);
+    return RespondError(*responder, fits);
+  }
+  const int64_t n = plan.sampling.n;
+  const int64_t choices = n * static_cast<int64_t>(plan.prompts.size());
+  GenerationJob::Options options{
+      .api = plan.api,
+      .header = {.id = NewId(plan.api == GenerationJob::Api::kChat ? "chatcmpl" : "cmpl"),
+                 .created = absl::ToUnixSeconds(absl::Now()),
+                 .model = plan.model},
+      .stream = plan.sampling.stream,
+      .include_usage = plan.sampling.include_usage,
+      .logprobs = plan.logprobs,
+      .choices = choices,
+      .n = n,
+      .stop = plan.sampling.generate.stop};
+  auto job = std::make_shared<GenerationJob>(std::move(options), *worker.model().tokenizer,
+                                             responder, std::move(scope));
+  std::weak_ptr<GenerationJob> weak = job;
+  responder->OnGone([weak] {
+    if (auto held = weak.lock()) held->Cancel();
+  });
+  responder->OnWritten([weak] {
+    if (auto held = weak.lock()) held->Wake();
+  });
+  const CallOrigin origin = OriginOf(request);
+  int64_t handed = 0;
+  for (; handed < choices && !job->failed(); ++handed) {
+    if (!plan.echoes.empty()) job->Echo(handed, plan.echoes[handed / n]);
+    GenerateInput input = ChoiceInput(plan, handed);
+    const OpenAiFieldNames names = ChoiceFieldNames(plan, handed);
+    admission.Start(
+        origin, plan.model, "Generate", TaskKind::kGenerate, absl::OkStatus(),
+        [&](const EngineLoop& loop, Task& task) {
+          return ValidateChoice(plan, names, loop, input, task);
+        },
+        job->choice(handed));
+  }
+  job->Started(handed);
+}
+
+}  // namespace
+
+void OpenAiService::Completions(const HttpRequest& request,
+                                std::shared_ptr<HttpResponder> responder) const {
+  absl::StatusOr<CompletionRequest> read = ReadBody(request, ReadCompletionRequest);
+  CallScope scope(admission_.metrics(), admission_.ModelLabel(read.ok() ? read->model : ""),
+                  "openai.completions");
+  if (!read.ok()) {
+    scope.Finish(read.status());
+    return RespondError(*responder, read.status());
+  }
+  auto worker = admission_.Route(read->model, "Generate");
+  if (!worker.ok()) {
+    scope.Finish(worker.status());
+    return RespondError(*responder, worker.status());
+  }
+  GenerationPlan plan{.api = GenerationJob::Api::kCompletions,
+                      .model = read->model,
+                      .prompts = std::move(read->prompts),
+                      .sampling = std::move(read->sampling),
+                      .logprobs = read->logprobs.has_value(),
+                      .echoes = {},
+                      .list_name = "prompt"};
+  if (read->echo) {
+    for (const SequenceInput& prompt : plan.prompts) {
+      if (prompt.kind == SequenceInput::Kind::kText) {
+        plan.echoes.push_back(prompt.text);
+        continue;
+      }
+      auto text = (*worker)->model().tokenizer->Decode(prompt.ids);
+      plan.echoes.push_back(text.ok() ? *std::move(text) : std::string());
+    }
+  }
+  StartGeneration(admission_, request, std::move(responder), **worker, std::move(plan),
+                  std::move(scope));
+}
+
+void OpenAiService::Chat(const HttpRequest& request,
+                         std::shared_ptr<HttpResponder> responder) const {
+  absl::StatusOr<ChatRequest> read = ReadBody(request, ReadChatRequest);
+  CallScope scope(admission_.metrics(), admission_.ModelLabel(read.ok() ? read->model : ""),
+                  "openai.chat.completions");
+  auto prompt = [&]() -> absl::StatusOr<std::pair<EngineLoop*, std::string>> {
+    RETURN_IF_ERROR(read.status());
+    ASSIGN_OR_RETURN(EngineLoop * worker, admission_.Route(read->model, "Generate"));
+    ASSIGN_OR_RETURN(std::string text, RenderChatPrompt(*worker, *read));
+    return std::make_pair(worker, std::move(text));
+  }();
+  if (!prompt.ok()) {
+    scope.Finish(prompt.status());
+    return RespondError(*responder, prompt.status());
+  }
+  GenerationPlan plan{.api = GenerationJob::Api::kChat,
+                      .model = read->model,
+                      .prompts = {SequenceInput::Text(std::move(prompt->second),
+                                                      /*add_special_tokens=*/false)},
+                      .sampling = std::move(read->sampling),
+                      .logprobs = read->logprobs,
+                      .echoes = {},
+                      .list_name = "messages"};
+  StartGeneration(admission_, request, std::move(responder), *prompt->first, std::move(plan),
+                  std::move(scope));
+}
+
+void OpenAiService::Embeddings(const HttpRequest& request,
+                               std::shared_ptr<HttpResponder> responder) const {
+  absl::StatusOr<EmbeddingRequest> read = ReadBody(request, ReadEmbeddingRequest);
+  const std::string model = read.ok() ? read->model : "";
+  CallScope scope(admission_.metrics(), admission_.ModelLabel(model), "openai.embeddings");
+  if (!read.ok()) {
+    scope.Finish(read.status());
+    return RespondError(*responder, read.status());
+  }
+  auto* call =
+      new EmbeddingCall(model, read->base64, responder, std::move(scope), admission_.answers());
+  EmbedInput input;
+  input.sequences = std::move(read->inputs);
+  input.normalize = read->normalize;
+  admission_.Start(
+      OriginOf(request), model, "Embed", TaskKind::kEmbed, absl::OkStatus(),
+      [&](const EngineLoop& worker, Task& task) {
+        task.answer_scale = 4;
+        return ValidateEmbed(input, OpenAiFieldNames("input", -1), worker, task);
+      },
+      call);
+}
+
+void OpenAiService::Tokenize(const HttpRequest& request, HttpResponder& responder) const {
+  absl::StatusOr<TokenizeHttpRequest> read = ReadBody(request, ReadTokenizeRequest);
+  CallScope scope(admission_.metrics(), admission_.ModelLabel(read.ok() ? read->model : ""),
+                  "openai.tokenize");
+  auto answer = [&]() -> absl::StatusOr<json> {
+    RETURN_IF_ERROR(read.status());
+    ASSIGN_OR_RETURN(EngineLoop * worker, admission_.Route(read->model, "Tokenize"));
+    TokenizeInput input;
+    input.omit_special_tokens = !read->add_special_tokens;
+    if (read->chat) {
+      ASSIGN_OR_RETURN(input.text, RenderChatPrompt(*worker, *read->chat));
+    } else {
+      input.text = *read->prompt;
+    }
+    const bool chat = read->chat.has_value();
+    ASSIGN_OR_RETURN(
+        auto tokens,
+        server::Tokenize(input, OpenAiFieldNames(chat ? "messages" : "prompt", -1), *worker));
+    json ids = json::array(), texts = json::array();
+    for (const TokenSpan& token : tokens) {
+      ids.push_back(token.id);
+      texts.push_back(token.text);
+    }
+    json answer = {{"count", tokens.size()},
+                   {"max_model_len", worker->max_context()},
+                   {"tokens", std::move(ids)},
+                   {"token_strs", std::move(texts)}};
+    // The rendered chat prompt, to see what the template made of the messages.
+    if (chat) answer["prompt"] = std::move(input.text);
+    return answer;
+  }();
+  scope.Finish(answer.status());
+  if (!answer.ok()) return RespondError(responder, answer.status());
+  RespondJson(responder, *answer);
+}
+
+void OpenAiService::Detokenize(const HttpRequest& request, HttpResponder& responder) const {
+  absl::StatusOr<DetokenizeHttpRequest> read = ReadBody(request, ReadDetokenizeRequest);
+  CallScope scope(admission_.metrics(), admission_.ModelLabel(read.ok() ? read->model : ""),
+                  "openai.detokenize");
+  auto answer = [&]() -> absl::StatusOr<std::string> {
+    RETURN_IF_ERROR(read.status());
+    ASSIGN_OR_RETURN(EngineLoop * worker, admission_.Route(read->model, "Detokenize"));
+    return server::Detokenize(
+        DetokenizeInput{.ids = std::move(read->tokens), .skip_special_tokens = false},
+        OpenAiFieldNames("tokens", -1), *worker);
+  }();
+  scope.Finish(answer.status());
+  if (!answer.ok()) return RespondError(responder, answer.status());
+  RespondJson(responder, {{"prompt", *answer}});
+}
+
+}  // namespace attnserve::server

@@ -1,0 +1,33 @@
+// The OpenAI-compatible HTTP API (docs/openai.md): /v1/models, /v1/completions,
+// /v1/chat/completions (through the model's chat template), /v1/embeddings, and vLLM's
+// /tokenize, /detokenize and /health. One more edge of the server's core: each call takes the
+// admission, validation, budgets, queue and metrics of the gRPC APIs (server/frontend/admission.h),
+// and its answers are built here from the core's protocol-neutral results.
+#pragma once
+
+#include <memory>
+
+#include "absl/time/clock.h"
+#include "server/frontend/admission.h"
+#include "server/http/http_server.h"
+
+namespace attnserve::server {
+
+class OpenAiService final : public HttpHandler {
+ public:
+  explicit OpenAiService(const Admission& admission) : admission_(admission) {}
+  void Handle(HttpRequest request, std::shared_ptr<HttpResponder> responder) override;
+
+ private:
+  void Models(HttpResponder& responder) const;
+  void Completions(const HttpRequest& request, std::shared_ptr<HttpResponder> responder) const;
+  void Chat(const HttpRequest& request, std::shared_ptr<HttpResponder> responder) const;
+  void Embeddings(const HttpRequest& request, std::shared_ptr<HttpResponder> responder) const;
+  void Tokenize(const HttpRequest& request, HttpResponder& responder) const;
+  void Detokenize(const HttpRequest& request, HttpResponder& responder) const;
+
+  const Admission& admission_;
+  const absl::Time started_ = absl::Now();  // the models' "created"
+};
+
+}  // namespace attnserve::server

@@ -1,0 +1,52 @@
+// What the engine and the server need of a model's tokenizer, whichever it is: the byte
+// tokenizer of the engine's own models, or a Hugging Face tokenizer.json.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "text/tokenizer/encoding.h"
+
+namespace attnserve {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // The tokens of `text` with their byte ranges in it; `add_special_tokens` adds what the
+  // tokenizer puts around a sequence (BERT's [CLS] and [SEP], Llama's <s>). An error
+  // (INVALID_ARGUMENT) names what cannot be encoded.
+  virtual absl::StatusOr<Encoding> Encode(const std::string& text,
+                                          bool add_special_tokens = true) const = 0;
+  // Only the ids, for requests.
+  virtual absl::StatusOr<std::vector<int64_t>> EncodeIds(const std::string& text) const {
+    auto encoding = Encode(text);
+    if (!encoding.ok()) return encoding.status();
+    return std::move(encoding->ids);
+  }
+  // The text of `ids`, valid UTF-8 (bytes that do not form a character become U+FFFD). Ids the
+  // tokenizer does not know are an error for the byte tokenizer and skipped by tokenizer.json's
+  // (as its reference does: a model's vocabulary may be larger than its tokenizer's).
+  virtual absl::StatusOr<std::string> Decode(const std::vector<int64_t>& ids,
+                                             bool skip_special_tokens = false) const = 0;
+  // How many of the last `ids` hold the bytes of a character that the next ids could complete
+  // (a byte-level or byte-fallback token can be part of one), in the bytes they stand for before
+  // invalid UTF-8 is replaced; 0 when the text ends on a whole character.
+  virtual size_t IncompleteCharacterTokens(const std::vector<int64_t>& ids) const = 0;
+  // One token on its own, valid UTF-8: its text, or where that is part of a character, its
+  // spelling in the vocabulary ("<0xE6>", GPT-2's "Ġæ").
+  virtual std::string TokenText(int64_t id) const = 0;
+
+  // "byte", or a tokenizer.json's model: "BPE", "WordPiece", "Unigram".
+  virtual std::string type() const = 0;
+  // Ids are in [0, vocab_size()).
+  virtual int64_t vocab_size() const = 0;
+  virtual std::map<std::string, int64_t> special_tokens() const = 0;
+  // A token's id by its text (special tokens included), or -1.
+  virtual int64_t TokenToId(const std::string& token) const = 0;
+};
+
+}  // namespace attnserve
