@@ -211,6 +211,10 @@ int Serve() {
     return 2;
   }
   const MemoryLimit limit = DetectMemoryLimit(absl::GetFlag(FLAGS_memory_limit_mb) << 20);
+  // Builds and sends streamed answers, every step's endings and large answers off the engine
+  // threads. Declared first, destroyed last: the engine loops post to it until they are drained.
+  AnswerWriter answers;
+  options.answers = &answers;
   // Models load on a thread of their own, so that the OpenMP team loading starts ends with it. A
   // team left on this thread would count against the CPUs, and libgomp then stops every compute
   // thread from spinning between parallel regions: each region waited on a futex, and an Embed
@@ -257,8 +261,6 @@ int Serve() {
     std::cerr << "attnserve: " << http_tls.status().message() << "\n";
     return 1;
   }
-  // Declared first, destroyed last: the answers it still holds are sent before the server goes.
-  AnswerWriter answers;
   CallGate gate;
   Admission admission(*repository, metrics, gate, &answers, keys->get());
   InferenceService service(admission);

@@ -1,6 +1,7 @@
 #include "server/core/engine_loop.h"
 
 #include <omp.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <cmath>
@@ -351,6 +352,8 @@ bool EngineLoop::AwaitWork() {
 }
 
 void EngineLoop::Run() {
+  // "attn:<model>" in top -H and perf (a thread's name holds 15 bytes).
+  pthread_setname_np(pthread_self(), absl::StrCat("attn:", name_).substr(0, 15).c_str());
   omp_set_num_threads(options_.compute_threads);
   while (AwaitWork()) {
     const absl::Time now = absl::Now();
@@ -378,18 +381,28 @@ void EngineLoop::Run() {
     // Counted before the first token goes out: a caller who has seen one sees its sequence
     // counted.
     UpdateGauges(plan);
-    for (auto& [task, status] : plan.ended) task->Finish(std::move(status));
+    if (!plan.ended.empty()) {
+      StepAnswers ended;
+      for (auto& [task, status] : plan.ended) ended.End(std::move(task), std::move(status));
+      Deliver(std::move(ended));
+    }
     Executor::Result result = executor_.Run(plan);
     // The scheduler frees what ended before its callers hear of it: a caller who has seen the
     // end never sees its sequence still held.
     scheduler_.Update(result.outcome);
     UpdateGauges(StepPlan{});
-    for (auto& [task, status] : result.ended) task->Finish(std::move(status));
+    Deliver(std::move(result.answers));
     // The estimate is of prompt work (requests and prompt chunks); decode steps, bound by
     // reading the weights rather than by tokens, would make it look many times as costly.
     completion_.IterationEnded(absl::Now() - result.outcome.decode_time,
                                plan.taken_tokens + plan.prefill_tokens);
   }
+}
+
+void EngineLoop::Deliver(StepAnswers answers) {
+  if (answers.empty()) return;
+  if (options_.answers == nullptr) return answers.Deliver();
+  options_.answers->Post([answers = std::move(answers)]() mutable { answers.Deliver(); });
 }
 
 void EngineLoop::UpdateGauges(const StepPlan& plan) {

@@ -24,11 +24,13 @@
 #include "absl/time/time.h"
 #include "engine/architectures/model.h"
 #include "engine/page_warmer.h"
+#include "server/core/answer_writer.h"
 #include "server/core/completion_estimate.h"
 #include "server/core/executor.h"
 #include "server/core/memory_budget.h"
 #include "server/core/request_cost.h"
 #include "server/core/scheduler.h"
+#include "server/core/step_answers.h"
 #include "server/core/task.h"
 #include "server/ops/server_metrics.h"
 
@@ -70,6 +72,9 @@ struct EngineLoopOptions {
   // How its KV cache keeps keys and values; unset (auto): half precision for int8 weights,
   // float32 for float32 weights (whose users asked for float32 arithmetic).
   std::optional<KvCacheType> kv_cache;
+  // The thread that delivers streamed generations' events and every step's endings (null: the
+  // engine loop's own). It must outlive the loop.
+  AnswerWriter* answers = nullptr;
 };
 
 // The KV cache type `options` choose for a model of `config`.
@@ -117,6 +122,8 @@ class EngineLoop {
   void Run();
   // Waits until there is work, then moves submitted tasks to the scheduler; false once drained.
   bool AwaitWork();
+  // Hands a step's answers to the answer writer (or delivers them here, without one).
+  void Deliver(StepAnswers answers);
   void UpdateGauges(const StepPlan& plan);
 
   const std::string name_;

@@ -117,7 +117,7 @@ void Executor::Feed(const std::vector<struct Feed>& feeds, Result& result) {
 void Executor::End(Sequence& g, absl::Status status, Result& result) {
   generations_.erase(g.id);
   result.outcome.finished.push_back(&g);
-  result.ended.emplace_back(g.task, std::move(status));
+  result.answers.End(g.task, std::move(status));
 }
 
 bool Executor::Emit(Sequence& g, Generation& generation, const float* logits, Result& result) {
@@ -139,11 +139,11 @@ bool Executor::Emit(Sequence& g, Generation& generation, const float* logits, Re
     first_token_.Observe(absl::ToDoubleSeconds(absl::Now() - g.task->enqueued));
   }
   const auto finish = [&](FinishReason reason, int64_t generated) {
-    g.task->Emit({.finished = true,
-                  .text = generation.text.Finish(),
-                  .reason = reason,
-                  .prompt_tokens = g.prompt_tokens,
-                  .generated_tokens = generated});
+    result.answers.Event(g.task, {.finished = true,
+                                  .text = generation.text.Finish(),
+                                  .reason = reason,
+                                  .prompt_tokens = g.prompt_tokens,
+                                  .generated_tokens = generated});
     End(g, absl::OkStatus(), result);
     return false;
   };
@@ -153,12 +153,13 @@ bool Executor::Emit(Sequence& g, Generation& generation, const float* logits, Re
   const int64_t generated = g.generated() + 1;
   generated_tokens_.Increment();
   const float log_sum = LogSumExp(logits, vocab);
-  g.task->Emit({.id = id,
-                .text = generation.text.Push(id),
-                .log_probability = logits[id] - log_sum,
-                .top = options.top_logprobs > 0 ? TopChoices(logits, vocab, options.top_logprobs,
-                                                             log_sum, *model_.tokenizer)
-                                                : std::vector<TokenChoice>{}});
+  result.answers.Event(
+      g.task, {.id = id,
+               .text = generation.text.Push(id),
+               .log_probability = logits[id] - log_sum,
+               .top = options.top_logprobs > 0 ? TopChoices(logits, vocab, options.top_logprobs,
+                                                            log_sum, *model_.tokenizer)
+                                               : std::vector<TokenChoice>{}});
   if (generated >= options.max_tokens) {
     return finish(options.context_limited ? FinishReason::kContextFull : FinishReason::kMaxTokens,
                   generated);

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "engine/architectures/model.h"
 #include "server/core/scheduler.h"
+#include "server/core/step_answers.h"
 #include "server/core/task.h"
 #include "server/ops/server_metrics.h"
 #include "text/tokenizer/text_stream.h"
@@ -29,8 +30,8 @@ class Executor {
 
   struct Result {
     StepOutcome outcome;  // for Scheduler::Update, with the calls' times
-    // Generations that ended, to be answered once the scheduler has freed their blocks.
-    std::vector<std::pair<std::shared_ptr<Task>, absl::Status>> ended;
+    // Generations' events and ends, to be delivered once the scheduler has freed their blocks.
+    StepAnswers answers;
   };
   Result Run(const StepPlan& plan);
 

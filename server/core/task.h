@@ -1,7 +1,7 @@
-// A request on its way from a gRPC handler to a model's scheduler thread, and its result on the
-// way back. No thread waits for it: the scheduler fills in the result and hands it to the task's
-// sink, the gRPC call that asked, which answers the client from the scheduler thread. Generation
-// results go out as a stream of events.
+// A request on its way from a protocol's handler to a model's engine loop, and its result on the
+// way back. No thread waits for it: the engine fills in the result and hands it to the task's
+// sink, the call that asked, which answers its client. Generation results go out as a stream of
+// events, delivered off the engine thread (server/core/step_answers.h).
 #pragma once
 
 #include <atomic>
@@ -38,7 +38,8 @@ struct GenerateOptions {
   int64_t min_tokens = 0;
 };
 
-// Where a task's results go; called on the scheduler thread only.
+// Where a task's results go: called by one thread at a time, in order (the engine loop's or the
+// answer writer's).
 class TaskSink {
  public:
   virtual ~TaskSink() = default;
@@ -63,6 +64,8 @@ struct Task {
   EngineCall call;           // set by EngineLoop::Submit: the engine call that answers it
   // Set by EngineLoop::Submit: wakes its scheduler when the task's client read or left.
   std::function<void()> wake;
+  // Generate: events the engine made that are not yet handed to the sink (StepAnswers).
+  std::atomic<int64_t> undelivered{0};
 
   // Inputs, validated by the service before the task is queued.
   TokenSequences sequences;          // NextToken, Score (one), Generate (one prompt)
@@ -106,11 +109,15 @@ struct Task {
     response_bytes_ = bytes;
   }
 
-  // Scheduler side.
-  void Emit(GenerationEvent event) { sink_->Send(std::move(event)); }
+  // The delivering side: an event, then the end, once.
+  void Send(GenerationEvent event) { sink_->Send(std::move(event)); }
   void Finish(absl::Status status) { std::exchange(sink_, nullptr)->Complete(std::move(status)); }
   bool expired(absl::Time now) const { return now > deadline; }
-  int64_t Unsent() const { return sink_ != nullptr ? sink_->Unsent() : 0; }
+  // Generate: events made and not yet written to the client, for backpressure; read by the
+  // scheduler while the task runs, when no end has been delivered.
+  int64_t Unsent() const {
+    return undelivered.load(std::memory_order_relaxed) + (sink_ != nullptr ? sink_->Unsent() : 0);
+  }
 
  private:
   TaskSink* sink_;

@@ -12,10 +12,10 @@
 #include <mutex>
 #include <optional>
 
+#include "server/core/answer_writer.h"
 #include "server/core/call_gate.h"
 #include "server/core/task.h"
 #include "server/frontend/admission.h"
-#include "server/frontend/answer_writer.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/wire_format.h"
 #include "server/ops/call_scope.h"

@@ -12,10 +12,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
+#include "server/core/answer_writer.h"
 #include "server/core/completion_estimate.h"
 #include "server/core/memory_budget.h"
 #include "server/core/prefill_pacing.h"
-#include "server/frontend/answer_writer.h"
 #include "server/frontend/model_repository.h"
 #include "server/ops/cpu_quota.h"
 #include "server/ops/memory_trimmer.h"

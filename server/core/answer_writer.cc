@@ -1,4 +1,6 @@
-#include "server/frontend/answer_writer.h"
+#include "server/core/answer_writer.h"
+
+#include <pthread.h>
 
 #include <utility>
 
@@ -22,6 +24,7 @@ void AnswerWriter::Post(std::function<void()> work) {
 }
 
 void AnswerWriter::Run() {
+  pthread_setname_np(pthread_self(), "attn-answers");
   std::unique_lock lock(mutex_);
   while (true) {
     ready_.wait(lock, [&] { return !work_.empty() || stopping_; });

@@ -1,6 +1,9 @@
-// Builds and sends large answers off the engine loop's thread. Encoding megabytes of
-// embeddings or distributions there would delay every other request's next step; a small answer
-// is sent inline instead, since a thread hand-off costs a lone request more than its encoding.
+// A thread that builds and sends answers off the engine loops' threads: every streamed
+// generation's events and endings (server/core/step_answers.h), and unary answers too large to
+// encode inline. Encoding megabytes of embeddings or distributions, or the protobuf messages and
+// server-sent events of dozens of streams, on an engine thread would delay every request's next
+// step; a small unary answer is sent inline instead, since a thread hand-off costs a lone
+// request more than its encoding.
 #pragma once
 
 #include <condition_variable>
