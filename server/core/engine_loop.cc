@@ -220,16 +220,12 @@ absl::Status EngineLoop::Submit(std::shared_ptr<Task> task) {
   const int64_t tokens = InputTokens(*task);
   task->input_tokens = tokens;
   task->call = cost.call;
+  std::shared_ptr<Task> pushed_out;
   {
     std::lock_guard lock(mutex_);
     if (draining_) return ShuttingDownError();
-    const int64_t queued = queued_;
-    if (queued >= options_.max_queue_size && !PushOutFor(*task)) {
-      return Refuse("queue", absl::UnavailableError(
-                                 absl::StrCat("model ", name_, " has ", queued,
-                                              " requests queued, its limit; retry later")));
-    }
-
+    if (task->cancelled.load()) return absl::CancelledError("the caller cancelled the request");
+    const int64_t queued = scheduler_.waiting();
     // Answers wait in memory until their client reads them: admitted ones are counted until
     // their call is done.
     const int64_t held = response_bytes_->load();
@@ -251,7 +247,7 @@ absl::Status EngineLoop::Submit(std::shared_ptr<Task> task) {
       const int64_t per_step = std::clamp<int64_t>(
           options_.step_tokens / std::max<int64_t>(tokens, 1), 1, options_.max_batch_size);
       const absl::Time answered =
-          completion_.Completion(now, queued, queued_tokens_, tokens, per_step);
+          completion_.Completion(now, queued, scheduler_.waiting_tokens(), tokens, per_step);
       if (answered > limit && now + completion_.Alone(tokens) <= limit) {
         return Refuse("deadline",
                       absl::UnavailableError(absl::StrCat(
@@ -261,39 +257,42 @@ absl::Status EngineLoop::Submit(std::shared_ptr<Task> task) {
                           " of work); retry later")));
       }
     }
+    // The scheduler's queue is the only one: a full queue makes room for a client with fewer
+    // requests queued than another (Scheduler::Add).
+    auto added = scheduler_.Add(task, options_.max_queue_size);
+    if (!added.ok()) {
+      return Refuse("queue", absl::UnavailableError(
+                                 absl::StrCat("model ", name_, " has ", added.status().message())));
+    }
+    pushed_out = *std::move(added);
     response_bytes_->fetch_add(cost.response_bytes);
     task->HoldResponseBytes(response_bytes_, cost.response_bytes);
-    queued_tokens_ += tokens;
-    ++queued_;
-    queued_by_client_[task->client].push_back(task.get());
-    submitted_.push_back(std::move(task));
-    queue_length_.Set(static_cast<double>(queued_));
+    queue_length_.Set(static_cast<double>(scheduler_.waiting()));
   }
   // Signalled and counted once the lock is free, so the spinning loop does not run into a held
   // mutex: a contended mutex costs it a futex call, and a system call here flushes the TLB right
   // before the engine runs (docs/serving.md). The signal makes no system call unless the loop
-  // sleeps. The count may briefly lag, or go below zero when the loop takes the task first.
+  // sleeps.
   work_ready_.notify_one();
-  submitted_count_.fetch_add(1, std::memory_order_release);
+  arrivals_.fetch_add(1, std::memory_order_release);
+  if (pushed_out) {
+    metrics_.refused.Add({{"model", name_}, {"budget", "queue"}}).Increment();
+    StepAnswers refused;
+    refused.End(std::move(pushed_out),
+                absl::UnavailableError(
+                    "the queue is full, and this request's place went to a client with fewer "
+                    "requests queued; retry later"));
+    Deliver(std::move(refused));
+  }
   return absl::OkStatus();
 }
 
-bool EngineLoop::PushOutFor(const Task& task) {
-  const auto own = queued_by_client_.find(task.client);
-  const size_t held = own == queued_by_client_.end() ? 0 : own->second.size();
-  const auto largest = std::max_element(
-      queued_by_client_.begin(), queued_by_client_.end(),
-      [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
-  if (largest == queued_by_client_.end() || largest->second.size() <= held + 1) return false;
-  Task* newest = largest->second.back();
-  largest->second.pop_back();
-  if (largest->second.empty()) queued_by_client_.erase(largest);
-  // The scheduler answers it UNAVAILABLE at its next step; it leaves the count now.
-  newest->pushed_out = true;
-  queued_tokens_ -= newest->input_tokens;
-  --queued_;
-  metrics_.refused.Add({{"model", name_}, {"budget", "queue"}}).Increment();
-  return true;
+void EngineLoop::Cancel(const Task& task) {
+  {
+    std::lock_guard lock(mutex_);
+    scheduler_.Cancel(task);
+  }
+  work_ready_.notify_one();
 }
 
 void EngineLoop::Poke() {
@@ -312,20 +311,28 @@ void EngineLoop::Drain() {
 }
 
 bool EngineLoop::AwaitWork() {
+  // Only this thread changes the running generations (Schedule and Update, under the lock):
+  // it reads them without.
   const bool runnable = scheduler_.HasRunnable();
-  if (!runnable && !scheduler_.has_waiting() && options_.idle_spin > absl::ZeroDuration()) {
+  bool waiting;
+  int64_t arrivals;
+  {
+    std::lock_guard lock(mutex_);
+    waiting = scheduler_.has_waiting();
+    arrivals = arrivals_.load(std::memory_order_acquire);
+  }
+  if (!runnable && !waiting && options_.idle_spin > absl::ZeroDuration()) {
     // Meanwhile, re-cache the weights' page translations, a few pages between looks at the queue.
     constexpr int64_t kPagesPerLook = 32;
     weight_pages_.Restart();
     const absl::Time until = absl::Now() + options_.idle_spin;
-    while (submitted_count_.load(std::memory_order_acquire) <= 0 && absl::Now() < until) {
+    while (arrivals_.load(std::memory_order_acquire) == arrivals && absl::Now() < until) {
       if (weight_pages_.Step(kPagesPerLook) == 0) __builtin_ia32_pause();
     }
   }
   std::unique_lock lock(mutex_);
   const auto ready = [&] {
-    return !submitted_.empty() || scheduler_.has_waiting() || runnable || draining_ ||
-           poked_.exchange(false);
+    return scheduler_.has_waiting() || runnable || draining_ || poked_.exchange(false);
   };
   if (scheduler_.running() == 0) {
     work_ready_.wait(lock, ready);
@@ -333,21 +340,14 @@ bool EngineLoop::AwaitWork() {
     work_ready_.wait_for(lock, absl::ToChronoMicroseconds(kPausedPoll), ready);
   }
   // Nothing decoding: give a lone request a moment's company, so concurrent ones share a batch.
-  const auto queued = [&] {
-    return static_cast<int64_t>(submitted_.size()) + scheduler_.waiting();
-  };
-  if (!runnable && queued() > 0) {
-    const absl::Time oldest = scheduler_.has_waiting() ? scheduler_.oldest_waiting()->enqueued
-                                                       : submitted_.front()->enqueued;
-    const absl::Time deadline = oldest + options_.max_queue_delay;
+  if (!runnable && scheduler_.waiting() > 0) {
+    const absl::Time deadline = scheduler_.oldest_waiting()->enqueued + options_.max_queue_delay;
     if (absl::Now() < deadline) {
-      work_ready_.wait_until(lock, absl::ToChronoTime(deadline),
-                             [&] { return queued() >= options_.max_batch_size || draining_; });
+      work_ready_.wait_until(lock, absl::ToChronoTime(deadline), [&] {
+        return scheduler_.waiting() >= options_.max_batch_size || draining_;
+      });
     }
   }
-  submitted_count_.fetch_sub(static_cast<int64_t>(submitted_.size()), std::memory_order_relaxed);
-  for (auto& task : submitted_) scheduler_.Add(std::move(task));
-  submitted_.clear();
   return !(draining_ && scheduler_.idle());
 }
 
@@ -357,17 +357,14 @@ void EngineLoop::Run() {
   omp_set_num_threads(options_.compute_threads);
   while (AwaitWork()) {
     const absl::Time now = absl::Now();
-    StepPlan plan = scheduler_.Schedule(now);
-    if (!plan.taken.empty()) {
+    StepPlan plan;
+    {
+      // Submit and Cancel reach the scheduler under the lock; the engine runs without it.
       std::lock_guard lock(mutex_);
-      for (const Task* task : plan.taken) {
-        if (task->pushed_out.load()) continue;  // uncounted when it was pushed out
-        queued_tokens_ -= task->input_tokens;
-        --queued_;
-        auto own = queued_by_client_.find(task->client);
-        std::erase(own->second, task);
-        if (own->second.empty()) queued_by_client_.erase(own);
-      }
+      plan = scheduler_.Schedule(now);
+      // Counted before the first token goes out: a caller who has seen one sees its sequence
+      // counted.
+      UpdateGauges(plan);
     }
     if (plan.taken_tokens > 0) completion_.IterationStarted(now, plan.taken_tokens);
     for (const auto& task : plan.unary) {
@@ -378,19 +375,19 @@ void EngineLoop::Run() {
       metrics_.queue_time.Add({{"model", name_}, {"method", "Generate"}})
           .Observe(absl::ToDoubleSeconds(now - g->task->enqueued));
     }
-    // Counted before the first token goes out: a caller who has seen one sees its sequence
-    // counted.
-    UpdateGauges(plan);
     if (!plan.ended.empty()) {
       StepAnswers ended;
       for (auto& [task, status] : plan.ended) ended.End(std::move(task), std::move(status));
       Deliver(std::move(ended));
     }
     Executor::Result result = executor_.Run(plan);
-    // The scheduler frees what ended before its callers hear of it: a caller who has seen the
-    // end never sees its sequence still held.
-    scheduler_.Update(result.outcome);
-    UpdateGauges(StepPlan{});
+    {
+      // The scheduler frees what ended before its callers hear of it: a caller who has seen the
+      // end never sees its sequence still held.
+      std::lock_guard lock(mutex_);
+      scheduler_.Update(result.outcome);
+      UpdateGauges(StepPlan{});
+    }
     Deliver(std::move(result.answers));
     // The estimate is of prompt work (requests and prompt chunks); decode steps, bound by
     // reading the weights rather than by tokens, would make it look many times as costly.

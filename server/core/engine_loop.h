@@ -97,8 +97,11 @@ class EngineLoop {
   absl::Status Submit(std::shared_ptr<Task> task);
   // Stops accepting work and returns once everything accepted has finished.
   void Drain();
-  // Wakes the scheduler: a paused stream's client read, or a call was cancelled. Any thread.
+  // Wakes the scheduler: a paused stream's client read. Any thread.
   void Poke();
+  // The caller of `task` left: the scheduler drops it (answered CANCELLED) whether it waits or
+  // runs; nothing when it has ended. Any thread.
+  void Cancel(const Task& task);
 
   const std::string& name() const { return name_; }
   const Model& model() const { return *model_; }
@@ -114,11 +117,6 @@ class EngineLoop {
   // Refusals of work that can never fit, counted by budget.
   absl::Status CheckFits(const Task& task, const RequestCost& cost);
   absl::Status Refuse(const char* budget, absl::Status status);
-  // A full queue makes room for a client with fewer requests queued than another: the newest
-  // request of the client with the most leaves instead (fair queuing with push-out), so that one
-  // client's burst cannot fill the queue for everyone. False when no client holds more than
-  // one request beyond `task`'s client. With mutex_ held.
-  bool PushOutFor(const Task& task);
   void Run();
   // Waits until there is work, then moves submitted tasks to the scheduler; false once drained.
   bool AwaitWork();
@@ -144,23 +142,20 @@ class EngineLoop {
 
   // std::mutex rather than absl::Mutex: Debian builds abseil without ThreadSanitizer's
   // annotations, so make test-tsan would not see absl::Mutex's ordering.
-  std::mutex mutex_;                    // guards what follows
-  std::condition_variable work_ready_;  // submitted_ grew, a stream drained, or draining_ was set
-  std::deque<std::shared_ptr<Task>> submitted_;  // not yet handed to the scheduler
-  int64_t queued_tokens_ = 0;  // input tokens of queued tasks (submitted or waiting)
-  // Queued tasks by Task::client, oldest first.
-  std::unordered_map<std::string, std::vector<Task*>> queued_by_client_;
-  int64_t queued_ = 0;  // queued tasks: submitted, or waiting in the scheduler
-  // About submitted_.size(), read without the lock by the idle spin.
-  std::atomic<int64_t> submitted_count_{0};
-  std::atomic<bool> poked_{false};  // a paused stream's client read, or a call was cancelled
+  // Guards the scheduler's queue (Submit and Cancel reach it from any thread), Schedule and
+  // Update, and what follows.
+  std::mutex mutex_;
+  std::condition_variable work_ready_;  // work was queued or cancelled, or draining_ was set
+  // Requests submitted so far, read without the lock by the idle spin.
+  std::atomic<int64_t> arrivals_{0};
+  std::atomic<bool> poked_{false};  // a paused stream's client read
   CompletionEstimate completion_;
   bool draining_ = false;
   // Bytes of answers admitted and not yet sent; shared with the tasks, which give theirs back
   // when their call is done.
   const std::shared_ptr<std::atomic<int64_t>> response_bytes_ =
       std::make_shared<std::atomic<int64_t>>(0);
-  Scheduler scheduler_;      // scheduler thread only
+  Scheduler scheduler_;      // its queue under mutex_; its generations changed by this thread
   Executor executor_;        // scheduler thread only
   PageWarmer weight_pages_;  // scheduler thread only
   std::thread thread_;

@@ -5,6 +5,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "absl/strings/str_cat.h"
+
 namespace attnserve::server {
 
 const char* SequenceStateName(SequenceState state) {
@@ -39,7 +41,50 @@ Scheduler::Scheduler(SchedulerOptions options, KvCacheManager cache)
       cache_(std::move(cache)),
       pacing_(options_.prefill_pacing, kMinPacedTokens, options_.prefill_chunk_tokens) {}
 
-void Scheduler::Add(std::shared_ptr<Task> task) { waiting_.push_back(std::move(task)); }
+absl::StatusOr<std::shared_ptr<Task>> Scheduler::Add(std::shared_ptr<Task> task,
+                                                     int64_t max_waiting) {
+  std::shared_ptr<Task> pushed_out;
+  if (waiting() >= max_waiting) {
+    const auto own = waiting_by_client_.find(task->client);
+    const int64_t held = own == waiting_by_client_.end() ? 0 : own->second;
+    const auto largest =
+        std::max_element(waiting_by_client_.begin(), waiting_by_client_.end(),
+                         [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (largest == waiting_by_client_.end() || largest->second <= held + 1) {
+      return absl::UnavailableError(
+          absl::StrCat(waiting(), " requests queued, its limit; retry later"));
+    }
+    const std::string client = largest->first;
+    auto newest = std::find_if(waiting_.rbegin(), waiting_.rend(),
+                               [&](const auto& queued) { return queued->client == client; });
+    pushed_out = Unqueue(std::next(newest).base());
+  }
+  waiting_tokens_ += task->input_tokens;
+  ++waiting_by_client_[task->client];
+  waiting_.push_back(std::move(task));
+  return pushed_out;
+}
+
+std::shared_ptr<Task> Scheduler::Unqueue(std::list<std::shared_ptr<Task>>::iterator it) {
+  std::shared_ptr<Task> task = std::move(*it);
+  waiting_.erase(it);
+  waiting_tokens_ -= task->input_tokens;
+  const auto client = waiting_by_client_.find(task->client);
+  if (--client->second == 0) waiting_by_client_.erase(client);
+  return task;
+}
+
+void Scheduler::Cancel(const Task& task) {
+  const auto waiting = std::find_if(waiting_.begin(), waiting_.end(),
+                                    [&](const auto& queued) { return queued.get() == &task; });
+  if (waiting != waiting_.end()) {
+    cancelled_.push_back(Unqueue(waiting));
+    return;
+  }
+  for (Sequence& g : running_) {
+    if (g.task.get() == &task) g.cancelled = true;
+  }
+}
 
 bool Scheduler::Reading(const Sequence& s) const {
   return s.task->Unsent() < options_.max_unsent_events;
@@ -56,6 +101,11 @@ int64_t Scheduler::SourceTokens(const Task& task) const {
 
 StepPlan Scheduler::Schedule(absl::Time now) {
   StepPlan plan;
+  for (auto& task : cancelled_) {
+    plan.ended.emplace_back(std::move(task),
+                            absl::CancelledError("the caller cancelled the request"));
+  }
+  cancelled_.clear();
   Sweep(now, plan);
   paused_ = plan.paused;
   bool decoding = false, prompts_waiting = false;
@@ -128,7 +178,7 @@ void Scheduler::Sweep(absl::Time now, StepPlan& plan) {
   for (auto it = running_.begin(); it != running_.end();) {
     Sequence& g = *it;
     absl::Status ended;
-    if (g.task->cancelled.load()) {
+    if (g.cancelled) {
       ended = absl::CancelledError("the caller cancelled the request");
     } else if (g.task->expired(now)) {
       ended = absl::DeadlineExceededError("the deadline passed during generation");
@@ -185,13 +235,7 @@ void Scheduler::TakeWaiting(absl::Time now, int64_t unary_share, StepPlan& plan)
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     Task& task = **it;
     absl::Status ended;
-    if (task.cancelled.load()) {
-      ended = absl::CancelledError("the caller cancelled the request");
-    } else if (task.pushed_out.load()) {
-      ended = absl::UnavailableError(
-          "the queue is full, and this request's place went to a client with fewer requests "
-          "queued; retry later");
-    } else if (task.expired(now)) {
+    if (task.expired(now)) {
       ended = absl::DeadlineExceededError(
           "the deadline passed while the request was queued; it was not run");
     }
@@ -227,10 +271,10 @@ void Scheduler::TakeWaiting(absl::Time now, int64_t unary_share, StepPlan& plan)
       ++it;
       continue;
     }
-    plan.taken.push_back(&task);
     plan.taken_tokens += task.input_tokens;
-    std::shared_ptr<Task> taken = std::move(*it);
-    it = waiting_.erase(it);
+    auto next = std::next(it);
+    std::shared_ptr<Task> taken = Unqueue(it);
+    it = next;
     if (!ended.ok()) {
       plan.ended.emplace_back(std::move(taken), std::move(ended));
     } else if (taken->kind != TaskKind::kGenerate) {

@@ -31,9 +31,11 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/architectures/activation_memory.h"
 #include "engine/attention/kv_cache.h"
@@ -66,6 +68,7 @@ struct Sequence {
   bool started = false;  // the executor holds an engine state for it (dropped on preemption)
   int64_t feeding = 0;   // tokens planned for this step
   int64_t preemptions = 0;
+  bool cancelled = false;  // its caller left (Scheduler::Cancel): it ends at the next step
 
   int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_tokens; }
   int64_t unfed() const { return static_cast<int64_t>(tokens.size()) - computed; }
@@ -105,9 +108,8 @@ struct StepPlan {
   std::vector<uint64_t> dropped;             // engine states to drop (preempted)
   std::vector<uint64_t> removed;             // generations that ended here (in `ended`)
   std::vector<Feed> decode, prefill;
-  // Requests taken from the waiting queue (to run or to end), and their input tokens: for the
-  // caller's queue accounting.
-  std::vector<const Task*> taken;
+  // Input tokens of the requests taken from the queue (to run or to end): what the loop's
+  // completion estimate learns from.
   int64_t taken_tokens = 0;
   int64_t unary_tokens = 0;  // padded tokens of the unary requests
   int64_t prefill_tokens = 0;
@@ -132,18 +134,28 @@ class Scheduler {
  public:
   Scheduler(SchedulerOptions options, KvCacheManager cache);
 
-  // Queues an admitted request (its input_tokens and call set), last.
-  void Add(std::shared_ptr<Task> task);
+  // Queues an admitted request (its input_tokens and call set), last. When `max_waiting`
+  // requests wait already, the newest request of the client with the most waiting gives up its
+  // place (fair queuing with push-out: one client's burst cannot fill the queue for everyone)
+  // and is returned, to be answered UNAVAILABLE; when no client has more than one beyond this
+  // one's, this one is refused instead (UNAVAILABLE).
+  absl::StatusOr<std::shared_ptr<Task>> Add(std::shared_ptr<Task> task,
+                                            int64_t max_waiting = INT64_MAX);
+  // The caller of `task` left: a waiting request leaves the queue and a running generation ends,
+  // both answered CANCELLED at the next Schedule. A task no longer here is ignored.
+  void Cancel(const Task& task);
   // Plans the next step at `now`.
   StepPlan Schedule(absl::Time now);
   // Takes a step's results back: frees what finished (before the caller answers it, so that a
   // caller who has seen the end never sees its sequence still held).
   void Update(const StepOutcome& outcome);
 
-  // Work waiting: requests not yet taken.
-  bool has_waiting() const { return !waiting_.empty(); }
+  // Work waiting: requests not yet taken, their input tokens, and answers to deliver (requests
+  // cancelled while they waited).
+  bool has_waiting() const { return !waiting_.empty() || !cancelled_.empty(); }
   const std::shared_ptr<Task>& oldest_waiting() const { return waiting_.front(); }
   int64_t waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  int64_t waiting_tokens() const { return waiting_tokens_; }
   // Generations started and not finished, and those of them paused at the last Schedule.
   int64_t running() const { return static_cast<int64_t>(running_.size()); }
   int64_t paused() const { return paused_; }
@@ -178,8 +190,14 @@ class Scheduler {
   KvCacheManager cache_;
   PrefillPacing pacing_;
   int64_t other_tokens_ = 0;  // of the last plan: unary and prompt tokens
+  // Takes a waiting request out of the queue and its counts.
+  std::shared_ptr<Task> Unqueue(std::list<std::shared_ptr<Task>>::iterator it);
+
   std::list<std::shared_ptr<Task>> waiting_;
-  std::list<Sequence> running_;  // oldest first
+  int64_t waiting_tokens_ = 0;
+  std::unordered_map<std::string, int64_t> waiting_by_client_;
+  std::vector<std::shared_ptr<Task>> cancelled_;  // left the queue, to be answered
+  std::list<Sequence> running_;                   // oldest first
   uint64_t next_id_ = 1;
   int64_t paused_ = 0;
 };

@@ -53,17 +53,17 @@ struct Task {
   TaskKind kind;
   absl::Time enqueued = absl::Now();
   absl::Time deadline = absl::InfiniteFuture();
-  std::atomic<bool> cancelled{false};
-  // Who asked (the connection's peer): queue places and decoding slots are shared out evenly
-  // among clients.
+  // Who asked (an API key, a connection or an address): queue places and decoding slots are
+  // shared out evenly among clients.
   std::string client;
-  // Its place in a full queue went to a client with fewer requests queued: answered
-  // UNAVAILABLE without running.
-  std::atomic<bool> pushed_out{false};
   int64_t input_tokens = 0;  // set by EngineLoop::Submit, for its completion estimate
   EngineCall call;           // set by EngineLoop::Submit: the engine call that answers it
-  // Set by EngineLoop::Submit: wakes its scheduler when the task's client read or left.
+  // Set before the task is submitted: wakes its engine loop when the task's client read
+  // (`wake`), and tells it the client left (`cancel`). Any thread.
   std::function<void()> wake;
+  std::function<void()> cancel;
+  // The client left before the task was queued: it is refused (see Cancel).
+  std::atomic<bool> cancelled{false};
   // Generate: events the engine made that are not yet handed to the sink (StepAnswers).
   std::atomic<int64_t> undelivered{0};
 
@@ -107,6 +107,12 @@ struct Task {
   void HoldResponseBytes(std::shared_ptr<std::atomic<int64_t>> ledger, int64_t bytes) {
     response_ledger_ = std::move(ledger);
     response_bytes_ = bytes;
+  }
+
+  // The caller's side, any thread: its client left, so the task is dropped wherever it is.
+  void Cancel() {
+    cancelled = true;
+    if (cancel) cancel();
   }
 
   // The delivering side: an event, then the end, once.

@@ -75,6 +75,7 @@ class Admission {
     task->deadline = origin->deadline;
     task->client = origin->client;
     task->wake = [worker = *worker] { worker->Poke(); };
+    task->cancel = [worker = *worker, task = task.get()] { worker->Cancel(*task); };
     call->Attach(task);
     // Once queued, the task is the scheduler's: it completes the call, this thread never again.
     if (auto status = (*worker)->Submit(task); !status.ok()) call->Complete(status);

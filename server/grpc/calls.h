@@ -41,9 +41,7 @@ class CallTask {
     if (gate_ != nullptr) gate_->Leave();
   }
   void Cancel() {
-    if (!task_) return;
-    task_->cancelled = true;
-    if (task_->wake) task_->wake();
+    if (task_) task_->Cancel();
   }
   std::shared_ptr<Task> task_;
   CallGate* gate_ = nullptr;

@@ -209,7 +209,7 @@ TEST_F(EngineLoopTest, CancelledGenerationsEndAndFreeTheirSequences) {
   // Cancelled from other threads while the scheduler decodes, as gRPC's OnCancel does.
   std::vector<std::thread> cancellers;
   for (Call& call : calls) {
-    cancellers.emplace_back([task = call.task] { task->cancelled = true; });
+    cancellers.emplace_back([&worker, task = call.task] { worker->Cancel(*task); });
   }
   for (auto& c : cancellers) c.join();
   for (Call& call : calls) EXPECT_EQ(call.sink->Wait().code(), absl::StatusCode::kCancelled);
@@ -231,7 +231,7 @@ TEST_F(EngineLoopTest, DeadlinesAndAFullQueueAreRefused) {
   }
   EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(refused.message().find("requests queued, its limit"), std::string::npos) << refused;
-  running.task->cancelled = true;
+  worker->Cancel(*running.task);
   EXPECT_EQ(expired.sink->Wait().code(), absl::StatusCode::kDeadlineExceeded);
   queued.pop_back();  // the refused one never reaches the scheduler
   for (Call& call : queued) EXPECT_TRUE(call.sink->Wait().ok());
@@ -263,7 +263,7 @@ TEST_F(EngineLoopTest, AFullQueueMakesRoomForAClientWithFewerRequestsQueued) {
   EXPECT_EQ(pushed_out.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(pushed_out.message().find("a client with fewer requests queued"), std::string::npos)
       << pushed_out;
-  running.task->cancelled = true;
+  worker->Cancel(*running.task);
   EXPECT_TRUE(other.sink->Wait().ok());
   for (size_t i = 0; i + 1 < busy.size(); ++i) EXPECT_TRUE(busy[i].sink->Wait().ok());
   EXPECT_EQ(busy.back().sink->completions(), 1);
@@ -294,7 +294,7 @@ TEST_F(EngineLoopTest, UnaryRequestsShareStepsWithDecoding) {
     EXPECT_GT(completed_at[i], completed_at[i - 1])
         << "requests " << i - 1 << " and " << i << " ran in one step";
   }
-  generation.task->cancelled = true;
+  worker->Cancel(*generation.task);
   EXPECT_EQ(generation.sink->Wait().code(), absl::StatusCode::kCancelled);
 }
 

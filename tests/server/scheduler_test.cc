@@ -45,7 +45,7 @@ struct Harness {
     task->generate.max_tokens = max_tokens;
     task->input_tokens = static_cast<int64_t>(task->sequences[0].size());
     task->client = std::move(client);
-    scheduler.Add(task);
+    EXPECT_TRUE(scheduler.Add(task).ok());
     return task;
   }
   std::shared_ptr<Task> Unary(TaskKind kind, int64_t batch, int64_t time) {
@@ -53,7 +53,7 @@ struct Harness {
     auto task = std::make_shared<Task>(kind, sinks.back().get());
     task->call = EngineCall{.batch = batch, .time = time, .logits_rows = batch};
     task->input_tokens = batch * time;
-    scheduler.Add(task);
+    EXPECT_TRUE(scheduler.Add(task).ok());
     return task;
   }
   // Runs a plan as the executor would: every feed is computed, and a sequence fed in full
@@ -235,6 +235,58 @@ TEST(SchedulerTest, PromptChunksBesideDecodingArePacedByTheMeasuredTimes) {
   EXPECT_EQ(step(absl::Milliseconds(1), absl::Milliseconds(16)).prefill_tokens, 32);
 }
 
+TEST(SchedulerTest, AFullQueueGivesThePlaceOfTheBusiestClientsNewestRequest) {
+  Harness h(Options());
+  std::vector<std::shared_ptr<Task>> busy;
+  for (int i = 0; i < 3; ++i) {
+    auto task = std::make_shared<Task>(TaskKind::kGenerate, nullptr);
+    task->client = "busy";
+    task->input_tokens = 5;
+    ASSERT_TRUE(h.scheduler.Add(task, /*max_waiting=*/3).ok());
+    busy.push_back(task);
+  }
+  EXPECT_EQ(h.scheduler.waiting_tokens(), 15);
+  // The busy client's own fourth finds no room.
+  auto fourth = std::make_shared<Task>(TaskKind::kGenerate, nullptr);
+  fourth->client = "busy";
+  const auto refused = h.scheduler.Add(fourth, 3);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(refused.status().message(), "3 requests queued, its limit; retry later");
+  // Another client's takes the place of the busy client's newest, which is handed back.
+  auto other = std::make_shared<Task>(TaskKind::kGenerate, nullptr);
+  other->client = "other";
+  other->input_tokens = 2;
+  const auto pushed_out = h.scheduler.Add(other, 3);
+  ASSERT_TRUE(pushed_out.ok());
+  EXPECT_EQ(*pushed_out, busy.back());
+  EXPECT_EQ(h.scheduler.waiting(), 3);
+  EXPECT_EQ(h.scheduler.waiting_tokens(), 12);
+  // A second client with one queued cannot push out the busy client's second-to-last: it
+  // would hold as many as the busy client then.
+  auto third = std::make_shared<Task>(TaskKind::kGenerate, nullptr);
+  third->client = "other";
+  EXPECT_FALSE(h.scheduler.Add(third, 3).ok());
+}
+
+TEST(SchedulerTest, ACancelledRequestLeavesTheQueueAtOnceAndIsAnsweredAtTheNextStep) {
+  Harness h(Options());
+  auto first = h.Unary(TaskKind::kNextToken, 1, 4);
+  auto second = h.Unary(TaskKind::kNextToken, 1, 4);
+  h.scheduler.Cancel(*first);
+  EXPECT_EQ(h.scheduler.waiting(), 1);
+  EXPECT_EQ(h.scheduler.waiting_tokens(), 4);
+  EXPECT_TRUE(h.scheduler.has_waiting());
+  StepPlan plan = h.scheduler.Schedule(absl::Now());
+  ASSERT_EQ(plan.ended.size(), 1u);
+  EXPECT_EQ(plan.ended[0].first, first);
+  EXPECT_EQ(plan.ended[0].second.code(), absl::StatusCode::kCancelled);
+  ASSERT_EQ(plan.unary.size(), 1u);
+  EXPECT_EQ(plan.unary[0], second);
+  // A task no longer held is ignored.
+  h.scheduler.Cancel(*first);
+  EXPECT_TRUE(h.scheduler.Schedule(absl::Now()).ended.empty());
+}
+
 TEST(SchedulerTest, CancelledAndExpiredRequestsEndWithTheirReasonAndFreeTheirBlocks) {
   Harness h(Options());
   const absl::Time now = absl::Now();
@@ -243,7 +295,7 @@ TEST(SchedulerTest, CancelledAndExpiredRequestsEndWithTheirReasonAndFreeTheirBlo
   EXPECT_GT(h.scheduler.cache().pool()->used_blocks(), 0);
   auto expired = h.Unary(TaskKind::kNextToken, 1, 4);
   expired->deadline = now - absl::Seconds(1);
-  running->cancelled = true;
+  h.scheduler.Cancel(*running);
   StepPlan plan = h.scheduler.Schedule(now);
   ASSERT_EQ(plan.ended.size(), 2u);
   EXPECT_EQ(plan.ended[0].second.code(), absl::StatusCode::kCancelled);
@@ -369,7 +421,7 @@ TEST(SchedulerTest, RandomMixesKeepTheBudgetsConserveBlocksAndFinishEverything) 
       for (auto& sink : h.sinks) {
         if (rng() % 10 == 0) sink->unsent = sink->unsent > 0 ? 0 : options.max_unsent_events;
       }
-      if (rng() % 50 == 0 && !tasks.empty()) tasks[rng() % tasks.size()]->cancelled = true;
+      if (rng() % 50 == 0 && !tasks.empty()) h.scheduler.Cancel(*tasks[rng() % tasks.size()]);
       if (tasks.size() >= 60 && h.scheduler.idle()) break;
 
       StepPlan plan = h.scheduler.Schedule(absl::Now());

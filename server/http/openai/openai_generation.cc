@@ -142,8 +142,7 @@ void GenerationJob::Wake() {
 void GenerationJob::CancelAll() {
   for (auto& choice : choices_) {
     if (choice->done_ || !choice->task_) continue;
-    choice->task_->cancelled = true;
-    if (choice->task_->wake) choice->task_->wake();
+    choice->task_->Cancel();
   }
 }
 

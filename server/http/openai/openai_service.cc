@@ -74,8 +74,7 @@ class EmbeddingCall final : public TaskSink {
     task_ = std::move(task);
     responder_->OnGone([task = std::weak_ptr<Task>(task_)] {
       if (auto held = task.lock()) {
-        held->cancelled = true;
-        if (held->wake) held->wake();
+        held->Cancel();
       }
     });
   }
