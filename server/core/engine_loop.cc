@@ -40,73 +40,19 @@ int64_t InputTokens(const Task& task) {
   return std::max<int64_t>(tokens, 1);
 }
 
-std::string Megabytes(int64_t bytes) {
-  return absl::StrCat(bytes / (1 << 20), ".", (bytes % (1 << 20)) * 10 / (1 << 20), " MiB");
-}
-
 // When the scheduler has generations but none it can step (all paused), how often it looks at
 // them anyway: for expired deadlines, and wake-ups a test's sink does not send.
 constexpr absl::Duration kPausedPoll = absl::Milliseconds(20);
 
 }  // namespace
 
-KvCacheType KvCacheTypeFor(const EngineLoopOptions& options, const ModelConfig& config) {
-  if (options.kv_cache) return *options.kv_cache;
-  return config.weights.quantized ? KvCacheType::kF16 : KvCacheType::kFloat32;
-}
-
 absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(std::string name,
                                                                std::unique_ptr<Model> model,
                                                                EngineLoopOptions options,
                                                                ServerMetrics& metrics) {
-  const ModelConfig& config = model->config;
-  // The most tokens one engine call may take: what the activation budget holds for one
-  // sequence (the cheapest shape per token), at most the configured figure.
-  int64_t fit = 0;
-  for (int64_t step = int64_t{1} << 20; step > 0; step /= 2) {
-    EngineCall call{.batch = 1, .time = fit + step, .logits_rows = 1};
-    if (ActivationBytes(config, call) <= options.budget.activation_bytes) fit += step;
-  }
-  options.max_batch_tokens = std::min(options.max_batch_tokens, fit);
-  options.step_tokens = std::clamp<int64_t>(options.step_tokens, 1, options.max_batch_tokens);
-  options.prefill_chunk_tokens =
-      std::clamp<int64_t>(options.prefill_chunk_tokens, 1, options.step_tokens);
-  const int64_t context = config.token_inputs() ? config.max_positions : 1;
-  if (options.max_batch_tokens < context) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "model ", name, ": ", options.max_batch_tokens,
-        " tokens per engine call are fewer than its context of ", context, "; ",
-        fit < context
-            ? absl::StrCat("its activation budget of ", Megabytes(options.budget.activation_bytes),
-                           " holds ", fit, ": raise --memory_limit_mb")
-            : "raise --max_batch_tokens"));
-  }
-  const ServableModel& servable = *model->servable;
-  std::optional<KvBlockShape> shape = servable.Answers(ModelMethod::kGenerate)
-                                          ? servable.CacheShape(options.kv_block_tokens)
-                                          : std::nullopt;
-  if (shape) shape->type = KvCacheTypeFor(options, config);
-  std::unique_ptr<KvBlockPool> pool;
-  if (shape) {
-    const int64_t blocks = options.budget.kv_cache_bytes / shape->BlockBytes();
-    // An encoder-decoder's source and target each take up to the context.
-    const int64_t context_blocks =
-        shape->BlocksFor(config.max_positions) * (servable.takes_sources() ? 2 : 1);
-    if (blocks < context_blocks) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "model ", name, ": its KV cache budget of ", Megabytes(options.budget.kv_cache_bytes),
-          " holds ", blocks * shape->block_tokens, " tokens, fewer than the ",
-          context_blocks * shape->block_tokens, " of its context; raise --memory_limit_mb"));
-    }
-    // Prefixes nobody holds are kept up to --prefix_cache_tokens and a quarter of the pool, so
-    // that the pool's resident part follows the work in flight rather than every prefix seen.
-    const int64_t cached_blocks = std::min(
-        blocks / 4, options.prefix_cache_tokens / std::max<int64_t>(1, shape->block_tokens));
-    ASSIGN_OR_RETURN(auto created, KvBlockPool::Create(*shape, blocks, cached_blocks));
-    pool = std::move(created);
-  }
-  return std::unique_ptr<EngineLoop>(
-      new EngineLoop(std::move(name), std::move(model), options, std::move(pool), metrics));
+  ASSIGN_OR_RETURN(EngineSizing sized, SizeEngine(name, *model, std::move(options)));
+  return std::unique_ptr<EngineLoop>(new EngineLoop(std::move(name), std::move(model),
+                                                    sized.options, std::move(sized.pool), metrics));
 }
 
 EngineLoop::EngineLoop(std::string name, std::unique_ptr<Model> model, EngineLoopOptions options,
@@ -117,15 +63,8 @@ EngineLoop::EngineLoop(std::string name, std::unique_ptr<Model> model, EngineLoo
       kv_cache_tokens_(pool ? pool->total_blocks() * pool->block_tokens() : 0),
       kv_block_shape_(pool ? pool->shape() : KvBlockShape{}),
       metrics_(metrics),
-      queue_length_(metrics.queue_length.Add({{"model", name_}})),
-      active_sequences_(metrics.active_sequences.Add({{"model", name_}})),
-      paused_streams_(metrics.paused_streams.Add({{"model", name_}})),
-      kv_used_(metrics.kv_blocks.Add({{"model", name_}, {"state", "used"}})),
-      kv_cached_(metrics.kv_blocks.Add({{"model", name_}, {"state", "cached"}})),
-      kv_free_(metrics.kv_blocks.Add({{"model", name_}, {"state", "free"}})),
-      kv_touched_(metrics.kv_touched_bytes.Add({{"model", name_}})),
-      reused_tokens_(metrics.prefix_reused_tokens.Add({{"model", name_}})),
-      preemptions_(metrics.preemptions.Add({{"model", name_}})),
+      gauges_(name_, metrics),
+      limits_(name_, *model_, options_, kv_cache_tokens_, kv_block_shape_, metrics),
       scheduler_(
           SchedulerOptions{
               .max_batch_size = options_.max_batch_size,
@@ -150,73 +89,14 @@ EngineLoop::EngineLoop(std::string name, std::unique_ptr<Model> model, EngineLoo
   metrics.queue_capacity.Add({{"model", name_}}).Set(static_cast<double>(options_.max_queue_size));
   metrics.max_batch_tokens.Add({{"model", name_}})
       .Set(static_cast<double>(options_.max_batch_tokens));
-  UpdateGauges(StepPlan{});
+  gauges_.Update(scheduler_, StepPlan{});
 }
 
 EngineLoop::~EngineLoop() { Drain(); }
 
-absl::Status EngineLoop::Refuse(const char* budget, absl::Status status) {
-  metrics_.refused.Add({{"model", name_}, {"budget", budget}}).Increment();
-  return status;
-}
-
-absl::Status EngineLoop::CheckFits(const Task& task, const RequestCost& cost) {
-  if (cost.response_bytes > options_.max_response_bytes) {
-    return Refuse("response_bytes",
-                  absl::ResourceExhaustedError(absl::StrCat(
-                      "the answer would take up to ", cost.response_bytes,
-                      " bytes, over the message limit of ", options_.max_response_bytes,
-                      " (--max_message_bytes); ask for fewer sequences, tokens or values")));
-  }
-  if (task.kind == TaskKind::kGenerate) {
-    // An encoder-decoder's source takes blocks too (Generation::source_blocks).
-    const int64_t source_tokens =
-        model_->servable->takes_sources() ? static_cast<int64_t>(task.sources[0].size()) : 0;
-    const int64_t needed = kv_cache_tokens_ > 0 ? (kv_block_shape_.BlocksFor(cost.context_tokens) +
-                                                   kv_block_shape_.BlocksFor(source_tokens)) *
-                                                      kv_block_shape_.block_tokens
-                                                : 0;
-    if (needed > kv_cache_tokens()) {
-      return Refuse("kv_cache",
-                    absl::ResourceExhaustedError(absl::StrCat(
-                        "the ", model_->servable->takes_sources() ? "source, prompt" : "prompt",
-                        " and max_tokens need ", needed, " tokens of KV cache; model ", name_,
-                        " has ", kv_cache_tokens())));
-    }
-    return absl::OkStatus();
-  }
-  if (cost.tokens > options_.max_batch_tokens) {
-    const std::string how =
-        cost.passes > 1
-            ? absl::StrCat(cost.call.batch, " sequences in ", cost.passes,
-                           " groups of similar length, each padded to its longest")
-            : absl::StrCat(cost.call.batch, " sequences padded to the longest, ", cost.call.time);
-    return Refuse("tokens", absl::InvalidArgumentError(absl::StrCat(
-                                "the request has ", cost.tokens, " tokens (", how, "); model ",
-                                name_, " takes at most ", options_.max_batch_tokens,
-                                " per request (--max_batch_tokens); split it")));
-  }
-  if (cost.activation_bytes > options_.budget.activation_bytes) {
-    return Refuse("activation_memory",
-                  absl::ResourceExhaustedError(
-                      absl::StrCat("the request needs about ", Megabytes(cost.activation_bytes),
-                                   " of working memory; model ", name_, " has ",
-                                   Megabytes(options_.budget.activation_bytes),
-                                   " per engine call; send fewer or shorter sequences")));
-  }
-  if (cost.response_bytes > options_.budget.response_bytes) {
-    return Refuse(
-        "response_bytes",
-        absl::ResourceExhaustedError(absl::StrCat(
-            "the answer would take up to ", Megabytes(cost.response_bytes), "; model ", name_,
-            " holds at most ", Megabytes(options_.budget.response_bytes), " of answers")));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status EngineLoop::Submit(std::shared_ptr<Task> task) {
   const RequestCost cost = CostOf(*task, *model_);
-  RETURN_IF_ERROR(CheckFits(*task, cost));
+  RETURN_IF_ERROR(limits_.CheckFits(*task, cost));
   const int64_t tokens = InputTokens(*task);
   task->input_tokens = tokens;
   task->call = cost.call;
@@ -230,7 +110,7 @@ absl::Status EngineLoop::Submit(std::shared_ptr<Task> task) {
     // their call is done.
     const int64_t held = response_bytes_->load();
     if (held > 0 && held + cost.response_bytes > options_.budget.response_bytes) {
-      return Refuse(
+      return limits_.Refuse(
           "response_bytes",
           absl::UnavailableError(absl::StrCat(
               "model ", name_, " holds ", Megabytes(held), " of answers not yet sent, ",
@@ -249,25 +129,26 @@ absl::Status EngineLoop::Submit(std::shared_ptr<Task> task) {
       const absl::Time answered =
           completion_.Completion(now, queued, scheduler_.waiting_tokens(), tokens, per_step);
       if (answered > limit && now + completion_.Alone(tokens) <= limit) {
-        return Refuse("deadline",
-                      absl::UnavailableError(absl::StrCat(
-                          "model ", name_, " would answer after the request's deadline (", queued,
-                          " requests queued, about ",
-                          absl::FormatDuration(absl::Trunc(answered - now, absl::Milliseconds(1))),
-                          " of work); retry later")));
+        return limits_.Refuse(
+            "deadline",
+            absl::UnavailableError(absl::StrCat(
+                "model ", name_, " would answer after the request's deadline (", queued,
+                " requests queued, about ",
+                absl::FormatDuration(absl::Trunc(answered - now, absl::Milliseconds(1))),
+                " of work); retry later")));
       }
     }
     // The scheduler's queue is the only one: a full queue makes room for a client with fewer
     // requests queued than another (Scheduler::Add).
     auto added = scheduler_.Add(task, options_.max_queue_size);
     if (!added.ok()) {
-      return Refuse("queue", absl::UnavailableError(
-                                 absl::StrCat("model ", name_, " has ", added.status().message())));
+      return limits_.Refuse("queue", absl::UnavailableError(absl::StrCat(
+                                         "model ", name_, " has ", added.status().message())));
     }
     pushed_out = *std::move(added);
     response_bytes_->fetch_add(cost.response_bytes);
     task->HoldResponseBytes(response_bytes_, cost.response_bytes);
-    queue_length_.Set(static_cast<double>(scheduler_.waiting()));
+    gauges_.QueueLength(scheduler_.waiting());
   }
   // Signalled and counted once the lock is free, so the spinning loop does not run into a held
   // mutex: a contended mutex costs it a futex call, and a system call here flushes the TLB right
@@ -276,7 +157,7 @@ absl::Status EngineLoop::Submit(std::shared_ptr<Task> task) {
   work_ready_.notify_one();
   arrivals_.fetch_add(1, std::memory_order_release);
   if (pushed_out) {
-    metrics_.refused.Add({{"model", name_}, {"budget", "queue"}}).Increment();
+    limits_.Count("queue");
     StepAnswers refused;
     refused.End(std::move(pushed_out),
                 absl::UnavailableError(
@@ -364,7 +245,7 @@ void EngineLoop::Run() {
       plan = scheduler_.Schedule(now);
       // Counted before the first token goes out: a caller who has seen one sees its sequence
       // counted.
-      UpdateGauges(plan);
+      gauges_.Update(scheduler_, plan);
     }
     if (plan.taken_tokens > 0) completion_.IterationStarted(now, plan.taken_tokens);
     for (const auto& task : plan.unary) {
@@ -386,7 +267,7 @@ void EngineLoop::Run() {
       // end never sees its sequence still held.
       std::lock_guard lock(mutex_);
       scheduler_.Update(result.outcome);
-      UpdateGauges(StepPlan{});
+      gauges_.Update(scheduler_, StepPlan{});
     }
     Deliver(std::move(result.answers));
     // The estimate is of prompt work (requests and prompt chunks); decode steps, bound by
@@ -400,20 +281,6 @@ void EngineLoop::Deliver(StepAnswers answers) {
   if (answers.empty()) return;
   if (options_.answers == nullptr) return answers.Deliver();
   options_.answers->Post([answers = std::move(answers)]() mutable { answers.Deliver(); });
-}
-
-void EngineLoop::UpdateGauges(const StepPlan& plan) {
-  reused_tokens_.Increment(static_cast<double>(plan.reused_tokens));
-  preemptions_.Increment(static_cast<double>(plan.preemptions));
-  paused_streams_.Set(static_cast<double>(scheduler_.paused()));
-  queue_length_.Set(static_cast<double>(scheduler_.waiting()));
-  active_sequences_.Set(static_cast<double>(scheduler_.running()));
-  const KvBlockPool* pool = scheduler_.cache().pool();
-  if (pool == nullptr) return;
-  kv_used_.Set(static_cast<double>(pool->used_blocks()));
-  kv_cached_.Set(static_cast<double>(pool->cached_blocks()));
-  kv_free_.Set(static_cast<double>(pool->free_blocks() - pool->cached_blocks()));
-  kv_touched_.Set(static_cast<double>(pool->touched_blocks() * pool->shape().BlockBytes()));
 }
 
 }  // namespace attnserve::server

@@ -7,7 +7,9 @@
 #include "server/frontend/request_validation.h"
 #include "server/frontend/tokenization.h"
 #include "server/grpc/calls.h"
-#include "server/grpc/open_inference/infer_methods.h"
+#include "server/grpc/open_inference/infer_answers.h"
+#include "server/grpc/open_inference/infer_models.h"
+#include "server/grpc/open_inference/infer_requests.h"
 #include "server/grpc/wire_format.h"
 #include "server/ops/call_scope.h"
 
