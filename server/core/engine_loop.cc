@@ -191,27 +191,22 @@ void EngineLoop::Drain() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool EngineLoop::AwaitWork() {
-  // Only this thread changes the running generations (Schedule and Update, under the lock):
-  // it reads them without.
+bool EngineLoop::AwaitWork(std::unique_lock<std::mutex>& lock) {
+  // Only this thread changes the running generations (Schedule and Update, under the lock).
   const bool runnable = scheduler_.HasRunnable();
-  bool waiting;
-  int64_t arrivals;
-  {
-    std::lock_guard lock(mutex_);
-    waiting = scheduler_.has_waiting();
-    arrivals = arrivals_.load(std::memory_order_acquire);
-  }
-  if (!runnable && !waiting && options_.idle_spin > absl::ZeroDuration()) {
-    // Meanwhile, re-cache the weights' page translations, a few pages between looks at the queue.
+  if (!runnable && !scheduler_.has_waiting() && options_.idle_spin > absl::ZeroDuration()) {
+    // Nothing to do: poll for a while with the lock free for Submit, and meanwhile re-cache the
+    // weights' page translations, a few pages between looks.
     constexpr int64_t kPagesPerLook = 32;
+    const int64_t arrivals = arrivals_.load(std::memory_order_acquire);
+    lock.unlock();
     weight_pages_.Restart();
     const absl::Time until = absl::Now() + options_.idle_spin;
     while (arrivals_.load(std::memory_order_acquire) == arrivals && absl::Now() < until) {
       if (weight_pages_.Step(kPagesPerLook) == 0) __builtin_ia32_pause();
     }
+    lock.lock();
   }
-  std::unique_lock lock(mutex_);
   const auto ready = [&] {
     return scheduler_.has_waiting() || runnable || draining_ || poked_.exchange(false);
   };
@@ -236,17 +231,18 @@ void EngineLoop::Run() {
   // "attn:<model>" in top -H and perf (a thread's name holds 15 bytes).
   pthread_setname_np(pthread_self(), absl::StrCat("attn:", name_).substr(0, 15).c_str());
   omp_set_num_threads(options_.compute_threads);
-  while (AwaitWork()) {
+  // Submit and Cancel reach the scheduler under the lock; this thread holds it from the end of
+  // one step's engine calls to the start of the next's, taking it once a step: each time it
+  // waits for a lock a caller holds costs a futex call, and on two CPUs sometimes the rest of
+  // the holder's time slice.
+  std::unique_lock lock(mutex_);
+  while (AwaitWork(lock)) {
     const absl::Time now = absl::Now();
-    StepPlan plan;
-    {
-      // Submit and Cancel reach the scheduler under the lock; the engine runs without it.
-      std::lock_guard lock(mutex_);
-      plan = scheduler_.Schedule(now);
-      // Counted before the first token goes out: a caller who has seen one sees its sequence
-      // counted.
-      gauges_.Update(scheduler_, plan);
-    }
+    StepPlan plan = scheduler_.Schedule(now);
+    // Counted before the first token goes out: a caller who has seen one sees its sequence
+    // counted.
+    gauges_.Update(scheduler_, plan);
+    lock.unlock();
     if (plan.taken_tokens > 0) completion_.IterationStarted(now, plan.taken_tokens);
     for (const auto& task : plan.unary) {
       metrics_.queue_time.Add({{"model", name_}, {"method", MethodName(task->kind)}})
@@ -262,18 +258,22 @@ void EngineLoop::Run() {
       Deliver(std::move(ended));
     }
     Executor::Result result = executor_.Run(plan);
-    {
-      // The scheduler frees what ended before its callers hear of it: a caller who has seen the
-      // end never sees its sequence still held.
-      std::lock_guard lock(mutex_);
-      scheduler_.Update(result.outcome);
-      gauges_.Update(scheduler_, StepPlan{});
-    }
-    Deliver(std::move(result.answers));
     // The estimate is of prompt work (requests and prompt chunks); decode steps, bound by
     // reading the weights rather than by tokens, would make it look many times as costly.
     completion_.IterationEnded(absl::Now() - result.outcome.decode_time,
                                plan.taken_tokens + plan.prefill_tokens);
+    lock.lock();
+    // The scheduler frees what ended before its callers hear of it: a caller who has seen the
+    // end never sees its sequence still held.
+    scheduler_.Update(result.outcome);
+    gauges_.Update(scheduler_, StepPlan{});
+    if (options_.answers != nullptr) {
+      Deliver(std::move(result.answers));  // a hand-off: no sink runs under the lock
+    } else {
+      lock.unlock();
+      Deliver(std::move(result.answers));
+      lock.lock();
+    }
   }
 }
 

@@ -76,7 +76,7 @@ class EngineLoop {
 
   void Run();
   // Waits until there is work, then moves submitted tasks to the scheduler; false once drained.
-  bool AwaitWork();
+  bool AwaitWork(std::unique_lock<std::mutex>& lock);
   // Hands a step's answers to the answer writer (or delivers them here, without one).
   void Deliver(StepAnswers answers);
 
