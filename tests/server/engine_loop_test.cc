@@ -198,6 +198,53 @@ TEST_F(EngineLoopTest, ConcurrentSubmittersAreEachAnsweredOnce) {
   EXPECT_EQ(Gauge(metrics_.queue_length), 0);
 }
 
+TEST_F(EngineLoopTest, AnswersDeliveredByTheAnswerWriterComeInOrderAndEndOnce) {
+  // The server's way: every stream's events and every ending leave the engine thread for the
+  // answer writer's, while other threads submit and cancel.
+  AnswerWriter writer;
+  EngineLoopOptions options;
+  options.answers = &writer;
+  auto worker = StartWorker(options);
+  std::vector<Call> calls;
+  for (int i = 0; i < 12; ++i) {
+    calls.push_back(MakeCall(i % 3 == 0 ? TaskKind::kNextToken : TaskKind::kGenerate, i,
+                             /*generate_tokens=*/i % 4 == 1 ? 600 : 12));
+  }
+  std::vector<std::thread> submitters;
+  for (Call& call : calls) {
+    submitters.emplace_back([&worker, &call] { call.submitted = worker->Submit(call.task); });
+  }
+  for (auto& t : submitters) t.join();
+  // The long ones are cancelled once they stream.
+  for (Call& call : calls) {
+    if (call.task->kind == TaskKind::kGenerate && call.task->generate.max_tokens == 600) {
+      call.sink->WaitForEvents(2);
+      worker->Cancel(*call.task);
+    }
+  }
+  for (Call& call : calls) {
+    ASSERT_TRUE(call.submitted.ok()) << call.submitted;
+    const absl::Status status = call.sink->Wait();
+    EXPECT_EQ(call.sink->completions(), 1);
+    if (call.task->kind != TaskKind::kGenerate) {
+      EXPECT_TRUE(status.ok()) << status;
+      continue;
+    }
+    const std::vector<GenerationEvent> events = call.sink->events();
+    if (call.task->generate.max_tokens == 600) {
+      EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
+      EXPECT_LT(events.size(), 600u);
+      continue;
+    }
+    // Every token, then the end, in order, before the call completes.
+    EXPECT_TRUE(status.ok()) << status;
+    ASSERT_FALSE(events.empty());
+    EXPECT_TRUE(events.back().finished);
+    for (size_t e = 0; e + 1 < events.size(); ++e) EXPECT_FALSE(events[e].finished);
+  }
+  EXPECT_EQ(Gauge(metrics_.active_sequences), 0);
+}
+
 TEST_F(EngineLoopTest, CancelledGenerationsEndAndFreeTheirSequences) {
   auto worker = StartWorker();
   std::vector<Call> calls;
