@@ -31,12 +31,15 @@ GENERATION = re.compile(r"Generating (\d+) tokens \(temperature ([\d.]+), seed (
 # bounds a stuck one.
 BUILD_TIMEOUT = 600
 
+# The server wants an API key; every example sends $ATTNSERVE_API_KEY.
+KEY = "sk-attnserve-examples"
+
 server = None
 
 
 def setUpModule():
     global server
-    server = Server()
+    server = Server(f"--api_key={KEY}", api_key=KEY)
 
 
 def tearDownModule():
@@ -96,6 +99,7 @@ class ExampleTests:
 
     def run_example(self, *args, command=None, cwd=None, **env):
         environment = {k: v for k, v in os.environ.items() if k != "ATTNSERVE_PROTO"}
+        environment["ATTNSERVE_API_KEY"] = KEY
         environment.update(self.env, **env)
         return subprocess.run([*(command or self.command), "--target", f"127.0.0.1:{server.port}",
                                *args], cwd=cwd or self.cwd, env=environment, capture_output=True,
@@ -144,6 +148,11 @@ class ExampleTests:
                 self.assertTrue(continuation)
                 self.assertEqual(continuation, "".join(tokens))
                 self.assertEqual(reason, pb.FinishReason.Name(finish.reason))
+
+    def test_without_the_key_the_server_refuses_and_the_example_says_so(self):
+        result = self.run_example("--model", MODEL, "--text", "Hello", ATTNSERVE_API_KEY="")
+        self.assertNotEqual(result.returncode, 0, result.stdout)
+        self.assertIn("UNAUTHENTICATED", result.stderr)
 
     def test_an_unknown_model_exits_nonzero_with_the_status_and_the_model(self):
         result = self.run_example("--model", "no_such_model", "--text", "Hello")

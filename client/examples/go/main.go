@@ -23,6 +23,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pb "attnserve.example/nexttoken/attnservepb"
@@ -61,7 +62,12 @@ func run(target, model, text string) error {
 	client := pb.NewInferenceClient(conn)
 	prompt := &pb.Sequence{Input: &pb.Sequence_Text{Text: text}}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// A server started with --api_key wants the key with every call.
+	base := context.Background()
+	if key := os.Getenv("ATTNSERVE_API_KEY"); key != "" {
+		base = metadata.AppendToOutgoingContext(base, "authorization", "Bearer "+key)
+	}
+	ctx, cancel := context.WithTimeout(base, 30*time.Second)
 	defer cancel()
 	reply, err := client.NextToken(ctx, &pb.NextTokenRequest{
 		Model: model, Sequences: []*pb.Sequence{prompt}, TopK: topK})
@@ -77,7 +83,7 @@ func run(target, model, text string) error {
 
 	fmt.Printf("\nGenerating %d tokens (temperature %v, seed %d):\n", maxTokens, temperature, seed)
 	fmt.Print(text)
-	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel = context.WithTimeout(base, 30*time.Second)
 	defer cancel()
 	stream, err := client.Generate(ctx, &pb.GenerateRequest{
 		Model: model, Prompt: prompt, MaxTokens: maxTokens, Temperature: temperature,

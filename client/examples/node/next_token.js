@@ -32,11 +32,16 @@ async function main() {
   });
   const { Inference } = grpc.loadPackageDefinition(definition).attnserve.v1;
   const client = new Inference(args.target, grpc.credentials.createInsecure());
+  // A server started with --api_key wants the key with every call.
+  const metadata = new grpc.Metadata();
+  if (process.env.ATTNSERVE_API_KEY) {
+    metadata.set('authorization', `Bearer ${process.env.ATTNSERVE_API_KEY}`);
+  }
   const prompt = { text: args.text };
   try {
     const nextToken = promisify(client.nextToken).bind(client);
     const reply = await nextToken({ model: args.model, sequences: [prompt], top_k: TOP_K },
-      withDeadline());
+      metadata, withDeadline());
     console.log(`Top ${TOP_K} next tokens after ${JSON.stringify(args.text)}:`);
     console.log(`${'id'.padStart(5)}  ${'token'.padEnd(10)}  probability`);
     for (const token of reply.results[0].top) { // one result per sequence, most probable first
@@ -53,7 +58,7 @@ async function main() {
     // Tokens arrive as they are sampled; the last message says why generation stopped.
     // (With oneofs: true, `message.event` names the field set in the proto's `event` oneof.)
     await new Promise((resolve, reject) => {
-      client.generate(request, withDeadline())
+      client.generate(request, metadata, withDeadline())
         .on('data', (message) => {
           if (message.event === 'token') {
             process.stdout.write(message.token.text);

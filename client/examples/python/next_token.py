@@ -3,6 +3,7 @@
 #   PYTHONPATH=build/stubs python3 client/examples/python/next_token.py --text "Once upon a time"
 import argparse
 import json
+import os
 import sys
 
 import grpc
@@ -22,12 +23,15 @@ def main():
     parser.add_argument("--text", default="The meaning of life is")
     args = parser.parse_args()
 
+    # A server started with --api_key wants the key with every call.
+    key = os.environ.get("ATTNSERVE_API_KEY")
+    metadata = [("authorization", f"Bearer {key}")] if key else None
     with grpc.insecure_channel(args.target) as channel:
         stub = inference_pb2_grpc.InferenceStub(channel)
         prompt = inference_pb2.Sequence(text=args.text)
 
         reply = stub.NextToken(inference_pb2.NextTokenRequest(
-            model=args.model, sequences=[prompt], top_k=TOP_K), timeout=30)
+            model=args.model, sequences=[prompt], top_k=TOP_K), timeout=30, metadata=metadata)
         print(f"Top {TOP_K} next tokens after {json.dumps(args.text, ensure_ascii=False)}:")
         print(f"{'id':>5}  {'token':<10}  probability")
         for token in reply.results[0].top:  # one result per sequence, most probable first
@@ -41,7 +45,7 @@ def main():
                                                 max_tokens=MAX_TOKENS, temperature=TEMPERATURE,
                                                 seed=SEED)
         # Tokens arrive as they are sampled; the last message says why generation stopped.
-        for event in stub.Generate(request, timeout=30):
+        for event in stub.Generate(request, timeout=30, metadata=metadata):
             if event.HasField("token"):
                 print(event.token.text, end="", flush=True)
             else:

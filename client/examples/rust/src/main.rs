@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use tonic::transport::Endpoint;
+use tonic::metadata::{Ascii, MetadataValue};
 use tonic::{Code, Request, Status};
 
 mod pb {
@@ -55,6 +56,15 @@ async fn run(args: Args) -> Result<(), Status> {
         .map_err(|error| Status::invalid_argument(format!("--target {}: {error}", args.target)))?
         .connect_lazy(); // connects at the first call, whose status then says if it could not
     let mut client = InferenceClient::new(channel);
+    // A server started with --api_key wants the key with every call.
+    let authorization: Option<MetadataValue<Ascii>> = match std::env::var("ATTNSERVE_API_KEY") {
+        Ok(key) if !key.is_empty() => Some(
+            format!("Bearer {key}")
+                .parse()
+                .map_err(|_| Status::invalid_argument("ATTNSERVE_API_KEY is not ASCII"))?,
+        ),
+        _ => None,
+    };
     let prompt = Sequence {
         input: Some(Input::Text(args.text.clone())),
     };
@@ -66,6 +76,9 @@ async fn run(args: Args) -> Result<(), Status> {
         ..Default::default()
     });
     request.set_timeout(TIMEOUT);
+    if let Some(value) = &authorization {
+        request.metadata_mut().insert("authorization", value.clone());
+    }
     let reply = client.next_token(request).await?.into_inner();
     println!("Top {TOP_K} next tokens after {}:", quote(&args.text));
     println!("{:>5}  {:<10}  probability", "id", "token");
@@ -88,6 +101,9 @@ async fn run(args: Args) -> Result<(), Status> {
         ..Default::default()
     });
     request.set_timeout(TIMEOUT);
+    if let Some(value) = authorization {
+        request.metadata_mut().insert("authorization", value);
+    }
     // Tokens arrive as they are sampled; the last message says why generation stopped.
     let mut stream = client.generate(request).await?.into_inner();
     while let Some(response) = stream.message().await? {

@@ -11,8 +11,10 @@ import attnserve.v1.InferenceOuterClass.TokenProbability;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
+import io.grpc.stub.MetadataUtils;
 import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.PrintStream;
@@ -52,7 +54,16 @@ public final class NextToken {
         Grpc.newChannelBuilder(flags.get("target"), InsecureChannelCredentials.create()).build();
     boolean failed = false;
     try {
-      run(InferenceGrpc.newBlockingStub(channel), flags.get("model"), flags.get("text"));
+      InferenceBlockingStub stub = InferenceGrpc.newBlockingStub(channel);
+      // A server started with --api_key wants the key with every call.
+      String key = System.getenv("ATTNSERVE_API_KEY");
+      if (key != null && !key.isEmpty()) {
+        Metadata headers = new Metadata();
+        headers.put(
+            Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER), "Bearer " + key);
+        stub = stub.withInterceptors(MetadataUtils.newAttachHeadersInterceptor(headers));
+      }
+      run(stub, flags.get("model"), flags.get("text"));
     } catch (StatusRuntimeException e) {
       // e.g. NOT_FOUND for an unknown model, UNAVAILABLE if no server
       Status status = e.getStatus();
