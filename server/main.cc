@@ -60,7 +60,7 @@ ABSL_FLAG(int64_t, step_tokens, 2048,
           "Score or Embed requests together (a larger request runs alone)");
 ABSL_FLAG(int64_t, prefill_chunk_tokens, 256,
           "The step's token budget while generations decode (chunked prefill), at most");
-ABSL_FLAG(double, prefill_pacing, 1.0,
+ABSL_FLAG(double, prefill_pacing, 1.3,
           "While generations decode, a step's prompt chunks and requests take about this many "
           "times its decode call (at least 32 tokens; 0: always --prefill_chunk_tokens): the "
           "streams' inter-token latency against how fast new prompts start");

@@ -31,7 +31,7 @@ struct EngineLoopOptions {
   // and what pacing sizes it by: the step's other work takes about this many times its decode
   // call (server/core/prefill_pacing.h; 0: always prefill_chunk_tokens).
   int64_t prefill_chunk_tokens = 256;
-  double prefill_pacing = 1.0;
+  double prefill_pacing = 1.3;
   int64_t kv_block_tokens = 32;
   // Tokens of finished sequences' prefixes kept for reuse (whole blocks; at most a quarter of the
   // pool): enough for the system prompts and recent conversations a chat server sees again, and

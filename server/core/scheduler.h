@@ -82,7 +82,7 @@ struct SchedulerOptions {
   // While generations decode, the step's other work takes about this many times its decode
   // call (server/core/prefill_pacing.h), within prefill_chunk_tokens; 0: always
   // prefill_chunk_tokens.
-  double prefill_pacing = 1.0;
+  double prefill_pacing = 1.3;
   int64_t max_unsent_events = 4;  // a stream with this many events unsent is paused
   int64_t activation_budget = INT64_MAX;
   // The activation memory of one engine call (ActivationBytes for the model's config).
