@@ -4,7 +4,10 @@
 // of chunks (server-sent events). Every request's cost is bounded before it is read: its header
 // and body sizes, the time it may take to arrive (a client sending a byte at a time is cut off),
 // the connections open at once. A client that goes away while its answer is being made is told
-// to the handler, so its work is cancelled. docs/serving.md says why Beast.
+// to the handler, so its work is cancelled; one that stops reading backs its stream's chunks up
+// here (a small socket send buffer), where the handler sees them as unsent, and is cut off
+// after write_timeout. Plain HTTP, or HTTPS (OpenSSL through Asio). docs/serving.md says why
+// Beast.
 #pragma once
 
 #include <atomic>
