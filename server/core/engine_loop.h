@@ -105,8 +105,8 @@ class EngineLoop {
   const std::shared_ptr<std::atomic<int64_t>> response_bytes_ =
       std::make_shared<std::atomic<int64_t>>(0);
   Scheduler scheduler_;      // its queue under mutex_; its generations changed by this thread
-  Executor executor_;        // scheduler thread only
-  PageWarmer weight_pages_;  // scheduler thread only
+  Executor executor_;        // this thread only
+  PageWarmer weight_pages_;  // this thread only
   std::thread thread_;
 };
 

@@ -1,6 +1,7 @@
-// The gRPC side of a task: callback-API reactors that the scheduler thread completes itself.
-// No gRPC thread blocks while a request waits for the engine, and the answer leaves without a
-// handoff back to a handler thread.
+// The gRPC side of a task: callback-API reactors that the engine loop (a small unary answer) or
+// the answer writer's thread (streams, endings, large answers) completes. No gRPC thread blocks
+// while a request waits for the engine, and the answer leaves without a handoff back to a
+// handler thread.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
