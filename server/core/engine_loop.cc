@@ -267,20 +267,39 @@ void EngineLoop::Run() {
     // end never sees its sequence still held.
     scheduler_.Update(result.outcome);
     gauges_.Update(scheduler_, StepPlan{});
-    if (options_.answers != nullptr) {
-      Deliver(std::move(result.answers));  // a hand-off: no sink runs under the lock
+    if (HandsOver(result.answers)) {
+      Deliver(std::move(result.answers), /*hand_over=*/true);  // no sink runs under the lock
     } else {
       lock.unlock();
-      Deliver(std::move(result.answers));
+      Deliver(std::move(result.answers), /*hand_over=*/false);
       lock.lock();
     }
   }
 }
 
+bool EngineLoop::HandsOver(const StepAnswers& answers) const {
+  // A few answers are delivered here when nothing handed over is still undelivered (so that no
+  // task's answers overtake each other): a lone stream's token would wait longer for the
+  // writer's thread to wake than its encoding takes.
+  constexpr int64_t kInlineAnswers = 4;
+  return options_.answers != nullptr &&
+         (answers.size() > kInlineAnswers || handed_over_->load(std::memory_order_acquire) > 0);
+}
+
 void EngineLoop::Deliver(StepAnswers answers) {
+  const bool hand_over = HandsOver(answers);
+  Deliver(std::move(answers), hand_over);
+}
+
+void EngineLoop::Deliver(StepAnswers answers, bool hand_over) {
   if (answers.empty()) return;
-  if (options_.answers == nullptr) return answers.Deliver();
-  options_.answers->Post([answers = std::move(answers)]() mutable { answers.Deliver(); });
+  if (!hand_over) return answers.Deliver();
+  handed_over_->fetch_add(1, std::memory_order_relaxed);
+  // The count, not the loop: the loop may be gone once the last answer is out.
+  options_.answers->Post([handed_over = handed_over_, answers = std::move(answers)]() mutable {
+    answers.Deliver();
+    handed_over->fetch_sub(1, std::memory_order_release);
+  });
 }
 
 }  // namespace attnserve::server

@@ -79,6 +79,9 @@ class EngineLoop {
   bool AwaitWork(std::unique_lock<std::mutex>& lock);
   // Hands a step's answers to the answer writer (or delivers them here, without one).
   void Deliver(StepAnswers answers);
+  void Deliver(StepAnswers answers, bool hand_over);
+  // Whether Deliver hands `answers` to the answer writer rather than delivering them here.
+  bool HandsOver(const StepAnswers& answers) const;
 
   const std::string name_;
   const std::unique_ptr<Model> model_;
@@ -98,6 +101,9 @@ class EngineLoop {
   // Requests submitted so far, read without the lock by the idle spin.
   std::atomic<int64_t> arrivals_{0};
   std::atomic<bool> poked_{false};  // a paused stream's client read
+  // Batches of answers handed to the answer writer and not yet delivered.
+  const std::shared_ptr<std::atomic<int64_t>> handed_over_ =
+      std::make_shared<std::atomic<int64_t>>(0);
   CompletionEstimate completion_;
   bool draining_ = false;
   // Bytes of answers admitted and not yet sent; shared with the tasks, which give theirs back

@@ -23,6 +23,7 @@ class StepAnswers {
   // A request's end, after its events.
   void End(std::shared_ptr<Task> task, absl::Status status);
   bool empty() const { return answers_.empty(); }
+  int64_t size() const { return static_cast<int64_t>(answers_.size()); }
 
   // Hands every answer to its task's sink, in order. Once, on any thread.
   void Deliver();
