@@ -131,11 +131,15 @@ absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string&
   return text.str();
 }
 
-// HTTPS with the gRPC port's certificate, key and client CAs, when it has them.
-absl::StatusOr<std::optional<HttpTls>> HttpTlsFromFlags() {
+// The PEM texts of --tls_cert, --tls_key and --tls_client_ca, read once for both ports; none
+// without --tls_cert.
+absl::StatusOr<std::optional<HttpTls>> TlsFromFlags() {
   const std::string cert = absl::GetFlag(FLAGS_tls_cert), key = absl::GetFlag(FLAGS_tls_key);
   const std::string client_ca = absl::GetFlag(FLAGS_tls_client_ca);
-  if (cert.empty() || key.empty()) return std::nullopt;
+  if (cert.empty() && key.empty() && client_ca.empty()) return std::nullopt;
+  if (cert.empty() || key.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
+  }
   HttpTls tls;
   ASSIGN_OR_RETURN(tls.certificate_chain, ReadFile("tls_cert", cert));
   ASSIGN_OR_RETURN(tls.private_key, ReadFile("tls_key", key));
@@ -145,24 +149,13 @@ absl::StatusOr<std::optional<HttpTls>> HttpTlsFromFlags() {
   return tls;
 }
 
-// Insecure without --tls_cert; TLS with it; mutual TLS with --tls_client_ca as well.
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
-  const std::string cert = absl::GetFlag(FLAGS_tls_cert), key = absl::GetFlag(FLAGS_tls_key);
-  const std::string client_ca = absl::GetFlag(FLAGS_tls_client_ca);
-  if (cert.empty() && key.empty() && client_ca.empty()) return grpc::InsecureServerCredentials();
-  if (cert.empty() || key.empty()) {
-    return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
-  }
+// Insecure without TLS; TLS with it; mutual TLS with client CAs as well.
+std::shared_ptr<grpc::ServerCredentials> Credentials(const std::optional<HttpTls>& tls) {
+  if (!tls) return grpc::InsecureServerCredentials();
   grpc::SslServerCredentialsOptions options;
-  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  ASSIGN_OR_RETURN(auto cert_pem, ReadFile("tls_cert", cert));
-  ASSIGN_OR_RETURN(auto key_pem, ReadFile("tls_key", key));
-  pair.cert_chain = cert_pem;
-  pair.private_key = key_pem;
-  options.pem_key_cert_pairs.push_back(pair);
-  if (!client_ca.empty()) {
-    ASSIGN_OR_RETURN(auto ca_pem, ReadFile("tls_client_ca", client_ca));
-    options.pem_root_certs = ca_pem;
+  options.pem_key_cert_pairs.push_back({tls->private_key, tls->certificate_chain});
+  if (!tls->client_ca.empty()) {
+    options.pem_root_certs = tls->client_ca;
     options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(options);
@@ -246,19 +239,14 @@ int Serve() {
   // batch), once the engine is idle.
   MemoryTrimmer trimmer;
 
-  auto credentials = Credentials();
-  if (!credentials.ok()) {
-    std::cerr << "attnserve: " << credentials.status().message() << "\n";
+  auto tls = TlsFromFlags();
+  if (!tls.ok()) {
+    std::cerr << "attnserve: " << tls.status().message() << "\n";
     return 1;
   }
   auto keys = ApiKeys::Create(absl::GetFlag(FLAGS_api_key), absl::GetFlag(FLAGS_api_key_file));
   if (!keys.ok()) {
     std::cerr << "attnserve: " << keys.status().message() << "\n";
-    return 1;
-  }
-  auto http_tls = HttpTlsFromFlags();
-  if (!http_tls.ok()) {
-    std::cerr << "attnserve: " << http_tls.status().message() << "\n";
     return 1;
   }
   CallGate gate;
@@ -271,7 +259,7 @@ int Serve() {
   const std::string address =
       absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
   int bound_port = 0;
-  builder.AddListeningPort(address, *credentials, &bound_port);
+  builder.AddListeningPort(address, Credentials(*tls), &bound_port);
   builder.RegisterService(&service);
   builder.RegisterService(&open_inference);
   // Compressed requests are refused (UNIMPLEMENTED, naming the algorithm) before a byte is
@@ -318,7 +306,7 @@ int Serve() {
     const std::string http_host = absl::GetFlag(FLAGS_http_host).empty()
                                       ? absl::GetFlag(FLAGS_host)
                                       : absl::GetFlag(FLAGS_http_host);
-    auto started = HttpServer::Start(http_host, http_port, limits, openai, *http_tls);
+    auto started = HttpServer::Start(http_host, http_port, limits, openai, *tls);
     if (!started.ok()) {
       std::cerr << "attnserve: " << started.status().message() << "\n";
       return 1;
@@ -332,7 +320,7 @@ int Serve() {
             << " with " << threads << " compute thread(s)"
             << (exposer ? absl::StrCat("; metrics on :", absl::GetFlag(FLAGS_metrics_port))
                         : std::string())
-            << (http ? absl::StrCat("; OpenAI API on :", http->port(), *http_tls ? " (HTTPS)" : "")
+            << (http ? absl::StrCat("; OpenAI API on :", http->port(), *tls ? " (HTTPS)" : "")
                      : std::string())
             << ((*keys)->required() ? "; API keys required" : "") << "\n";
 
