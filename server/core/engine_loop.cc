@@ -34,15 +34,24 @@ const char* MethodName(TaskKind kind) {
 // The tokens a task puts through the engine before its first answer: what its queue wait is
 // estimated from.
 int64_t InputTokens(const Task& task) {
-  int64_t tokens =
-      TokenCount(task.sequences) + TokenCount(task.sources) + TokenCount(task.embed_inputs.tokens);
-  for (int64_t length : task.embed_inputs.features.lengths) tokens += length;
+  int64_t tokens = 0;
+  switch (task.kind) {
+    case TaskKind::kNextToken:
+      tokens = TokenCount(task.next_token().sequences) + TokenCount(task.next_token().sources);
+      break;
+    case TaskKind::kScore:
+      tokens = TokenCount(task.score().sequences) + TokenCount(task.score().sources);
+      break;
+    case TaskKind::kEmbed:
+      tokens = TokenCount(task.embed().inputs.tokens);
+      for (int64_t length : task.embed().inputs.features.lengths) tokens += length;
+      break;
+    case TaskKind::kGenerate:
+      tokens = TokenCount(task.generate().sequences) + TokenCount(task.generate().sources);
+      break;
+  }
   return std::max<int64_t>(tokens, 1);
 }
-
-// When the scheduler has generations but none it can step (all paused), how often it looks at
-// them anyway: for expired deadlines, and wake-ups a test's sink does not send.
-constexpr absl::Duration kPausedPoll = absl::Milliseconds(20);
 
 }  // namespace
 
@@ -147,7 +156,7 @@ absl::Status EngineLoop::Submit(std::shared_ptr<Task> task) {
     }
     pushed_out = *std::move(added);
     response_bytes_->fetch_add(cost.response_bytes);
-    task->HoldResponseBytes(response_bytes_, cost.response_bytes);
+    task->response_bytes = HeldBytes(response_bytes_, cost.response_bytes);
     gauges_.QueueLength(scheduler_.waiting());
   }
   // Signalled and counted once the lock is free, so the spinning loop does not run into a held
@@ -176,10 +185,13 @@ void EngineLoop::Cancel(const Task& task) {
   work_ready_.notify_one();
 }
 
-void EngineLoop::Poke() {
-  poked_.store(true, std::memory_order_release);
-  std::lock_guard lock(mutex_);  // so the scheduler cannot miss it between its check and wait
-  work_ready_.notify_one();
+void EngineLoop::Resume(const Task& task) {
+  bool resumed;
+  {
+    std::lock_guard lock(mutex_);
+    resumed = scheduler_.Resume(task);
+  }
+  if (resumed) work_ready_.notify_one();
 }
 
 void EngineLoop::Drain() {
@@ -192,7 +204,8 @@ void EngineLoop::Drain() {
 }
 
 bool EngineLoop::AwaitWork(std::unique_lock<std::mutex>& lock) {
-  // Only this thread changes the running generations (Schedule and Update, under the lock).
+  // Only this thread adds and removes running generations (Schedule and Update); Resume
+  // unpauses them, under the lock.
   const bool runnable = scheduler_.HasRunnable();
   if (!runnable && !scheduler_.has_waiting() && options_.idle_spin > absl::ZeroDuration()) {
     // Nothing to do: poll for a while with the lock free for Submit, and meanwhile re-cache the
@@ -208,12 +221,14 @@ bool EngineLoop::AwaitWork(std::unique_lock<std::mutex>& lock) {
     lock.lock();
   }
   const auto ready = [&] {
-    return scheduler_.has_waiting() || runnable || draining_ || poked_.exchange(false);
+    return scheduler_.has_waiting() || scheduler_.HasRunnable() || draining_;
   };
-  if (scheduler_.running() == 0) {
+  // Every stream paused: nothing to do until one resumes, or the first deadline passes.
+  const absl::Time deadline = scheduler_.earliest_deadline();
+  if (deadline == absl::InfiniteFuture()) {
     work_ready_.wait(lock, ready);
   } else {
-    work_ready_.wait_for(lock, absl::ToChronoMicroseconds(kPausedPoll), ready);
+    work_ready_.wait_until(lock, absl::ToChronoTime(deadline), ready);
   }
   // Nothing decoding: give a lone request a moment's company, so concurrent ones share a batch.
   if (!runnable && scheduler_.waiting() > 0) {
@@ -265,7 +280,7 @@ void EngineLoop::Run() {
     lock.lock();
     // The scheduler frees what ended before its callers hear of it: a caller who has seen the
     // end never sees its sequence still held.
-    scheduler_.Update(result.outcome);
+    executor_.Finish(scheduler_.Update(result.outcome), result.answers);
     gauges_.Update(scheduler_, StepPlan{});
     if (HandsOver(result.answers)) {
       Deliver(std::move(result.answers), /*hand_over=*/true);  // no sink runs under the lock

@@ -57,8 +57,9 @@ class EngineLoop {
   absl::Status Submit(std::shared_ptr<Task> task);
   // Stops accepting work and returns once everything accepted has finished.
   void Drain();
-  // Wakes the scheduler: a paused stream's client read. Any thread.
-  void Poke();
+  // The client of `task` read: its stream, if paused, runs again when few enough of its
+  // events are unsent. Any thread.
+  void Resume(const Task& task);
   // The caller of `task` left: the scheduler drops it (answered CANCELLED) whether it waits or
   // runs; nothing when it has ended. Any thread.
   void Cancel(const Task& task);
@@ -97,10 +98,10 @@ class EngineLoop {
   // Guards the scheduler's queue (Submit and Cancel reach it from any thread), Schedule and
   // Update, and what follows.
   std::mutex mutex_;
-  std::condition_variable work_ready_;  // work was queued or cancelled, or draining_ was set
+  // Work was queued or cancelled, a stream resumed, or draining_ was set.
+  std::condition_variable work_ready_;
   // Requests submitted so far, read without the lock by the idle spin.
   std::atomic<int64_t> arrivals_{0};
-  std::atomic<bool> poked_{false};  // a paused stream's client read
   // Batches of answers handed to the answer writer and not yet delivered.
   const std::shared_ptr<std::atomic<int64_t>> handed_over_ =
       std::make_shared<std::atomic<int64_t>>(0);

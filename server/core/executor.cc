@@ -6,7 +6,6 @@
 #include <limits>
 #include <map>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/core/responses.h"
 #include "server/core/sampling.h"
@@ -53,13 +52,13 @@ Executor::Result Executor::Run(const StepPlan& plan) {
   // Generations: new ones, engine states for those that have none, then the decode batch and
   // the prompt chunks.
   for (Sequence* g : plan.admitted) {
-    generations_.try_emplace(g->id, g->task->generate.seed, *model_.tokenizer, g->tokens);
+    generations_.try_emplace(g->id, g->task->generate().options.seed, *model_.tokenizer, g->tokens);
     prompt_tokens_.Increment(static_cast<double>(g->prompt_tokens));
   }
   for (Sequence* g : plan.start) {
     const bool sources = model_.servable->takes_sources();
-    auto state = model_.servable->Start(sources ? g->task->sources[0] : std::vector<int64_t>(),
-                                        g->table.get());
+    auto state = model_.servable->Start(
+        sources ? g->task->generate().sources[0] : std::vector<int64_t>(), g->table.get());
     if (!state.ok()) {
       End(*g, EngineFailure(state.status()), result);
       continue;
@@ -116,13 +115,26 @@ void Executor::Feed(const std::vector<struct Feed>& feeds, Result& result) {
 
 void Executor::End(Sequence& g, absl::Status status, Result& result) {
   generations_.erase(g.id);
-  result.outcome.finished.push_back(&g);
+  result.outcome.failed.push_back(&g);
   result.answers.End(g.task, std::move(status));
 }
 
-bool Executor::Emit(Sequence& g, Generation& generation, const float* logits, Result& result) {
+void Executor::Finish(const std::vector<FinishedGeneration>& finished, StepAnswers& answers) {
+  for (const FinishedGeneration& f : finished) {
+    const auto generation = generations_.find(f.id);
+    answers.Event(f.task, {.finished = true,
+                           .text = generation->second.text.Finish(),
+                           .reason = f.reason,
+                           .prompt_tokens = f.prompt_tokens,
+                           .generated_tokens = f.generated_tokens});
+    answers.End(f.task, absl::OkStatus());
+    generations_.erase(generation);
+  }
+}
+
+void Executor::Emit(Sequence& g, Generation& generation, const float* logits, Result& result) {
   const int64_t vocab = model_.config.vocab_size;
-  const GenerateOptions& options = g.task->generate;
+  const GenerateOptions& options = g.task->generate().options;
   const std::vector<int64_t>& end_of_text = model_.end_of_text;
   const bool early = g.generated() < options.min_tokens;
   int64_t id;
@@ -138,19 +150,11 @@ bool Executor::Emit(Sequence& g, Generation& generation, const float* logits, Re
   if (g.generated() == 0) {
     first_token_.Observe(absl::ToDoubleSeconds(absl::Now() - g.task->enqueued));
   }
-  const auto finish = [&](FinishReason reason, int64_t generated) {
-    result.answers.Event(g.task, {.finished = true,
-                                  .text = generation.text.Finish(),
-                                  .reason = reason,
-                                  .prompt_tokens = g.prompt_tokens,
-                                  .generated_tokens = generated});
-    End(g, absl::OkStatus(), result);
-    return false;
-  };
   if (std::find(end_of_text.begin(), end_of_text.end(), id) != end_of_text.end()) {
-    return finish(FinishReason::kEndOfText, g.generated());
+    result.outcome.sampled.push_back(
+        {.sequence = &g, .token = id, .end_of_text = true, .text = generation.text.text()});
+    return;
   }
-  const int64_t generated = g.generated() + 1;
   generated_tokens_.Increment();
   const float log_sum = LogSumExp(logits, vocab);
   result.answers.Event(
@@ -160,17 +164,8 @@ bool Executor::Emit(Sequence& g, Generation& generation, const float* logits, Re
                .top = options.top_logprobs > 0 ? TopChoices(logits, vocab, options.top_logprobs,
                                                             log_sum, *model_.tokenizer)
                                                : std::vector<TokenChoice>{}});
-  if (generated >= options.max_tokens) {
-    return finish(options.context_limited ? FinishReason::kContextFull : FinishReason::kMaxTokens,
-                  generated);
-  }
-  for (const std::string& stop : options.stop) {
-    if (generated >= options.min_tokens && absl::EndsWith(generation.text.text(), stop)) {
-      return finish(FinishReason::kStopSequence, generated);
-    }
-  }
-  result.outcome.sampled.emplace_back(&g, id);
-  return true;
+  result.outcome.sampled.push_back(
+      {.sequence = &g, .token = id, .end_of_text = false, .text = generation.text.text()});
 }
 
 absl::Status Executor::Finite(const float* values, int64_t count) const {
@@ -191,8 +186,9 @@ void Executor::RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks) {
   // Every sequence of every task, in order, through one engine batch.
   TokenSequences sequences, sources;
   for (const auto& task : tasks) {
-    sequences.insert(sequences.end(), task->sequences.begin(), task->sequences.end());
-    sources.insert(sources.end(), task->sources.begin(), task->sources.end());
+    const NextTokenJob& job = task->next_token();
+    sequences.insert(sequences.end(), job.sequences.begin(), job.sequences.end());
+    sources.insert(sources.end(), job.sources.begin(), job.sources.end());
   }
   const int64_t prompt_tokens = TokenCount(sequences);
   absl::StatusOr<Tensor> logits = model_.servable->NextTokenLogits(sources, sequences);
@@ -206,16 +202,17 @@ void Executor::RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks) {
   }
   int64_t row = 0;
   for (const auto& task : tasks) {
-    const auto rows = static_cast<int64_t>(task->sequences.size());
+    NextTokenJob& job = task->next_token();
+    const auto rows = static_cast<int64_t>(job.sequences.size());
     if (absl::Status finite = Finite(logits->row(row), rows * logits->dim(1)); !finite.ok()) {
       row += rows;
       task->Finish(std::move(finite));
       continue;
     }
-    for (const auto& ids : task->sequences) {
-      task->next_token.push_back(MakeNextTokenRow(logits->row(row++), logits->dim(1),
-                                                  static_cast<int64_t>(ids.size()), *task,
-                                                  *model_.tokenizer));
+    for (const auto& ids : job.sequences) {
+      job.rows.push_back(MakeNextTokenRow(logits->row(row++), logits->dim(1),
+                                          static_cast<int64_t>(ids.size()), job,
+                                          *model_.tokenizer));
     }
     task->Finish(absl::OkStatus());
   }
@@ -224,8 +221,9 @@ void Executor::RunNextToken(const std::vector<std::shared_ptr<Task>>& tasks) {
 void Executor::RunScore(const std::vector<std::shared_ptr<Task>>& tasks) {
   TokenSequences sequences, sources;
   for (const auto& task : tasks) {
-    sequences.push_back(task->sequences[0]);
-    sources.insert(sources.end(), task->sources.begin(), task->sources.end());
+    const ScoreJob& job = task->score();
+    sequences.push_back(job.sequences[0]);
+    sources.insert(sources.end(), job.sources.begin(), job.sources.end());
   }
   auto logits = model_.servable->Logits(sources, sequences);
   metrics_.batch_size.Add({{"model", name_}, {"method", "Score"}})
@@ -244,7 +242,7 @@ void Executor::RunScore(const std::vector<std::shared_ptr<Task>>& tasks) {
       tasks[b]->Finish(std::move(finite));
       continue;
     }
-    tasks[b]->score = MakeScoreResult(scores, sequences[b], *model_.tokenizer);
+    tasks[b]->score().result = MakeScoreResult(scores, sequences[b], *model_.tokenizer);
     tasks[b]->Finish(absl::OkStatus());
   }
 }
@@ -252,8 +250,8 @@ void Executor::RunScore(const std::vector<std::shared_ptr<Task>>& tasks) {
 void Executor::RunEmbeds(std::vector<std::shared_ptr<Task>> tasks) {
   std::map<std::optional<Pooling>, std::vector<std::shared_ptr<Task>>> shared;
   for (auto& task : tasks) {
-    if (model_.config.token_inputs() && task->head_layers.empty()) {
-      shared[task->pooling].push_back(std::move(task));
+    if (model_.config.token_inputs() && task->embed().head_layers.empty()) {
+      shared[task->embed().pooling].push_back(std::move(task));
     } else {
       RunEmbed({std::move(task)});
     }
@@ -264,16 +262,16 @@ void Executor::RunEmbeds(std::vector<std::shared_ptr<Task>> tasks) {
 void Executor::RunEmbed(const std::vector<std::shared_ptr<Task>>& tasks) {
   const bool tokens = model_.config.token_inputs();
   const auto sequences = [&](const Task& task) {
-    const ModelInputs& inputs = task.embed_inputs;
+    const ModelInputs& inputs = task.embed().inputs;
     return tokens ? static_cast<int64_t>(inputs.tokens.size()) : inputs.features.batch();
   };
   ModelInputs merged;
   for (const auto& task : tasks) {
     if (tasks.size() == 1) break;
-    const TokenSequences& own = task->embed_inputs.tokens;
+    const TokenSequences& own = task->embed().inputs.tokens;
     merged.tokens.insert(merged.tokens.end(), own.begin(), own.end());
   }
-  const ModelInputs& inputs = tasks.size() == 1 ? tasks[0]->embed_inputs : merged;
+  const ModelInputs& inputs = tasks.size() == 1 ? tasks[0]->embed().inputs : merged;
   int64_t batch = 0, input_tokens = 0;
   for (const auto& task : tasks) {
     batch += sequences(*task);
@@ -282,7 +280,8 @@ void Executor::RunEmbed(const std::vector<std::shared_ptr<Task>>& tasks) {
   metrics_.batch_size.Add({{"model", name_}, {"method", "Embed"}})
       .Observe(static_cast<double>(batch));
   step_tokens_.Observe(static_cast<double>(input_tokens));
-  auto output = model_.servable->Embed(inputs, tasks[0]->pooling, tasks[0]->head_layers);
+  const EmbedJob& first_job = tasks[0]->embed();
+  auto output = model_.servable->Embed(inputs, first_job.pooling, first_job.head_layers);
   if (!output.ok()) {
     for (const auto& task : tasks) task->Finish(EngineFailure(output.status()));
     return;
@@ -307,8 +306,8 @@ void Executor::RunEmbed(const std::vector<std::shared_ptr<Task>>& tasks) {
       task->Finish(std::move(finite));
       continue;
     }
-    task->embeddings =
-        MakeEmbeddings(values, rows, task->normalize, output->contributions, lengths);
+    task->embed().embeddings =
+        MakeEmbeddings(values, rows, task->embed().normalize, output->contributions, lengths);
     task->Finish(absl::OkStatus());
   }
 }

@@ -2,7 +2,7 @@
 // batches, answered here; generations' engine states, their prompt chunks and decode tokens in
 // one engine call each, then a token sampled (server/core/sampling.h) and its text
 // (text/tokenizer/text_stream.h) streamed for each generation fed in full. Scheduler thread
-// only; it decides nothing about what runs.
+// only; it decides nothing about what runs or when a generation ends.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +34,9 @@ class Executor {
     StepAnswers answers;
   };
   Result Run(const StepPlan& plan);
+  // The last events of the generations the scheduler ended at Update, with the rest of their
+  // text, and their ends.
+  void Finish(const std::vector<FinishedGeneration>& finished, StepAnswers& answers);
 
   // An engine failure on a validated request: the server's fault, logged, INTERNAL.
   absl::Status EngineFailure(const absl::Status& status) const;
@@ -57,8 +60,9 @@ class Executor {
   void RunEmbed(const std::vector<std::shared_ptr<Task>>& tasks);
   // Feeds one batch, then samples for the sequences fed in full.
   void Feed(const std::vector<Feed>& feeds, Result& result);
-  // Samples from one row of logits and streams the token, or the end; false when it ended.
-  bool Emit(Sequence& sequence, Generation& generation, const float* logits, Result& result);
+  // Samples from one row of logits and streams the token (an end-of-text token has no text to
+  // stream); the scheduler decides whether the generation ends there.
+  void Emit(Sequence& sequence, Generation& generation, const float* logits, Result& result);
   void End(Sequence& sequence, absl::Status status, Result& result);
   // An engine failure when the values an answer is made of hold NaN or infinity: never OK.
   absl::Status Finite(const float* values, int64_t count) const;

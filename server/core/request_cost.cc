@@ -9,20 +9,21 @@ namespace attnserve::server {
 RequestCost CostOf(const Task& task, const Model& model) {
   RequestCost cost;
   EngineCall& call = cost.call;
-  call.source_time = LongestSequence(task.sources);
   switch (task.kind) {
     case TaskKind::kNextToken:
-      call.batch = static_cast<int64_t>(task.sequences.size());
-      call.time = LongestSequence(task.sequences);
+      call.batch = static_cast<int64_t>(task.next_token().sequences.size());
+      call.time = LongestSequence(task.next_token().sequences);
+      call.source_time = LongestSequence(task.next_token().sources);
       call.logits_rows = call.batch;
       break;
     case TaskKind::kScore:
       call.batch = 1;
-      call.time = LongestSequence(task.sequences);
+      call.time = LongestSequence(task.score().sequences);
+      call.source_time = LongestSequence(task.score().sources);
       call.logits_rows = call.time;
       break;
     case TaskKind::kEmbed: {
-      const ModelInputs& inputs = task.embed_inputs;
+      const ModelInputs& inputs = task.embed().inputs;
       if (model.config.token_inputs()) {
         call.batch = static_cast<int64_t>(inputs.tokens.size());
         call.time = LongestSequence(inputs.tokens);
@@ -30,20 +31,22 @@ RequestCost CostOf(const Task& task, const Model& model) {
         call.batch = inputs.features.batch();
         call.time = inputs.features.time();
       }
-      call.head_layers = static_cast<int64_t>(task.head_layers.size());
+      call.head_layers = static_cast<int64_t>(task.embed().head_layers.size());
       break;
     }
     case TaskKind::kGenerate:
       call.batch = 1;
-      call.time = LongestSequence(task.sequences);
+      call.time = LongestSequence(task.generate().sequences);
+      call.source_time = LongestSequence(task.generate().sources);
       call.logits_rows = 1;
-      cost.context_tokens = call.time + task.generate.max_tokens;
+      cost.context_tokens = call.time + task.generate().options.max_tokens;
       break;
   }
   cost.tokens = call.batch * call.time;
   cost.activation_bytes = ActivationBytes(model.config, call);
   if (task.kind == TaskKind::kEmbed && model.config.token_inputs()) {
-    const auto passes = model.servable->EmbedPasses(task.embed_inputs, call.head_layers > 0);
+    const TokenSequences& tokens = task.embed().inputs.tokens;
+    const auto passes = model.servable->EmbedPasses(task.embed().inputs, call.head_layers > 0);
     if (passes.size() > 1) {
       cost.passes = static_cast<int64_t>(passes.size());
       cost.tokens = 0;
@@ -53,7 +56,7 @@ RequestCost CostOf(const Task& task, const Model& model) {
         part.batch = static_cast<int64_t>(pass.size());
         part.time = 0;
         for (size_t i : pass) {
-          part.time = std::max(part.time, static_cast<int64_t>(task.embed_inputs.tokens[i].size()));
+          part.time = std::max(part.time, static_cast<int64_t>(tokens[i].size()));
         }
         cost.tokens += part.batch * part.time;
         cost.activation_bytes =

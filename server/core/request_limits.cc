@@ -34,8 +34,9 @@ absl::Status RequestLimits::CheckFits(const Task& task, const RequestCost& cost)
   }
   if (task.kind == TaskKind::kGenerate) {
     // An encoder-decoder's source takes blocks too (Generation::source_blocks).
-    const int64_t source_tokens =
-        model_->servable->takes_sources() ? static_cast<int64_t>(task.sources[0].size()) : 0;
+    const int64_t source_tokens = model_->servable->takes_sources()
+                                      ? static_cast<int64_t>(task.generate().sources[0].size())
+                                      : 0;
     const int64_t needed = kv_cache_tokens_ > 0 ? (kv_block_shape_.BlocksFor(cost.context_tokens) +
                                                    kv_block_shape_.BlocksFor(source_tokens)) *
                                                       kv_block_shape_.block_tokens

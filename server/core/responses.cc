@@ -24,17 +24,19 @@ int64_t ResponseBytesBound(const Task& task, const Model& model) {
   constexpr int64_t kEnvelope = 256;  // the model name and the message's own framing
   switch (task.kind) {
     case TaskKind::kNextToken: {
+      const NextTokenJob& job = task.next_token();
       const int64_t entry = kFraming + kVarint + kFraming + kTokenText + 2 * kFloat;
-      const int64_t distribution = task.full_distribution ? kFraming + 4 * c.vocab_size : 0;
-      const int64_t result = kFraming + kVarint + task.top_k * entry + distribution;
-      return kEnvelope + static_cast<int64_t>(task.sequences.size()) * result;
+      const int64_t distribution = job.full_distribution ? kFraming + 4 * c.vocab_size : 0;
+      const int64_t result = kFraming + kVarint + job.top_k * entry + distribution;
+      return kEnvelope + static_cast<int64_t>(job.sequences.size()) * result;
     }
     case TaskKind::kScore: {
       const int64_t entry = kFraming + kVarint + kFraming + kTokenText + kFloat;
-      return kEnvelope + LongestSequence(task.sequences) * entry + kFloat + kFraming;
+      return kEnvelope + LongestSequence(task.score().sequences) * entry + kFloat + kFraming;
     }
     case TaskKind::kEmbed: {
-      const ModelInputs& inputs = task.embed_inputs;
+      const EmbedJob& job = task.embed();
+      const ModelInputs& inputs = job.inputs;
       const bool tokens = c.token_inputs();
       const int64_t batch =
           tokens ? static_cast<int64_t>(inputs.tokens.size()) : inputs.features.batch();
@@ -45,31 +47,31 @@ int64_t ResponseBytesBound(const Task& task, const Model& model) {
                                            : inputs.features.lengths[b]);
       }
       for (int64_t b = 0; b < batch; ++b) {
-        const int64_t length = task.pad_token_states ? longest
-                               : tokens              ? static_cast<int64_t>(inputs.tokens[b].size())
-                                                     : inputs.features.lengths[b];
+        const int64_t length = job.pad_token_states ? longest
+                               : tokens             ? static_cast<int64_t>(inputs.tokens[b].size())
+                                                    : inputs.features.lengths[b];
         // States are model_dim wide (output_dim for Perceiver IO and Set Transformer outputs).
         const int64_t width = std::max(c.model_dim, c.output_dim);
-        const int64_t rows = c.num_outputs > 0                                    ? c.num_outputs
-                             : c.num_seeds > 0                                    ? c.num_seeds
-                             : task.pooling.value_or(c.pooling) == Pooling::kNone ? length
-                                                                                  : 1;
+        const int64_t rows = c.num_outputs > 0                                   ? c.num_outputs
+                             : c.num_seeds > 0                                   ? c.num_seeds
+                             : job.pooling.value_or(c.pooling) == Pooling::kNone ? length
+                                                                                 : 1;
         floats += rows * width;
-        floats +=
-            static_cast<int64_t>(task.head_layers.size()) * length * c.num_heads * c.model_dim;
+        floats += static_cast<int64_t>(job.head_layers.size()) * length * c.num_heads * c.model_dim;
       }
-      const int64_t messages = batch * (1 + static_cast<int64_t>(task.head_layers.size()));
+      const int64_t messages = batch * (1 + static_cast<int64_t>(job.head_layers.size()));
       return kEnvelope + 4 * floats + messages * (4 * kFraming + 4 * kVarint);
     }
     case TaskKind::kGenerate: {
       // Streamed one event at a time; the scheduler bounds the events waiting to be sent.
       const int64_t event = kEnvelope + kFraming + kVarint +
                             static_cast<int64_t>(TextStream::kMaxHeldTokens) * kTokenText + kFloat;
-      if (!task.collect_events) return event;
+      const GenerateJob& job = task.generate();
+      if (!job.collect_events) return event;
       // Collected: every token's id, text and log-probability, and its alternatives, then the
       // finish.
       const int64_t choice = kFraming + 2 * kVarint + kTokenText + kFloat;
-      return event + task.generate.max_tokens * (1 + task.generate.top_logprobs) * choice;
+      return event + job.options.max_tokens * (1 + job.options.top_logprobs) * choice;
     }
   }
   return kEnvelope;
@@ -91,7 +93,7 @@ std::vector<TokenChoice> TopChoices(const float* logits, int64_t vocab, int64_t 
 }
 
 NextTokenRow MakeNextTokenRow(const float* raw, int64_t vocab, int64_t input_tokens,
-                              const Task& task, const Tokenizer& tokenizer) {
+                              const NextTokenJob& job, const Tokenizer& tokenizer) {
   thread_local std::vector<float> scaled;
   thread_local std::vector<int64_t> order;
   scaled.resize(vocab);
@@ -100,12 +102,12 @@ NextTokenRow MakeNextTokenRow(const float* raw, int64_t vocab, int64_t input_tok
   // then sends the others to -inf rather than every logit to ±inf and the probabilities to NaN
   // (found by tests/fuzz/request_fuzz).
   const float max = *std::max_element(raw, raw + vocab);
-  for (int64_t v = 0; v < vocab; ++v) scaled[v] = (raw[v] - max) / task.temperature;
+  for (int64_t v = 0; v < vocab; ++v) scaled[v] = (raw[v] - max) / job.temperature;
   const float lse = LogSumExp(scaled.data(), vocab);
   NextTokenRow row;
   row.input_tokens = input_tokens;
   std::iota(order.begin(), order.end(), 0);
-  const int64_t k = std::min(task.top_k, vocab);
+  const int64_t k = std::min(job.top_k, vocab);
   std::partial_sort(order.begin(), order.begin() + k, order.end(),
                     [&](int64_t a, int64_t b) { return scaled[a] > scaled[b]; });
   row.top.resize(k);
@@ -113,7 +115,7 @@ NextTokenRow MakeNextTokenRow(const float* raw, int64_t vocab, int64_t input_tok
     const float log_p = scaled[order[i]] - lse;
     row.top[i] = {order[i], tokenizer.TokenText(order[i]), std::exp(log_p), log_p};
   }
-  if (task.full_distribution) {
+  if (job.full_distribution) {
     row.distribution.resize(vocab);
     for (int64_t v = 0; v < vocab; ++v) row.distribution[v] = std::exp(scaled[v] - lse);
   }

@@ -23,7 +23,7 @@ std::vector<TokenChoice> TopChoices(const float* logits, int64_t vocab, int64_t 
 
 // One sequence's NextToken result from its next-token logits (one row of vocab floats).
 NextTokenRow MakeNextTokenRow(const float* logits, int64_t vocab, int64_t input_tokens,
-                              const Task& task, const Tokenizer& tokenizer);
+                              const NextTokenJob& job, const Tokenizer& tokenizer);
 
 // The log-probability of each token of `ids` after the ones before it; logits: [T, vocab].
 ScoreResult MakeScoreResult(const Tensor& logits, const std::vector<int64_t>& ids,

@@ -9,6 +9,16 @@
 
 namespace attnserve::server {
 
+namespace {
+
+// The state of a generation that is not paused.
+SequenceState Unpaused(const Sequence& g) {
+  if (!g.started) return g.preemptions > 0 ? SequenceState::kPreempted : SequenceState::kWaiting;
+  return g.unfed() == 1 ? SequenceState::kDecoding : SequenceState::kPrefilling;
+}
+
+}  // namespace
+
 const char* SequenceStateName(SequenceState state) {
   switch (state) {
     case SequenceState::kWaiting:
@@ -82,21 +92,36 @@ void Scheduler::Cancel(const Task& task) {
     return;
   }
   for (Sequence& g : running_) {
-    if (g.task.get() == &task) g.cancelled = true;
+    if (g.task.get() != &task) continue;
+    g.cancelled = true;
+    if (g.state == SequenceState::kPaused) {  // runnable, so that the next step ends it
+      g.state = Unpaused(g);
+      --paused_;
+    }
   }
 }
 
-bool Scheduler::Reading(const Sequence& s) const {
-  return s.task->Unsent() < options_.max_unsent_events;
+bool Scheduler::Resume(const Task& task) {
+  for (Sequence& g : running_) {
+    if (g.task.get() != &task) continue;
+    if (g.state != SequenceState::kPaused || task.Unsent() >= options_.max_unsent_events) {
+      return false;
+    }
+    g.state = Unpaused(g);
+    --paused_;
+    return true;
+  }
+  return false;
 }
 
-bool Scheduler::HasRunnable() const {
-  return std::any_of(running_.begin(), running_.end(),
-                     [&](const Sequence& s) { return Reading(s); });
+absl::Time Scheduler::earliest_deadline() const {
+  absl::Time earliest = absl::InfiniteFuture();
+  for (const Sequence& g : running_) earliest = std::min(earliest, g.task->deadline);
+  return earliest;
 }
 
 int64_t Scheduler::SourceTokens(const Task& task) const {
-  return options_.takes_sources ? static_cast<int64_t>(task.sources[0].size()) : 0;
+  return options_.takes_sources ? static_cast<int64_t>(task.generate().sources[0].size()) : 0;
 }
 
 StepPlan Scheduler::Schedule(absl::Time now) {
@@ -107,7 +132,7 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   }
   cancelled_.clear();
   Sweep(now, plan);
-  paused_ = plan.paused;
+  plan.paused = paused_;
   bool decoding = false, prompts_waiting = false;
   for (const Sequence& g : running_) {
     if (g.state == SequenceState::kPaused) continue;
@@ -184,17 +209,11 @@ void Scheduler::Sweep(absl::Time now, StepPlan& plan) {
       ended = absl::DeadlineExceededError("the deadline passed during generation");
     }
     if (ended.ok()) {
-      if (!Reading(g)) {
-        g.state = SequenceState::kPaused;
-        ++plan.paused;
-      } else if (!g.started) {
-        g.state = g.preemptions > 0 ? SequenceState::kPreempted : SequenceState::kWaiting;
-      } else {
-        g.state = g.unfed() == 1 ? SequenceState::kDecoding : SequenceState::kPrefilling;
-      }
+      if (g.state != SequenceState::kPaused) g.state = Unpaused(g);
       ++it;
       continue;
     }
+    if (g.state == SequenceState::kPaused) --paused_;
     plan.ended.emplace_back(g.task, std::move(ended));
     plan.removed.push_back(g.id);
     Finish(g);
@@ -241,7 +260,7 @@ void Scheduler::TakeWaiting(absl::Time now, int64_t unary_share, StepPlan& plan)
     }
     bool take = !ended.ok();
     if (!take && task.kind == TaskKind::kGenerate) {
-      const int64_t prompt = static_cast<int64_t>(task.sequences[0].size());
+      const int64_t prompt = static_cast<int64_t>(task.generate().sequences[0].size());
       const int64_t blocks = cache_.BlocksFor(prompt + 1) + cache_.BlocksFor(SourceTokens(task));
       int64_t& own = runnable_by_client[task.client];
       take = (runnable < options_.max_batch_size || own < share) && blocks <= free_blocks;
@@ -283,7 +302,7 @@ void Scheduler::TakeWaiting(absl::Time now, int64_t unary_share, StepPlan& plan)
       Sequence& g = running_.emplace_back();
       g.id = next_id_++;
       g.task = std::move(taken);
-      g.tokens = g.task->sequences[0];
+      g.tokens = g.task->generate().sequences[0];
       g.prompt_tokens = static_cast<int64_t>(g.tokens.size());
       g.table = cache_.NewTable();
       if (options_.takes_sources) g.source_table = cache_.NewCountingTable();
@@ -386,15 +405,48 @@ std::vector<Sequence*> Scheduler::ShareSlots(int64_t slots) const {
   return chosen;
 }
 
-void Scheduler::Update(const StepOutcome& outcome) {
+std::vector<FinishedGeneration> Scheduler::Update(const StepOutcome& outcome) {
   pacing_.Observe(outcome.decode_time, outcome.other_time, other_tokens_);
   for (Sequence* g : outcome.fed) {
     g->computed += g->feeding;
     g->feeding = 0;
   }
-  for (const auto& [g, token] : outcome.sampled) g->tokens.push_back(token);
-  for (Sequence* g : outcome.finished) Finish(*g);
+  std::vector<FinishedGeneration> finished;
+  for (const Sampled& sampled : outcome.sampled) {
+    Sequence& g = *sampled.sequence;
+    if (!sampled.end_of_text) g.tokens.push_back(sampled.token);
+    if (const std::optional<FinishReason> reason = Ends(g, sampled)) {
+      finished.push_back({.id = g.id,
+                          .task = g.task,
+                          .reason = *reason,
+                          .prompt_tokens = g.prompt_tokens,
+                          .generated_tokens = g.generated()});
+      Finish(g);
+    } else if (g.task->Unsent() >= options_.max_unsent_events) {
+      // Its client is not reading: no slot and no compute until it does (Resume). Decided
+      // here, as the step's events are counted, and undone under the same lock as its client
+      // reads, so that neither misses the other.
+      g.state = SequenceState::kPaused;
+      ++paused_;
+    }
+  }
+  for (Sequence* g : outcome.failed) Finish(*g);
   running_.remove_if([](const Sequence& g) { return g.state == SequenceState::kFinished; });
+  return finished;
+}
+
+std::optional<FinishReason> Scheduler::Ends(const Sequence& g, const Sampled& sampled) const {
+  const GenerateOptions& options = g.task->generate().options;
+  if (sampled.end_of_text) return FinishReason::kEndOfText;
+  if (g.generated() >= options.max_tokens) {
+    return options.context_limited ? FinishReason::kContextFull : FinishReason::kMaxTokens;
+  }
+  if (g.generated() >= options.min_tokens) {
+    for (const std::string& stop : options.stop) {
+      if (sampled.text.ends_with(stop)) return FinishReason::kStopSequence;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace attnserve::server

@@ -30,7 +30,9 @@
 #include <functional>
 #include <list>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -121,13 +123,31 @@ struct StepPlan {
   }
 };
 
+// A token sampled for a generation fed in full.
+struct Sampled {
+  Sequence* sequence;
+  int64_t token;
+  bool end_of_text = false;  // one of the model's end-of-text tokens, which no text shows
+  std::string_view text;     // the generation's text so far, for its stop sequences
+};
+
 // What a step's engine calls gave, for Update.
 struct StepOutcome {
-  std::vector<Sequence*> fed;                          // its planned tokens are computed
-  std::vector<std::pair<Sequence*, int64_t>> sampled;  // a token sampled, to feed next
-  std::vector<Sequence*> finished;  // ended (end of text, max tokens, stop, an engine error)
+  std::vector<Sequence*> fed;  // its planned tokens are computed
+  std::vector<Sampled> sampled;
+  std::vector<Sequence*> failed;  // an engine error ended them; the executor answered them
   // The decode call's time, and the step's other calls' (unary requests, prompt chunks).
   absl::Duration decode_time, other_time;
+};
+
+// A generation that reached an end at Update (its end-of-text, max_tokens, a stop sequence),
+// for the executor to word its last event.
+struct FinishedGeneration {
+  uint64_t id;
+  std::shared_ptr<Task> task;
+  FinishReason reason;
+  int64_t prompt_tokens;
+  int64_t generated_tokens;
 };
 
 class Scheduler {
@@ -144,11 +164,17 @@ class Scheduler {
   // The caller of `task` left: a waiting request leaves the queue and a running generation ends,
   // both answered CANCELLED at the next Schedule. A task no longer here is ignored.
   void Cancel(const Task& task);
+  // The client of `task` read: its paused stream runs again once fewer than max_unsent_events
+  // of its events are unsent. True when it did.
+  bool Resume(const Task& task);
   // Plans the next step at `now`.
   StepPlan Schedule(absl::Time now);
-  // Takes a step's results back: frees what finished (before the caller answers it, so that a
-  // caller who has seen the end never sees its sequence still held).
-  void Update(const StepOutcome& outcome);
+  // Takes a step's results back and decides which generations end here, where cancellations
+  // and deadlines end them too: at an end-of-text token, at max_tokens, at a stop sequence. A
+  // stream whose client has max_unsent_events unsent with this step's is paused. Frees what
+  // ended (before the caller answers it, so that a caller who has seen the end never sees its
+  // sequence still held).
+  std::vector<FinishedGeneration> Update(const StepOutcome& outcome);
 
   // Work waiting: requests not yet taken, their input tokens, and answers to deliver (requests
   // cancelled while they waited).
@@ -156,20 +182,23 @@ class Scheduler {
   const std::shared_ptr<Task>& oldest_waiting() const { return waiting_.front(); }
   int64_t waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t waiting_tokens() const { return waiting_tokens_; }
-  // Generations started and not finished, and those of them paused at the last Schedule.
+  // Generations started and not finished, and those of them paused.
   int64_t running() const { return static_cast<int64_t>(running_.size()); }
   int64_t paused() const { return paused_; }
-  // A running generation could be fed now (not every one is paused or out of blocks).
-  bool HasRunnable() const;
+  // A running generation could be fed now (not every one is paused).
+  bool HasRunnable() const { return paused_ < running(); }
+  // The earliest deadline of the running generations: when a paused one must end.
+  absl::Time earliest_deadline() const;
   bool idle() const { return waiting_.empty() && running_.empty(); }
   const std::list<Sequence>& sequences() const { return running_; }
   const KvCacheManager& cache() const { return cache_; }
   const SchedulerOptions& options() const { return options_; }
 
  private:
-  bool Reading(const Sequence& s) const;
+  // Why g ends with the token just sampled for it, if it does.
+  std::optional<FinishReason> Ends(const Sequence& g, const Sampled& sampled) const;
   int64_t SourceTokens(const Task& task) const;
-  // Drops cancelled and expired generations, and marks the paused ones.
+  // Drops cancelled and expired generations, and sets the others' states.
   void Sweep(absl::Time now, StepPlan& plan);
   // Moves waiting requests into the plan: unary ones within `unary_share`, generations for
   // which there are slots and blocks.
@@ -199,7 +228,7 @@ class Scheduler {
   std::vector<std::shared_ptr<Task>> cancelled_;  // left the queue, to be answered
   std::list<Sequence> running_;                   // oldest first
   uint64_t next_id_ = 1;
-  int64_t paused_ = 0;
+  int64_t paused_ = 0;  // running generations in kPaused
 };
 
 }  // namespace attnserve::server

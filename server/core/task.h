@@ -1,7 +1,9 @@
 // A request on its way from a protocol's handler to a model's engine loop, and its result on the
-// way back. No thread waits for it: the engine fills in the result and hands it to the task's
-// sink, the call that asked, which answers its client. Generation results go out as a stream of
-// events, delivered off the engine thread (server/core/step_answers.h).
+// way back: where it stands (its client, deadline, engine call, answer bytes), the calls that
+// reach the scheduler (cancel, resume), its method's inputs and results (one of four jobs), and
+// the sink its answers go to. No thread waits for it: the engine fills in the result and hands
+// it to the task's sink, the call that asked, which answers its client. Generation results go out
+// as a stream of events, delivered off the engine thread (server/core/step_answers.h).
 #pragma once
 
 #include <atomic>
@@ -11,12 +13,14 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/architectures/activation_memory.h"
 #include "engine/architectures/encoder.h"
+#include "server/core/held_bytes.h"
 #include "server/core/results.h"
 
 namespace attnserve::server {
@@ -49,8 +53,49 @@ class TaskSink {
   virtual int64_t Unsent() const { return 0; }
 };
 
+// Each method's inputs, validated by the service before the task is queued, and its results,
+// filled in by the executor; each protocol's edge builds its answer from them.
+struct NextTokenJob {
+  TokenSequences sequences;
+  TokenSequences sources;  // encoder-decoder models: one source per sequence
+  int64_t top_k = 10;
+  float temperature = 1.0f;
+  bool full_distribution = false;
+  std::vector<NextTokenRow> rows;  // per sequence
+};
+
+struct ScoreJob {
+  TokenSequences sequences;  // one
+  TokenSequences sources;    // encoder-decoder models: its source
+  ScoreResult result;
+};
+
+struct EmbedJob {
+  ModelInputs inputs;
+  std::optional<Pooling> pooling;  // nullopt: the model's
+  bool normalize = false;
+  std::vector<int64_t> head_layers;  // layers whose per-head contributions to return
+  // Per-token states go out padded to the longest input (an Open Inference Protocol tensor), so
+  // the answer's size follows the longest, not each input's length.
+  bool pad_token_states = false;
+  std::vector<Embedding> embeddings;  // per sequence
+};
+
+struct GenerateJob {
+  TokenSequences sequences;  // one: the prompt
+  TokenSequences sources;    // encoder-decoder models: its source
+  GenerateOptions options;
+  // Answered in one message (an Open Inference Protocol call, an unstreamed completion): the
+  // events are collected here rather than streamed, so the answer's size follows max_tokens.
+  bool collect_events = false;
+  std::vector<GenerationEvent> events;
+};
+
 struct Task {
-  TaskKind kind;
+  // The sink outlives the task's stay in the scheduler: it is freed only after Complete.
+  Task(TaskKind kind, TaskSink* sink) : kind(kind), job_(Job(kind)), sink_(sink) {}
+
+  const TaskKind kind;
   absl::Time enqueued = absl::Now();
   absl::Time deadline = absl::InfiniteFuture();
   // Who asked (an API key, a connection or an address): queue places and decoding slots are
@@ -58,61 +103,41 @@ struct Task {
   std::string client;
   int64_t input_tokens = 0;  // set by EngineLoop::Submit, for its completion estimate
   EngineCall call;           // set by EngineLoop::Submit: the engine call that answers it
-  // Set before the task is submitted: wakes its engine loop when the task's client read
-  // (`wake`), and tells it the client left (`cancel`). Any thread.
-  std::function<void()> wake;
+  // A JSON answer spells out what protobuf packs (field names, decimal floats, escaped text):
+  // its bound is this many times attnserve.v1's.
+  int64_t answer_scale = 1;
+  // The most bytes its answer can take, as admitted, counted against the server's response
+  // budget until the last holder of the task, the call, has sent its answer.
+  HeldBytes response_bytes;
+
+  // Set before the task is submitted: tell its engine loop that the task's client read
+  // (`resume`, see Resume) and that it left (`cancel`). Any thread.
+  std::function<void()> resume;
   std::function<void()> cancel;
   // The client left before the task was queued: it is refused (see Cancel).
   std::atomic<bool> cancelled{false};
   // Generate: events the engine made that are not yet handed to the sink (StepAnswers).
   std::atomic<int64_t> undelivered{0};
 
-  // Inputs, validated by the service before the task is queued.
-  TokenSequences sequences;          // NextToken, Score (one), Generate (one prompt)
-  TokenSequences sources;            // encoder-decoder models: one source per sequence
-  ModelInputs embed_inputs;          // Embed
-  std::optional<Pooling> pooling;    // Embed; nullopt: the model's
-  bool normalize = false;            // Embed
-  std::vector<int64_t> head_layers;  // Embed: layers whose per-head contributions to return
-  // Embed: per-token states go out padded to the longest input (an Open Inference Protocol
-  // tensor), so the answer's size follows the longest, not each input's length.
-  bool pad_token_states = false;
-  // Generate answered in one message (an Open Inference Protocol call): its events are collected
-  // here rather than streamed, so the answer's size follows max_tokens.
-  bool collect_events = false;
-  std::vector<GenerationEvent> events;
-  // A JSON answer spells out what protobuf packs (field names, decimal floats, escaped text):
-  // its bound is this many times attnserve.v1's.
-  int64_t answer_scale = 1;
-  int64_t top_k = 10;              // NextToken
-  float temperature = 1.0f;        // NextToken
-  bool full_distribution = false;  // NextToken
-  GenerateOptions generate;        // Generate
-
-  // Results of unary calls, filled in by the executor before Finish; each protocol's edge
-  // builds its answer from them.
-  std::vector<NextTokenRow> next_token;  // per sequence
-  ScoreResult score;
-  std::vector<Embedding> embeddings;  // per sequence
-
-  // The sink outlives the task's stay in the scheduler: it is freed only after Complete.
-  Task(TaskKind kind, TaskSink* sink) : kind(kind), sink_(sink) {}
-  // The last holder is the call, once its answer is sent: the answer's bytes go back then.
-  ~Task() {
-    if (response_ledger_) response_ledger_->fetch_sub(response_bytes_);
-  }
-  // The most bytes its answer can take, as admitted.
-  int64_t response_bytes() const { return response_bytes_; }
-  // Counts `bytes` of answer against `ledger` until the task is destroyed.
-  void HoldResponseBytes(std::shared_ptr<std::atomic<int64_t>> ledger, int64_t bytes) {
-    response_ledger_ = std::move(ledger);
-    response_bytes_ = bytes;
-  }
+  // The method's inputs and results: the one of `kind`.
+  NextTokenJob& next_token() { return std::get<NextTokenJob>(job_); }
+  const NextTokenJob& next_token() const { return std::get<NextTokenJob>(job_); }
+  ScoreJob& score() { return std::get<ScoreJob>(job_); }
+  const ScoreJob& score() const { return std::get<ScoreJob>(job_); }
+  EmbedJob& embed() { return std::get<EmbedJob>(job_); }
+  const EmbedJob& embed() const { return std::get<EmbedJob>(job_); }
+  GenerateJob& generate() { return std::get<GenerateJob>(job_); }
+  const GenerateJob& generate() const { return std::get<GenerateJob>(job_); }
 
   // The caller's side, any thread: its client left, so the task is dropped wherever it is.
   void Cancel() {
     cancelled = true;
     if (cancel) cancel();
+  }
+  // The sink's side, any thread, after it wrote events: a stream paused because its client did
+  // not read runs again once few enough of its events are unsent.
+  void Resume() {
+    if (resume) resume();
   }
 
   // The delivering side: an event, then the end, once.
@@ -120,15 +145,30 @@ struct Task {
   void Finish(absl::Status status) { std::exchange(sink_, nullptr)->Complete(std::move(status)); }
   bool expired(absl::Time now) const { return now > deadline; }
   // Generate: events made and not yet written to the client, for backpressure; read by the
-  // scheduler while the task runs, when no end has been delivered.
+  // scheduler (under its loop's lock) as it counts a step's events and as the sink resumes the
+  // task (after it wrote, also under that lock), while no end has been delivered.
   int64_t Unsent() const {
     return undelivered.load(std::memory_order_relaxed) + (sink_ != nullptr ? sink_->Unsent() : 0);
   }
 
  private:
+  using AnyJob = std::variant<NextTokenJob, ScoreJob, EmbedJob, GenerateJob>;
+  static AnyJob Job(TaskKind kind) {
+    switch (kind) {
+      case TaskKind::kNextToken:
+        return NextTokenJob{};
+      case TaskKind::kScore:
+        return ScoreJob{};
+      case TaskKind::kEmbed:
+        return EmbedJob{};
+      case TaskKind::kGenerate:
+        break;
+    }
+    return GenerateJob{};
+  }
+
+  AnyJob job_;
   TaskSink* sink_;
-  std::shared_ptr<std::atomic<int64_t>> response_ledger_;
-  int64_t response_bytes_ = 0;
 };
 
 }  // namespace attnserve::server

@@ -74,7 +74,7 @@ class Admission {
     if (auto status = validate(**worker, *task); !status.ok()) return call->Complete(status);
     task->deadline = origin->deadline;
     task->client = origin->client;
-    task->wake = [worker = *worker] { worker->Poke(); };
+    task->resume = [worker = *worker, task = task.get()] { worker->Resume(*task); };
     task->cancel = [worker = *worker, task = task.get()] { worker->Cancel(*task); };
     call->Attach(task);
     // Once queued, the task is the scheduler's: it completes the call, this thread never again.

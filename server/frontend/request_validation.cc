@@ -113,7 +113,7 @@ absl::Status CheckTopK(const FieldNames& names, int64_t top_k, const EngineLoop&
 // list of them, or one (`single`).
 absl::Status ResolveSources(const std::vector<SequenceInput>& sources, Field field, bool single,
                             size_t expected, const FieldNames& names, const EngineLoop& worker,
-                            Task& task) {
+                            TokenSequences& resolved) {
   if (!worker.model().servable->takes_sources()) {
     if (!sources.empty()) {
       return InvalidField(names, {field},
@@ -131,7 +131,7 @@ absl::Status ResolveSources(const std::vector<SequenceInput>& sources, Field fie
   for (size_t i = 0; i < sources.size(); ++i) {
     const FieldPath path{field, single ? -1 : static_cast<int64_t>(i)};
     ASSIGN_OR_RETURN(auto ids, Resolve(sources[i], path, names, worker));
-    task.sources.push_back(std::move(ids));
+    resolved.push_back(std::move(ids));
   }
   return absl::OkStatus();
 }
@@ -153,6 +153,7 @@ absl::Status CheckCount(const FieldNames& names, Field field, size_t count) {
 
 absl::Status ValidateNextToken(const NextTokenInput& input, const FieldNames& names,
                                const EngineLoop& worker, Task& task) {
+  NextTokenJob& job = task.next_token();
   RETURN_IF_ERROR(CheckCount(names, Field::kSequences, input.sequences.size()));
   RETURN_IF_ERROR(CheckTopK(names, input.top_k, worker));
   RETURN_IF_ERROR(CheckTemperature(names, input.temperature));
@@ -160,32 +161,34 @@ absl::Status ValidateNextToken(const NextTokenInput& input, const FieldNames& na
     ASSIGN_OR_RETURN(
         auto ids,
         Resolve(input.sequences[i], {Field::kSequences, static_cast<int64_t>(i)}, names, worker));
-    task.sequences.push_back(std::move(ids));
+    job.sequences.push_back(std::move(ids));
   }
-  if (auto status = ResolveSources(input.sources, Field::kSources, false, task.sequences.size(),
-                                   names, worker, task);
+  if (auto status = ResolveSources(input.sources, Field::kSources, false, job.sequences.size(),
+                                   names, worker, job.sources);
       !status.ok()) {
     return status;
   }
   const int64_t vocab = worker.model().config.vocab_size;
-  task.top_k = input.top_k > 0 ? input.top_k : std::min<int64_t>(10, vocab);
-  task.temperature = input.temperature > 0.0f ? input.temperature : 1.0f;
-  task.full_distribution = input.full_distribution;
+  job.top_k = input.top_k > 0 ? input.top_k : std::min<int64_t>(10, vocab);
+  job.temperature = input.temperature > 0.0f ? input.temperature : 1.0f;
+  job.full_distribution = input.full_distribution;
   return absl::OkStatus();
 }
 
 absl::Status ValidateScore(const ScoreInput& input, const FieldNames& names,
                            const EngineLoop& worker, Task& task) {
+  ScoreJob& job = task.score();
   if (input.sequence.kind == SequenceInput::Kind::kMissing) {
     return InvalidField(names, {Field::kSequence}, "is missing");
   }
   ASSIGN_OR_RETURN(auto ids, Resolve(input.sequence, {Field::kSequence}, names, worker));
-  task.sequences.push_back(std::move(ids));
-  return ResolveSources(ListOf(input.source), Field::kSource, true, 1, names, worker, task);
+  job.sequences.push_back(std::move(ids));
+  return ResolveSources(ListOf(input.source), Field::kSource, true, 1, names, worker, job.sources);
 }
 
 absl::Status ValidateEmbed(const EmbedInput& input, const FieldNames& names,
                            const EngineLoop& worker, Task& task) {
+  EmbedJob& job = task.embed();
   const Model& model = worker.model();
   const ModelConfig& config = model.config;
   if (config.token_inputs()) {
@@ -198,7 +201,7 @@ absl::Status ValidateEmbed(const EmbedInput& input, const FieldNames& names,
       ASSIGN_OR_RETURN(
           auto ids,
           Resolve(input.sequences[i], {Field::kSequences, static_cast<int64_t>(i)}, names, worker));
-      task.embed_inputs.tokens.push_back(std::move(ids));
+      job.inputs.tokens.push_back(std::move(ids));
     }
   } else {
     if (!input.sequences.empty()) {
@@ -238,7 +241,7 @@ absl::Status ValidateEmbed(const EmbedInput& input, const FieldNames& names,
       longest = std::max(longest, rows);
     }
     const auto batch = static_cast<int64_t>(input.feature_sets.size());
-    PaddedBatch& features = task.embed_inputs.features;
+    PaddedBatch& features = job.inputs.features;
     features.values = Tensor::Zeros({batch, longest, config.input_dim});
     for (int64_t b = 0; b < batch; ++b) {
       const FeatureSetInput& set = input.feature_sets[b];
@@ -255,12 +258,12 @@ absl::Status ValidateEmbed(const EmbedInput& input, const FieldNames& names,
     if (*input.pooling == Pooling::kPma && config.pooling != Pooling::kPma) {
       return InvalidField(names, {Field::kPooling}, "PMA needs a model trained with PMA pooling");
     }
-    task.pooling = input.pooling;
+    job.pooling = input.pooling;
   }
-  if (model.servable->gives_token_states() && !task.pooling && config.pooling == Pooling::kNone) {
-    task.pooling = Pooling::kNone;
+  if (model.servable->gives_token_states() && !job.pooling && config.pooling == Pooling::kNone) {
+    job.pooling = Pooling::kNone;
   }
-  task.normalize = input.normalize;
+  job.normalize = input.normalize;
   for (size_t i = 0; i < input.head_layers.size(); ++i) {
     const int64_t layer = input.head_layers[i];
     const FieldPath path{Field::kHeadLayers, static_cast<int64_t>(i)};
@@ -274,17 +277,17 @@ absl::Status ValidateEmbed(const EmbedInput& input, const FieldNames& names,
                           absl::StrCat("= ", layer, " is not a layer of ", worker.name(), " [0, ",
                                        model.servable->num_layers(), ")"));
     }
-    if (std::find(task.head_layers.begin(), task.head_layers.end(), layer) !=
-        task.head_layers.end()) {
+    if (std::find(job.head_layers.begin(), job.head_layers.end(), layer) != job.head_layers.end()) {
       return InvalidField(names, path, absl::StrCat("repeats layer ", layer));
     }
-    task.head_layers.push_back(layer);
+    job.head_layers.push_back(layer);
   }
   return absl::OkStatus();
 }
 
 absl::Status ValidateGenerate(const GenerateInput& input, const FieldNames& names,
                               const EngineLoop& worker, Task& task) {
+  GenerateJob& job = task.generate();
   if (input.prompt.kind == SequenceInput::Kind::kMissing) {
     return InvalidField(names, {Field::kPrompt}, "is missing");
   }
@@ -322,7 +325,7 @@ absl::Status ValidateGenerate(const GenerateInput& input, const FieldNames& name
         names, {Field::kTopLogprobs},
         absl::StrCat("= ", input.top_logprobs, " must be in [0, ", kMaxTopLogprobs, "]"));
   }
-  GenerateOptions& options = task.generate;
+  GenerateOptions& options = job.options;
   options.top_logprobs = input.top_logprobs;
   const int64_t room = worker.max_context() - static_cast<int64_t>(ids.size());
   options.max_tokens = input.max_tokens > 0 ? input.max_tokens : 64;
@@ -340,8 +343,8 @@ absl::Status ValidateGenerate(const GenerateInput& input, const FieldNames& name
   options.top_p = input.top_p > 0.0f ? input.top_p : 1.0f;
   options.seed = input.seed ? *input.seed : std::random_device()();
   options.stop = input.stop;
-  task.sequences.push_back(std::move(ids));
-  return ResolveSources(ListOf(input.source), Field::kSource, true, 1, names, worker, task);
+  job.sequences.push_back(std::move(ids));
+  return ResolveSources(ListOf(input.source), Field::kSource, true, 1, names, worker, job.sources);
 }
 
 }  // namespace attnserve::server

@@ -53,7 +53,7 @@ void GenerateCall::OnWriteDone(bool ok) {
     finish = Advance();
   }
   // A paused stream may resume now that its client read.
-  if (task_ && task_->wake) task_->wake();
+  if (task_) task_->Resume();
   if (finish) Finish(*finish);
 }
 

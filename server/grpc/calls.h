@@ -64,10 +64,12 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public TaskSink, public
         answers_(answers) {}
 
   // A Generate answered in one message collects its events for the encoder.
-  void Send(GenerationEvent event) override { task_->events.push_back(std::move(event)); }
+  void Send(GenerationEvent event) override {
+    task_->generate().events.push_back(std::move(event));
+  }
   void Complete(absl::Status status) override {
     if (status.ok() && answers_ != nullptr && task_ != nullptr &&
-        task_->response_bytes() > AnswerWriter::kInlineBytes) {
+        task_->response_bytes.bytes() > AnswerWriter::kInlineBytes) {
       answers_->Post([this] {
         *response_ = encode_(*task_);
         Finish(Recorded(absl::OkStatus()));  // may delete this at once

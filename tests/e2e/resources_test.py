@@ -140,23 +140,27 @@ class MemoryCapTest(unittest.TestCase):
 
     def test_the_requests_that_used_to_kill_it_are_survived(self):
         stub = self.stub
+        # Under AddressSanitizer (make test-asan) a quarter of the load: the same paths, checked
+        # for memory errors; the full load took five of CI's minutes there, and the cap is held
+        # to it in `make test`.
+        n = 8 if "ASAN_OPTIONS" in os.environ else 32
         # 32 concurrent NextToken requests of 8 × 1024 tokens, batched within the budget.
         codes = self.call_all([lambda s=s: stub.NextToken(pb.NextTokenRequest(
             model="demo", sequences=[tokens(1024, s * 8 + i) for i in range(8)]), timeout=300)
-            for s in range(32)])
+            for s in range(n)])
         self.assertEqual(set(codes) - {grpc.StatusCode.UNAVAILABLE}, {grpc.StatusCode.OK}, codes)
         # Per-token states and every layer's head contributions, as large as an answer may be.
         codes = self.call_all([lambda s=s: stub.Embed(pb.EmbedRequest(
             model="encoder", sequences=[tokens(1000, s)], pooling=pb.POOLING_NONE,
-            head_contribution_layers=[0, 1]), timeout=300) for s in range(48)], workers=48)
+            head_contribution_layers=[0, 1]), timeout=300) for s in range(n * 3 // 2)], workers=48)
         self.assertIn(grpc.StatusCode.OK, codes)
         self.assertEqual(set(codes) - {grpc.StatusCode.UNAVAILABLE}, {grpc.StatusCode.OK}, codes)
         # Long scores and long generations at once.
         calls = [lambda s=s: stub.Score(pb.ScoreRequest(model="demo", sequence=tokens(1024, s)),
-                                        timeout=300) for s in range(32)]
+                                        timeout=300) for s in range(n)]
         calls += [lambda s=s: list(stub.Generate(pb.GenerateRequest(
             model="demo", prompt=tokens(900, s), max_tokens=100), timeout=300))
-            for s in range(32)]
+            for s in range(n)]
         codes = self.call_all(calls, workers=64)
         self.assertEqual(set(codes) - {grpc.StatusCode.UNAVAILABLE}, {grpc.StatusCode.OK}, codes)
         self.assertAlive()

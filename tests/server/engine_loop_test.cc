@@ -87,9 +87,22 @@ Call MakeCall(TaskKind kind, int seed, int64_t generate_tokens = 8,
   call.task = std::make_shared<Task>(kind, call.sink.get());
   std::vector<int64_t> ids;
   for (int i = 0; i < 5 + seed % 20; ++i) ids.push_back(32 + (seed * 7 + i) % 90);
-  call.task->sequences = {ids};
-  call.task->generate.max_tokens = generate_tokens;
-  call.task->generate.seed = static_cast<uint64_t>(seed);
+  switch (kind) {
+    case TaskKind::kNextToken:
+      call.task->next_token().sequences = {ids};
+      break;
+    case TaskKind::kScore:
+      call.task->score().sequences = {ids};
+      break;
+    case TaskKind::kEmbed:
+      call.task->embed().inputs.tokens = {ids};
+      break;
+    case TaskKind::kGenerate:
+      call.task->generate().sequences = {ids};
+      call.task->generate().options.max_tokens = generate_tokens;
+      call.task->generate().options.seed = static_cast<uint64_t>(seed);
+      break;
+  }
   return call;
 }
 
@@ -135,7 +148,7 @@ TEST_F(EngineLoopTest, ThePrefixCacheKeepsNoMoreThanItsTokens) {
     ASSERT_TRUE(worker.ok()) << worker.status();
     for (int seed = 0; seed < 6; ++seed) {
       Call call = MakeCall(TaskKind::kGenerate, seed, /*generate_tokens=*/100);
-      call.task->generate.ignore_eos = true;
+      call.task->generate().options.ignore_eos = true;
       ASSERT_TRUE((*worker)->Submit(call.task).ok());
       ASSERT_TRUE(call.sink->Wait().ok());
     }
@@ -182,9 +195,10 @@ TEST_F(EngineLoopTest, ConcurrentSubmittersAreEachAnsweredOnce) {
         ASSERT_FALSE(events.empty());
         EXPECT_TRUE(events.back().finished);
       } else if (call.task->kind == TaskKind::kNextToken) {
-        EXPECT_EQ(call.task->next_token.size(), 1u);
+        EXPECT_EQ(call.task->next_token().rows.size(), 1u);
       } else {
-        EXPECT_EQ(call.task->score.tokens.size(), call.task->sequences[0].size() - 1);
+        EXPECT_EQ(call.task->score().result.tokens.size(),
+                  call.task->score().sequences[0].size() - 1);
       }
     }
   }
@@ -217,7 +231,7 @@ TEST_F(EngineLoopTest, AnswersDeliveredByTheAnswerWriterComeInOrderAndEndOnce) {
   for (auto& t : submitters) t.join();
   // The long ones are cancelled once they stream.
   for (Call& call : calls) {
-    if (call.task->kind == TaskKind::kGenerate && call.task->generate.max_tokens == 600) {
+    if (call.task->kind == TaskKind::kGenerate && call.task->generate().options.max_tokens == 600) {
       call.sink->WaitForEvents(2);
       worker->Cancel(*call.task);
     }
@@ -231,7 +245,7 @@ TEST_F(EngineLoopTest, AnswersDeliveredByTheAnswerWriterComeInOrderAndEndOnce) {
       continue;
     }
     const std::vector<GenerationEvent> events = call.sink->events();
-    if (call.task->generate.max_tokens == 600) {
+    if (call.task->generate().options.max_tokens == 600) {
       EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
       EXPECT_LT(events.size(), 600u);
       continue;
@@ -329,7 +343,7 @@ TEST_F(EngineLoopTest, UnaryRequestsShareStepsWithDecoding) {
   std::vector<Call> requests;
   for (int i = 0; i < 8; ++i) {
     requests.push_back(MakeCall(TaskKind::kNextToken, 19 + 20 * i, 8, &clock));
-    ASSERT_EQ(requests.back().task->sequences[0].size(), 24u);
+    ASSERT_EQ(requests.back().task->next_token().sequences[0].size(), 24u);
     ASSERT_TRUE(worker->Submit(requests.back().task).ok());
   }
   std::vector<int> completed_at;
@@ -360,9 +374,10 @@ TEST_F(EngineLoopTest, PreemptedEncoderDecoderGenerationsEncodeAgainAndGiveTheSa
   const std::string translator = ATTNSERVE_GOLDEN_DIR "/model_seq2seq_softmax_sinusoidal_0";
   const auto make = [](int i) {
     Call call = MakeCall(TaskKind::kGenerate, i, /*generate_tokens=*/30);
-    call.task->sequences[0].resize(5);
-    call.task->sources = {std::vector<int64_t>(20, 40 + 3 * i)};
-    for (int t = 0; t < 20; t += 3) call.task->sources[0][t] = 50 + i + t;
+    GenerateJob& job = call.task->generate();
+    job.sequences[0].resize(5);
+    job.sources = {std::vector<int64_t>(20, 40 + 3 * i)};
+    for (int t = 0; t < 20; t += 3) job.sources[0][t] = 50 + i + t;
     return call;
   };
   std::vector<std::vector<GenerationEvent>> alone;
@@ -410,11 +425,11 @@ TEST_F(EngineLoopTest, ConcurrentEmbedsShareEngineCallsAndEachGetsItsOwnAnswer) 
       ATTNSERVE_GOLDEN_DIR "/model_encoder_softmax_learned_mean_rms_norm_pre";
   const auto make = [](int i) {
     Call call = MakeCall(TaskKind::kEmbed, i);
-    call.task->embed_inputs.tokens = call.task->sequences;
-    if (i % 5 == 1) call.task->pooling = Pooling::kNone;
-    if (i % 5 == 2) call.task->pooling = Pooling::kLast;
-    if (i % 7 == 3) call.task->head_layers = {1};
-    call.task->normalize = i % 2 == 0;
+    EmbedJob& job = call.task->embed();
+    if (i % 5 == 1) job.pooling = Pooling::kNone;
+    if (i % 5 == 2) job.pooling = Pooling::kLast;
+    if (i % 7 == 3) job.head_layers = {1};
+    job.normalize = i % 2 == 0;
     return call;
   };
   constexpr int kCalls = 16;
@@ -425,7 +440,7 @@ TEST_F(EngineLoopTest, ConcurrentEmbedsShareEngineCallsAndEachGetsItsOwnAnswer) 
       Call call = make(i);
       ASSERT_TRUE(worker->Submit(call.task).ok());
       ASSERT_TRUE(call.sink->Wait().ok());
-      alone.push_back(call.task->embeddings);
+      alone.push_back(call.task->embed().embeddings);
     }
   }
   const auto engine_calls = [&] {
@@ -445,7 +460,7 @@ TEST_F(EngineLoopTest, ConcurrentEmbedsShareEngineCallsAndEachGetsItsOwnAnswer) 
   }
   for (int i = 0; i < kCalls; ++i) {
     ASSERT_TRUE(calls[i].sink->Wait().ok()) << calls[i].sink->Wait();
-    const std::vector<Embedding>& got = calls[i].task->embeddings;
+    const std::vector<Embedding>& got = calls[i].task->embed().embeddings;
     ASSERT_EQ(got.size(), alone[i].size());
     for (size_t e = 0; e < got.size(); ++e) {
       const Embedding &ours = got[e], &own = alone[i][e];
@@ -469,8 +484,9 @@ TEST_F(EngineLoopTest, EmbedBudgetsCountTheGroupsTheEngineRuns) {
       StartWorker(options, ATTNSERVE_GOLDEN_DIR "/model_encoder_softmax_learned_mean_rms_norm_pre");
   const auto make = [](int long_sequences) {
     Call call = MakeCall(TaskKind::kEmbed, 0);
+    call.task->embed().inputs.tokens.clear();
     for (int i = 0; i < 40; ++i) {
-      call.task->embed_inputs.tokens.push_back(
+      call.task->embed().inputs.tokens.push_back(
           std::vector<int64_t>(i < long_sequences ? 60 : 4, 40 + i));
     }
     return call;
@@ -478,7 +494,7 @@ TEST_F(EngineLoopTest, EmbedBudgetsCountTheGroupsTheEngineRuns) {
   Call grouped = make(1);
   ASSERT_TRUE(worker->Submit(grouped.task).ok());
   ASSERT_TRUE(grouped.sink->Wait().ok());
-  EXPECT_EQ(grouped.task->embeddings.size(), 40u);
+  EXPECT_EQ(grouped.task->embed().embeddings.size(), 40u);
   // Real work over the limit is refused, saying how it was counted: 20 × 4 + 20 × 60.
   Call over = make(20);
   const absl::Status refused = worker->Submit(over.task);

@@ -41,11 +41,12 @@ struct Harness {
                                  std::string client = "a") {
     sinks.push_back(std::make_unique<FakeSink>());
     auto task = std::make_shared<Task>(TaskKind::kGenerate, sinks.back().get());
-    task->sequences = {std::move(prompt)};
-    task->generate.max_tokens = max_tokens;
-    task->input_tokens = static_cast<int64_t>(task->sequences[0].size());
+    task->generate().sequences = {std::move(prompt)};
+    task->generate().options.max_tokens = max_tokens;
+    task->input_tokens = static_cast<int64_t>(task->generate().sequences[0].size());
     task->client = std::move(client);
     EXPECT_TRUE(scheduler.Add(task).ok());
+    tasks.push_back(task);
     return task;
   }
   std::shared_ptr<Task> Unary(TaskKind kind, int64_t batch, int64_t time) {
@@ -54,10 +55,16 @@ struct Harness {
     task->call = EngineCall{.batch = batch, .time = time, .logits_rows = batch};
     task->input_tokens = batch * time;
     EXPECT_TRUE(scheduler.Add(task).ok());
+    tasks.push_back(task);
     return task;
   }
+  // The client of the i-th request stops reading (`unsent` events unsent), or reads again (0).
+  void Unsent(size_t i, int64_t unsent) {
+    sinks[i]->unsent = unsent;
+    if (unsent == 0) scheduler.Resume(*tasks[i]);
+  }
   // Runs a plan as the executor would: every feed is computed, and a sequence fed in full
-  // samples a token, or ends at max_tokens.
+  // samples a token.
   StepOutcome Execute(const StepPlan& plan) {
     StepOutcome outcome;
     for (const auto& [task, status] : plan.ended) task->Finish(status);
@@ -72,28 +79,29 @@ struct Harness {
         g.table->Commit(feed.tokens);  // the engine writes these tokens' keys and values
         outcome.fed.push_back(&g);
         if (g.computed + g.feeding < static_cast<int64_t>(g.tokens.size())) continue;
-        if (g.generated() + 1 >= g.task->generate.max_tokens) {
-          outcome.finished.push_back(&g);
-          finished.push_back(g.task);
-        } else {
-          outcome.sampled.emplace_back(&g, static_cast<int64_t>(rng() % 50));
-        }
+        outcome.sampled.push_back(
+            {.sequence = &g, .token = static_cast<int64_t>(rng() % 50), .text = ""});
       }
     }
     return outcome;
   }
+  // Hands the results back; answers what the scheduler ended.
+  void Update(const StepOutcome& outcome) {
+    for (const FinishedGeneration& f : scheduler.Update(outcome)) {
+      EXPECT_EQ(f.reason, FinishReason::kMaxTokens);
+      EXPECT_EQ(f.generated_tokens, f.task->generate().options.max_tokens);
+      f.task->Finish(absl::OkStatus());
+    }
+  }
   StepPlan Step(absl::Time now = absl::Now()) {
     StepPlan plan = scheduler.Schedule(now);
-    StepOutcome outcome = Execute(plan);
-    scheduler.Update(outcome);
-    for (const auto& task : finished) task->Finish(absl::OkStatus());
-    finished.clear();
+    Update(Execute(plan));
     return plan;
   }
 
   Scheduler scheduler;
   std::vector<std::unique_ptr<FakeSink>> sinks;
-  std::vector<std::shared_ptr<Task>> finished;
+  std::vector<std::shared_ptr<Task>> tasks;  // beside their sinks
   std::mt19937_64 rng{7};
 };
 
@@ -133,27 +141,94 @@ TEST(SchedulerTest, StatesFollowARequestThroughItsLife) {
   ASSERT_EQ(plan.admitted.size(), 1u);
   Sequence* g = plan.admitted[0];
   EXPECT_EQ(g->state, SequenceState::kPrefilling);
-  h.scheduler.Update(h.Execute(plan));  // 16 of 20
+  h.Update(h.Execute(plan));  // 16 of 20
   plan = h.scheduler.Schedule(absl::Now());
   EXPECT_EQ(g->state, SequenceState::kPrefilling);
-  h.scheduler.Update(h.Execute(plan));  // the last 4, and a token sampled
+  h.Update(h.Execute(plan));  // the last 4, and a token sampled
   plan = h.scheduler.Schedule(absl::Now());
   EXPECT_EQ(g->state, SequenceState::kDecoding);
-  h.scheduler.Update(h.Execute(plan));
-  // The client stops reading: paused, fed nothing, holding its blocks until they are needed.
-  static_cast<FakeSink*>(h.sinks[0].get())->unsent = 4;
+  // The client stops reading: with this step's token it has 4 unsent, and is paused as the
+  // token is counted. Fed nothing, it holds its blocks until they are needed.
+  StepOutcome outcome = h.Execute(plan);
+  h.sinks[0]->unsent = 4;
+  h.Update(outcome);
+  EXPECT_EQ(g->state, SequenceState::kPaused);
+  EXPECT_FALSE(h.scheduler.HasRunnable());
   plan = h.scheduler.Schedule(absl::Now());
   EXPECT_EQ(g->state, SequenceState::kPaused);
   EXPECT_EQ(plan.paused, 1);
   EXPECT_TRUE(plan.decode.empty() && plan.prefill.empty());
   EXPECT_GT(g->held_blocks(), 0);
-  EXPECT_FALSE(h.scheduler.HasRunnable());
-  static_cast<FakeSink*>(h.sinks[0].get())->unsent = 0;
+  h.sinks[0]->unsent = 3;
+  EXPECT_TRUE(h.scheduler.Resume(*h.tasks[0])) << "fewer than max_unsent_events unsent";
+  EXPECT_FALSE(h.scheduler.Resume(*h.tasks[0])) << "not paused any more";
+  EXPECT_TRUE(h.scheduler.HasRunnable());
   plan = h.scheduler.Schedule(absl::Now());
   EXPECT_EQ(g->state, SequenceState::kDecoding);
   EXPECT_EQ(plan.decode.size(), 1u);
-  h.scheduler.Update(h.Execute(plan));
+  h.Update(h.Execute(plan));
   EXPECT_TRUE(h.scheduler.idle()) << "max_tokens reached: finished and removed";
+}
+
+TEST(SchedulerTest, ACancelledPausedStreamEndsAtTheNextStep) {
+  Harness h(Options());
+  auto task = h.Generate(Prompt(4), 10);
+  h.Unsent(0, 4);
+  h.Step();  // prompt and first token: paused as the token is counted
+  ASSERT_EQ(h.scheduler.paused(), 1);
+  ASSERT_FALSE(h.scheduler.HasRunnable()) << "the engine loop would sleep";
+  h.scheduler.Cancel(*task);
+  EXPECT_TRUE(h.scheduler.HasRunnable()) << "so the engine loop wakes to end it";
+  StepPlan plan = h.Step();
+  ASSERT_EQ(plan.ended.size(), 1u);
+  EXPECT_EQ(plan.ended[0].second.code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(h.scheduler.idle());
+  EXPECT_EQ(h.scheduler.paused(), 0);
+}
+
+// Where cancellations and deadlines end a generation, so do its own ends, from the token
+// sampled and the text so far.
+TEST(SchedulerTest, AGenerationEndsAtEndOfTextMaxTokensOrAStopSequence) {
+  Harness h(Options());
+  // One step of the generation `task`, the token sampled being `token`, with `text` so far.
+  const auto step = [&](int64_t token, bool end_of_text, std::string text) {
+    StepPlan plan = h.scheduler.Schedule(absl::Now());
+    StepOutcome outcome;
+    for (const Feed& f : plan.prefill.empty() ? plan.decode : plan.prefill) {
+      f.sequence->table->Commit(f.tokens);
+      outcome.fed.push_back(f.sequence);
+      outcome.sampled.push_back({f.sequence, token, end_of_text, text});
+    }
+    EXPECT_EQ(outcome.sampled.size(), 1u);
+    return h.scheduler.Update(outcome);
+  };
+  auto task = h.Generate(Prompt(4), 10);
+  task->generate().options.stop = {"xy"};
+  task->generate().options.min_tokens = 2;
+  EXPECT_TRUE(step(5, false, "axy").empty()) << "a stop sequence counts from min_tokens on";
+  auto finished = step(6, false, "axyxy");
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished[0].reason, FinishReason::kStopSequence);
+  EXPECT_EQ(finished[0].task, task);
+  EXPECT_EQ(finished[0].generated_tokens, 2);
+  EXPECT_EQ(finished[0].prompt_tokens, 4);
+  EXPECT_TRUE(h.scheduler.idle()) << "removed, its blocks freed";
+  EXPECT_EQ(h.scheduler.cache().pool()->used_blocks(), 0);
+
+  h.Generate(Prompt(4, 300), 10);
+  EXPECT_TRUE(step(5, false, "a").empty());
+  finished = step(2, /*end_of_text=*/true, "a");
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished[0].reason, FinishReason::kEndOfText);
+  EXPECT_EQ(finished[0].generated_tokens, 1) << "the end-of-text token is not counted";
+
+  task = h.Generate(Prompt(4, 500), 2);
+  task->generate().options.context_limited = true;
+  EXPECT_TRUE(step(5, false, "a").empty());
+  finished = step(6, false, "ab");
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished[0].reason, FinishReason::kContextFull) << "max_tokens cut to the context";
+  EXPECT_TRUE(h.scheduler.idle());
 }
 
 TEST(SchedulerTest, UnaryRequestsAreFifoWithinTheirShareAndTheFirstAlwaysGoes) {
@@ -320,7 +395,7 @@ TEST(SchedulerTest, PausedStreamsGiveUpTheirBlocksFirstThenTheNewest) {
     throw std::runtime_error("not running");
   };
   // The middle one's client stops reading; the others decode until the pool runs out.
-  static_cast<FakeSink*>(h.sinks[1].get())->unsent = 4;
+  h.Unsent(1, 4);
   int64_t preemptions = 0;
   for (int step = 0; step < 20 && preemptions == 0; ++step) preemptions += h.Step().preemptions;
   EXPECT_EQ(sequence(middle).held_blocks(), 0) << "the paused stream gave its blocks first";
@@ -345,7 +420,7 @@ TEST(SchedulerTest, APreemptedSequenceIsComputedAgainWithItsSampledTokens) {
         EXPECT_GT(g->generated(), 0) << "its sampled tokens are kept and fed again";
       }
     }
-    h.scheduler.Update(h.Execute(plan));
+    h.Update(h.Execute(plan));
   }
   EXPECT_TRUE(seen);
   EXPECT_TRUE(h.scheduler.idle());
@@ -384,7 +459,7 @@ TEST(SchedulerTest, OneClientsManyStreamsLeaveAnotherClientASlotEveryStep) {
     }();
     if (done) break;
     EXPECT_TRUE(fed) << "step " << steps;
-    h.scheduler.Update(h.Execute(plan));
+    h.Update(h.Execute(plan));
     ++steps;
   }
   EXPECT_EQ(steps, 8) << "one step for the prompt and the first token, then one a token";
@@ -418,8 +493,8 @@ TEST(SchedulerTest, RandomMixesKeepTheBudgetsConserveBlocksAndFinishEverything) 
                                      max_tokens, "client" + std::to_string(rng() % 3)));
         }
       }
-      for (auto& sink : h.sinks) {
-        if (rng() % 10 == 0) sink->unsent = sink->unsent > 0 ? 0 : options.max_unsent_events;
+      for (size_t i = 0; i < h.sinks.size(); ++i) {
+        if (rng() % 10 == 0) h.Unsent(i, h.sinks[i]->unsent > 0 ? 0 : options.max_unsent_events);
       }
       if (rng() % 50 == 0 && !tasks.empty()) h.scheduler.Cancel(*tasks[rng() % tasks.size()]);
       if (tasks.size() >= 60 && h.scheduler.idle()) break;
@@ -432,9 +507,7 @@ TEST(SchedulerTest, RandomMixesKeepTheBudgetsConserveBlocksAndFinishEverything) 
         ASSERT_LE(plan.unary_tokens, options.step_tokens);
       }
       ASSERT_LE(static_cast<int64_t>(plan.unary.size()), options.max_batch_size);
-      h.scheduler.Update(h.Execute(plan));
-      for (const auto& task : h.finished) task->Finish(absl::OkStatus());
-      h.finished.clear();
+      h.Update(h.Execute(plan));
       // Blocks: those the running sequences hold are the pool's referenced ones.
       std::set<int32_t> held;
       for (const Sequence& g : h.scheduler.sequences()) {
@@ -444,7 +517,7 @@ TEST(SchedulerTest, RandomMixesKeepTheBudgetsConserveBlocksAndFinishEverything) 
       ASSERT_EQ(static_cast<int64_t>(held.size()), h.scheduler.cache().pool()->used_blocks());
     }
     // Every client reads again: everything finishes, and every block comes back.
-    for (auto& sink : h.sinks) sink->unsent = 0;
+    for (size_t i = 0; i < h.sinks.size(); ++i) h.Unsent(i, 0);
     for (int64_t more = 0; more < 2000 && !h.scheduler.idle(); ++more) h.Step();
     EXPECT_TRUE(h.scheduler.idle()) << "something starved";
     EXPECT_EQ(h.scheduler.cache().pool()->used_blocks(), 0);

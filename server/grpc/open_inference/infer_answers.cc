@@ -67,7 +67,7 @@ inference::ModelInferResponse InferResponse(const InferAnswer& answer, Task& tas
     case InferMethod::kDetokenize:
       break;  // answered without a task
     case InferMethod::kNextToken: {
-      const std::vector<NextTokenRow>& rows = task.next_token;
+      const std::vector<NextTokenRow>& rows = task.next_token().rows;
       const int64_t batch = rows.size();
       const int64_t k = batch > 0 ? static_cast<int64_t>(rows[0].top.size()) : 0;
       std::vector<int64_t> ids, counts;
@@ -83,7 +83,7 @@ inference::ModelInferResponse InferResponse(const InferAnswer& answer, Task& tas
         counts.push_back(row.input_tokens);
         distribution.insert(distribution.end(), row.distribution.begin(), row.distribution.end());
       }
-      task.next_token = {};
+      task.next_token().rows = {};
       out.AddIntegers("top_k_ids", {batch, k}, ids, response);
       out.AddStrings("top_k_tokens", {batch, k}, texts, response);
       out.AddFloats("top_k_probabilities", {batch, k}, probabilities, response);
@@ -94,7 +94,7 @@ inference::ModelInferResponse InferResponse(const InferAnswer& answer, Task& tas
       break;
     }
     case InferMethod::kEmbed: {
-      const std::vector<Embedding>& embeddings = task.embeddings;
+      const std::vector<Embedding>& embeddings = task.embed().embeddings;
       const int64_t batch = embeddings.size();
       const int64_t width = batch > 0 ? embeddings[0].width : 0;
       int64_t rows = 0;
@@ -108,7 +108,7 @@ inference::ModelInferResponse InferResponse(const InferAnswer& answer, Task& tas
                   values.begin() + b * rows * width);
         counts.push_back(embeddings[b].rows);
       }
-      task.embeddings = {};
+      task.embed().embeddings = {};
       if (answer.token_states) {
         out.AddFloats("token_embeddings", {batch, rows, width}, values, response);
         out.AddIntegers("token_counts", {batch}, counts, response);
@@ -121,11 +121,11 @@ inference::ModelInferResponse InferResponse(const InferAnswer& answer, Task& tas
       break;
     }
     case InferMethod::kScore: {
-      const int64_t n = task.score.tokens.size();
+      const int64_t n = task.score().result.tokens.size();
       std::vector<int64_t> ids;
       std::vector<std::string> texts;
       std::vector<float> log_probabilities;
-      for (const ScoredToken& token : task.score.tokens) {
+      for (const ScoredToken& token : task.score().result.tokens) {
         ids.push_back(token.id);
         texts.push_back(token.text);
         log_probabilities.push_back(token.log_probability);
@@ -133,7 +133,7 @@ inference::ModelInferResponse InferResponse(const InferAnswer& answer, Task& tas
       out.AddIntegers("token_ids", {1, n}, ids, response);
       out.AddStrings("tokens", {1, n}, texts, response);
       out.AddFloats("token_log_probabilities", {1, n}, log_probabilities, response);
-      const double total = task.score.total_log_probability;
+      const double total = task.score().result.total_log_probability;
       out.AddDoubles("total_log_probability", {1}, std::span(&total, 1), response);
       break;
     }
@@ -143,7 +143,7 @@ inference::ModelInferResponse InferResponse(const InferAnswer& answer, Task& tas
       std::vector<float> log_probabilities;
       std::string text;
       GenerationEvent finish;
-      for (const GenerationEvent& event : task.events) {
+      for (const GenerationEvent& event : task.generate().events) {
         if (event.finished) {
           finish = event;
           continue;
@@ -153,7 +153,7 @@ inference::ModelInferResponse InferResponse(const InferAnswer& answer, Task& tas
         log_probabilities.push_back(event.log_probability);
         text += event.text;
       }
-      task.events = {};
+      task.generate().events = {};
       text += finish.text;  // what the stream held back: the end of a cut character
       const int64_t n = ids.size();
       out.AddStrings("text_output", {1}, std::span(&text, 1), response);

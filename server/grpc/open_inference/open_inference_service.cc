@@ -150,8 +150,8 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
   // Validation names the request's tensors and parameters.
   auto validating = [&](auto validate, const auto& input) {
     return [&, validate](const EngineLoop& worker, Task& task) {
-      task.pad_token_states = answer->token_states;
-      task.collect_events = answer->model.method == InferMethod::kGenerate;
+      if (task.kind == TaskKind::kEmbed) task.embed().pad_token_states = answer->token_states;
+      if (task.kind == TaskKind::kGenerate) task.generate().collect_events = true;
       return validate(input, names, worker, task);
     };
   };

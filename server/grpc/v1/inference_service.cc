@@ -148,7 +148,7 @@ grpc::ServerUnaryReactor* InferenceService::NextToken(grpc::CallbackServerContex
   return Unary<v1::NextTokenRequest, NextTokenInput>(
       context, "NextToken", TaskKind::kNextToken, *request, response, ValidateNextToken,
       [](const std::string& model, Task& task) {
-        v1::NextTokenResponse message = NextTokenMessage(task.next_token);
+        v1::NextTokenResponse message = NextTokenMessage(task.next_token().rows);
         message.set_model(model);
         return EncodeMessage(message);
       });
@@ -157,13 +157,13 @@ grpc::ServerUnaryReactor* InferenceService::NextToken(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* InferenceService::Score(grpc::CallbackServerContext* context,
                                                   const grpc::ByteBuffer* request,
                                                   grpc::ByteBuffer* response) {
-  return Unary<v1::ScoreRequest, ScoreInput>(context, "Score", TaskKind::kScore, *request, response,
-                                             ValidateScore,
-                                             [](const std::string& model, Task& task) {
-                                               v1::ScoreResponse message = ScoreMessage(task.score);
-                                               message.set_model(model);
-                                               return EncodeMessage(message);
-                                             });
+  return Unary<v1::ScoreRequest, ScoreInput>(
+      context, "Score", TaskKind::kScore, *request, response, ValidateScore,
+      [](const std::string& model, Task& task) {
+        v1::ScoreResponse message = ScoreMessage(task.score().result);
+        message.set_model(model);
+        return EncodeMessage(message);
+      });
 }
 
 grpc::ServerUnaryReactor* InferenceService::Embed(grpc::CallbackServerContext* context,
@@ -172,7 +172,7 @@ grpc::ServerUnaryReactor* InferenceService::Embed(grpc::CallbackServerContext* c
   return Unary<v1::EmbedRequest, EmbedInput>(
       context, "Embed", TaskKind::kEmbed, *request, response, ValidateEmbed,
       [](const std::string& model, Task& task) {
-        v1::EmbedResponse message = EmbedMessage(task.embeddings);
+        v1::EmbedResponse message = EmbedMessage(task.embed().embeddings);
         message.set_model(model);
         return EncodeMessage(message);
       });

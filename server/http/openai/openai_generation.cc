@@ -132,10 +132,10 @@ void GenerationJob::Cancel() {
   CancelAll();
 }
 
-void GenerationJob::Wake() {
+void GenerationJob::Resume() {
   std::lock_guard lock(mutex_);
   for (auto& choice : choices_) {
-    if (!choice->done_ && choice->task_ && choice->task_->wake) choice->task_->wake();
+    if (!choice->done_ && choice->task_) choice->task_->Resume();
   }
 }
 

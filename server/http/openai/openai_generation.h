@@ -86,7 +86,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   // The client went away: every choice's task is cancelled.
   void Cancel();
   // The client read: paused choices may go on.
-  void Wake();
+  void Resume();
   // A choice handed over was refused at once: hand over no more.
   bool failed();
   // Once the first `handed` choices were handed over (the rest never will be): answers a

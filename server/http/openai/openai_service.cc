@@ -88,7 +88,7 @@ class EmbeddingCall final : public TaskSink {
       return;
     }
     // A large answer is built off the scheduler's thread.
-    if (answers_ != nullptr && task_->response_bytes() > AnswerWriter::kInlineBytes) {
+    if (answers_ != nullptr && task_->response_bytes.bytes() > AnswerWriter::kInlineBytes) {
       answers_->Post([this] { Answer(); });
     } else {
       Answer();
@@ -98,9 +98,9 @@ class EmbeddingCall final : public TaskSink {
  private:
   void Answer() {
     int64_t tokens = 0;
-    for (const auto& sequence : task_->embed_inputs.tokens) tokens += sequence.size();
+    for (const auto& sequence : task_->embed().inputs.tokens) tokens += sequence.size();
     responder_->Respond(200, "application/json",
-                        EmbeddingsBody(model_, task_->embeddings, base64_, tokens));
+                        EmbeddingsBody(model_, task_->embed().embeddings, base64_, tokens));
     delete this;
   }
 
@@ -196,7 +196,7 @@ OpenAiFieldNames ChoiceFieldNames(const GenerationPlan& plan, int64_t choice) {
 
 absl::Status ValidateChoice(const GenerationPlan& plan, const OpenAiFieldNames& names,
                             const EngineLoop& loop, GenerateInput& input, Task& task) {
-  task.collect_events = !plan.sampling.stream;
+  task.generate().collect_events = !plan.sampling.stream;
   task.answer_scale = 4;
   if (input.max_tokens == 0) input.max_tokens = loop.max_context();  // unbounded
   return ValidateGenerate(input, names, loop, task);
@@ -252,7 +252,7 @@ void StartGeneration(const Admission& admission, const HttpRequest& request,
     if (auto held = weak.lock()) held->Cancel();
   });
   responder->OnWritten([weak] {
-    if (auto held = weak.lock()) held->Wake();
+    if (auto held = weak.lock()) held->Resume();
   });
   const CallOrigin origin = OriginOf(request);
   int64_t handed = 0;
