@@ -10,11 +10,13 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -72,6 +74,61 @@ class RecordingSink final : public TaskSink {
   std::vector<absl::Status> statuses_;
   std::atomic<int>* const clock_;
   int completed_at_ = -1;
+};
+
+// A call whose client reads only once told to: its events wait unsent until then. Each read
+// resumes the task, from the reading thread, as a call's write completion does.
+class SlowReaderSink final : public TaskSink {
+ public:
+  ~SlowReaderSink() override {
+    if (reader_.joinable()) reader_.join();
+  }
+  void Send(GenerationEvent event) override {
+    std::lock_guard lock(mutex_);
+    unsent_.push_back(std::move(event));
+    changed_.notify_all();
+  }
+  void Complete(absl::Status status) override {
+    std::lock_guard lock(mutex_);
+    status_ = std::move(status);
+    changed_.notify_all();
+  }
+  int64_t Unsent() const override {
+    std::lock_guard lock(mutex_);
+    return static_cast<int64_t>(unsent_.size());
+  }
+  // Reads every event from now on, on a thread of its own, until the end.
+  void StartReading(std::shared_ptr<Task> task) {
+    reader_ = std::thread([this, task = std::move(task)] {
+      std::unique_lock lock(mutex_);
+      while (true) {
+        changed_.wait(lock, [&] { return !unsent_.empty() || status_.has_value(); });
+        if (unsent_.empty()) return;
+        read_.push_back(std::move(unsent_.front()));
+        unsent_.pop_front();
+        lock.unlock();
+        task->Resume();
+        lock.lock();
+      }
+    });
+  }
+  absl::Status Wait() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return status_.has_value(); });
+    return *status_;
+  }
+  size_t read() {
+    if (reader_.joinable()) reader_.join();
+    return read_.size();
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<GenerationEvent> unsent_;
+  std::vector<GenerationEvent> read_;
+  std::optional<absl::Status> status_;
+  std::thread reader_;
 };
 
 struct Call {
@@ -275,6 +332,44 @@ TEST_F(EngineLoopTest, CancelledGenerationsEndAndFreeTheirSequences) {
   for (auto& c : cancellers) c.join();
   for (Call& call : calls) EXPECT_EQ(call.sink->Wait().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(Gauge(metrics_.active_sequences), 0);
+}
+
+// A paused stream takes nothing until its client reads, and then goes on to its end; the pause
+// and the resumption reach the scheduler from different threads (make test-tsan).
+TEST_F(EngineLoopTest, AStreamWhoseClientStopsReadingIsPausedUntilItReads) {
+  auto worker = StartWorker();
+  SlowReaderSink sink;
+  auto task = std::make_shared<Task>(TaskKind::kGenerate, &sink);
+  task->generate().sequences = {{40, 41, 42, 43}};
+  task->generate().options.max_tokens = 40;
+  task->generate().options.ignore_eos = true;
+  task->resume = [&worker, t = task.get()] { worker->Resume(*t); };
+  ASSERT_TRUE(worker->Submit(task).ok());
+  for (int i = 0; i < 500 && Gauge(metrics_.paused_streams) == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(Gauge(metrics_.paused_streams), 1);
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(sink.Unsent(), worker->options().max_unsent_events) << "nothing made once paused";
+  sink.StartReading(task);
+  EXPECT_TRUE(sink.Wait().ok());
+  EXPECT_EQ(sink.read(), 41u) << "40 tokens, then the finish";
+  EXPECT_EQ(Gauge(metrics_.paused_streams), 0);
+}
+
+// With every stream paused the loop sleeps, and still ends one at its deadline.
+TEST_F(EngineLoopTest, APausedStreamEndsAtItsDeadline) {
+  auto worker = StartWorker();
+  SlowReaderSink sink;
+  auto task = std::make_shared<Task>(TaskKind::kGenerate, &sink);
+  task->generate().sequences = {{40, 41, 42, 43}};
+  task->generate().options.max_tokens = 40;
+  task->generate().options.ignore_eos = true;
+  task->deadline = absl::Now() + absl::Milliseconds(500);
+  ASSERT_TRUE(worker->Submit(task).ok());
+  EXPECT_EQ(sink.Wait().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - task->deadline, absl::Seconds(5));
+  EXPECT_EQ(sink.Unsent(), worker->options().max_unsent_events);
 }
 
 TEST_F(EngineLoopTest, DeadlinesAndAFullQueueAreRefused) {
