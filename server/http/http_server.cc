@@ -1,5 +1,9 @@
 #include "server/http/http_server.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <array>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
@@ -38,6 +42,15 @@ std::string PeerName(const tcp::socket& socket) {
   if (error) return "ipv4:unknown";
   return absl::StrCat(peer.address().is_v6() ? "ipv6:[" : "ipv4:", peer.address().to_string(),
                       peer.address().is_v6() ? "]:" : ":", peer.port());
+}
+
+// The client closed the connection (its FIN or a reset arrived), whatever bytes it sent before
+// that the server has not read: while an answer is made, the server keeps its own side open.
+bool PeerClosed(tcp::socket& socket) {
+  tcp_info info{};
+  socklen_t size = sizeof(info);
+  return getsockopt(socket.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &size) == 0 &&
+         info.tcpi_state != TCP_ESTABLISHED;
 }
 
 class Listener;
@@ -86,6 +99,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnBody(beast::error_code error);
   void Dispatch();
   void WatchForGone();
+  void WatchForClose(int64_t generation);
   void Refuse(http::status status, std::string message, bool keep_alive);
   enum class Part { kHeader, kChunk, kLast };  // kLast: the answer's last bytes
   void Write(std::string bytes, Part part);
@@ -98,6 +112,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   std::optional<beast::tcp_stream> plain_;
   std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;
+  std::optional<asio::steady_timer> close_watch_;  // see WatchForClose
   bool handshaken_ = false;
   Listener& listener_;
   beast::flat_buffer buffer_;
@@ -287,6 +302,7 @@ Session::Session(tcp::socket socket, Listener& listener, ssl::context* tls) : li
   } else {
     plain_.emplace(std::move(socket));
   }
+  close_watch_.emplace(Tcp().get_executor());
   peer_ = PeerName(Tcp().socket());
 }
 
@@ -417,8 +433,23 @@ void Session::WatchForGone() {
             error ? 0
                   : self->Tcp().socket().receive(asio::buffer(&byte, 1), tcp::socket::message_peek,
                                                  peek_error);
-        if (error || peek_error || peeked == 0) self->Gone();
+        if (error || peek_error || peeked == 0 || PeerClosed(self->Tcp().socket())) {
+          return self->Gone();
+        }
+        // Bytes wait: a pipelined request, or on HTTPS perhaps the client's close alert. The
+        // socket stays readable with them, so the close is looked for instead.
+        self->WatchForClose(generation);
       });
+}
+
+// Looks every 100 ms, while the answer is made, for the client's close behind bytes it sent.
+void Session::WatchForClose(int64_t generation) {
+  close_watch_->expires_after(std::chrono::milliseconds(100));
+  close_watch_->async_wait([self = shared_from_this(), generation](beast::error_code error) {
+    if (error || generation != self->request_generation_ || !self->answering_) return;
+    if (PeerClosed(self->Tcp().socket())) return self->Gone();
+    self->WatchForClose(generation);
+  });
 }
 
 void Session::Gone() {
@@ -545,6 +576,7 @@ void Session::Finished() {
   ++request_generation_;
   beast::error_code ignored;
   Tcp().socket().cancel(ignored);  // the watch for a client gone
+  close_watch_->cancel();
   if (!keep_alive_) return Linger();
   ReadHeader();
 }

@@ -702,6 +702,38 @@ class HttpsTest(unittest.TestCase):
                           max_retries=0, http_client=httpx.Client(
                               verify=self.path("ca.pem"))).models.list()
 
+    def test_a_client_that_leaves_with_a_close_alert_cancels_its_work(self):
+        # An unstreamed completion over TLS whose client sends its close alert, then closes:
+        # the alert is bytes the server does not read while the answer is made, and the close
+        # behind it still cancels the work.
+        import ssl
+        metric = self.server.metric_value
+        context = ssl.create_default_context(cafile=self.path("ca.pem"))
+        sock = context.wrap_socket(socket.create_connection(("localhost", self.http_port),
+                                                            timeout=10),
+                                   server_hostname="localhost")
+        body = json.dumps({"model": "demo", "prompt": "Long ", "max_tokens": 1000,
+                           "ignore_eos": True})
+        before = metric("attnserve_tokens_total", kind="generated")
+        sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+                      f"Authorization: Bearer {KEY}\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        deadline = time.time() + 10
+        while time.time() < deadline and metric("attnserve_active_sequences") < 1:
+            time.sleep(0.01)
+        sock.settimeout(0.1)
+        try:
+            sock.unwrap()  # sends the close alert; the server's is not waited for
+        except (ssl.SSLError, OSError):
+            pass
+        sock.close()
+        deadline = time.time() + 10
+        while time.time() < deadline and metric("attnserve_active_sequences") > 0:
+            time.sleep(0.02)
+        self.assertEqual(metric("attnserve_active_sequences"), 0)
+        self.assertLess(metric("attnserve_tokens_total", kind="generated"), before + 1000,
+                        "cancelled before its 1000 tokens")
+
     def test_plain_http_and_untrusted_certificates_are_refused(self):
         import ssl
         plain = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=10)
