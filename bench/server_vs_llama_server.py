@@ -4,7 +4,7 @@ run: SmolLM2-135M-Instruct, streams of 128-token prompts each generating exactly
 
     .venv/bin/python bench/server_vs_llama_server.py build \
         --llama_server /tmp/llamacpp-peer/build/bin/llama-server [--gguf FILE] [--seconds 30]
-        [--rounds 2] [--streams 1,4,16]
+        [--rounds 2] [--streams 1,4,16] [--base OTHER_ATTNSERVE_BINARY]
 
 - attnserve: build/server/attnserve --threads=2 on a repository holding the .gguf file, with
   its defaults (--weights=auto: int4 weights for this file of 4-bit blocks, the token table
@@ -171,6 +171,8 @@ def main():
                         help="of " + ", ".join(PEERS) + " and 'llama-server q4_0'")
     parser.add_argument("--q4_0", help="for the peer 'llama-server q4_0': a Q4_0 file of the "
                                        "model (bench/gguf_vs_llamacpp.py --q4_0 makes one)")
+    parser.add_argument("--base", help="another attnserve binary (an earlier commit's), run as "
+                                       "the peer 'attnserve base' with the same flags")
     parser.add_argument("--attnserve_flags", default="",
                         help="more flags for attnserve, e.g. --prefill_chunk_tokens=64")
     parser.add_argument("--quiet", type=float, default=0.15)
@@ -179,6 +181,8 @@ def main():
     gguf = os.path.realpath(args.gguf)
     stream_counts = [int(s) for s in args.streams.split(",")]
     peers = args.peers.split(",")
+    if args.base and "attnserve base" not in peers:
+        peers.insert(1, "attnserve base")
     texts = prompts(gguf, 64)
     repository = tempfile.mkdtemp()
     os.symlink(gguf, os.path.join(repository, "smollm2.gguf"))
@@ -186,8 +190,9 @@ def main():
 
     def start(peer, streams):
         port = free_port()
-        if peer == "attnserve":
-            return Server([attnserve, "--threads=2", "--host=127.0.0.1", f"--port={free_port()}",
+        if peer in ("attnserve", "attnserve base"):
+            binary = attnserve if peer == "attnserve" else os.path.abspath(args.base)
+            return Server([binary, "--threads=2", "--host=127.0.0.1", f"--port={free_port()}",
                            f"--http_port={port}", f"--metrics_port={free_port()}",
                            f"--model_repository={repository}", *args.attnserve_flags.split()],
                           port, "smollm2")
