@@ -334,15 +334,21 @@ TEST_F(EngineLoopTest, CancelledGenerationsEndAndFreeTheirSequences) {
   EXPECT_EQ(Gauge(metrics_.active_sequences), 0);
 }
 
+// A generation of exactly 40 tokens, answered to `sink`.
+std::shared_ptr<Task> FortyTokens(TaskSink& sink) {
+  auto task = std::make_shared<Task>(TaskKind::kGenerate, &sink);
+  task->generate().sequences = {{40, 41, 42, 43}};
+  task->generate().options.max_tokens = 40;
+  task->generate().options.ignore_eos = true;
+  return task;
+}
+
 // A paused stream takes nothing until its client reads, and then goes on to its end; the pause
 // and the resumption reach the scheduler from different threads (make test-tsan).
 TEST_F(EngineLoopTest, AStreamWhoseClientStopsReadingIsPausedUntilItReads) {
   auto worker = StartWorker();
   SlowReaderSink sink;
-  auto task = std::make_shared<Task>(TaskKind::kGenerate, &sink);
-  task->generate().sequences = {{40, 41, 42, 43}};
-  task->generate().options.max_tokens = 40;
-  task->generate().options.ignore_eos = true;
+  auto task = FortyTokens(sink);
   task->resume = [&worker, t = task.get()] { worker->Resume(*t); };
   ASSERT_TRUE(worker->Submit(task).ok());
   for (int i = 0; i < 500 && Gauge(metrics_.paused_streams) == 0; ++i) {
@@ -361,10 +367,7 @@ TEST_F(EngineLoopTest, AStreamWhoseClientStopsReadingIsPausedUntilItReads) {
 TEST_F(EngineLoopTest, APausedStreamEndsAtItsDeadline) {
   auto worker = StartWorker();
   SlowReaderSink sink;
-  auto task = std::make_shared<Task>(TaskKind::kGenerate, &sink);
-  task->generate().sequences = {{40, 41, 42, 43}};
-  task->generate().options.max_tokens = 40;
-  task->generate().options.ignore_eos = true;
+  auto task = FortyTokens(sink);
   task->deadline = absl::Now() + absl::Milliseconds(500);
   ASSERT_TRUE(worker->Submit(task).ok());
   EXPECT_EQ(sink.Wait().code(), absl::StatusCode::kDeadlineExceeded);
