@@ -103,9 +103,14 @@ class OverloadTest(unittest.TestCase):
             # noisy neighbour before a batch shows it, nor this client falling behind on the
             # same two cores, so a few may slip (docs/reliability.md): 1 in 20 on a quiet
             # machine, 1 in 4 while other processes take a tenth of it or more (34 of 226 were
-            # late in a CI run beside a build).
-            allowed = (len(served) + len(late)) // (20 if others < 0.1 else 4)
-            self.assertLessEqual(len(late), max(2, allowed), f"other processes: {others:.0%}")
+            # late in a CI run beside a build) or the machine itself got slower than it was when
+            # its capacity was measured, which a shared VM's neighbours do without showing in
+            # /proc (20 of 166 late in a CI run that served 34.5 req/s afterwards against 56
+            # before).
+            steady = others < 0.1 and recovered >= 0.8 * capacity
+            allowed = (len(served) + len(late)) // (20 if steady else 4)
+            self.assertLessEqual(len(late), max(2, allowed),
+                                 f"other processes: {others:.0%}, steady: {steady}")
             # A refusal does not wait behind the work it would have queued for.
             self.assertLess(ms(refused, 0.5), 50)
             self.assertGreater(recovered, 0.6 * capacity)
