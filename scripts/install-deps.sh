@@ -206,18 +206,26 @@ if [[ ! -f $java_dir/target/.fetched || $java_dir/pom.xml -nt $java_dir/target/.
   touch "$java_dir/target/.fetched"
 fi
 
-# Rust: cargo at least Cargo.toml's rust-version, rustup's ($CARGO_HOME/bin) or else on PATH.
-# Debian bookworm's is 1.63, too old for tonic; rustup is the way to a newer one.
-rust_minimum=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' "$examples/rust/Cargo.toml")
+# Rust, for the constrained-decoding engine (third_party/llguidance) and the Rust example: cargo
+# at least both Cargo.tomls' rust-version, rustup's ($CARGO_HOME/bin) or else on PATH. Debian
+# bookworm's is 1.63, too old for both; rustup is the way to a newer one.
+rust_minimum=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' "$examples/rust/Cargo.toml" \
+               "$repo/third_party/llguidance/Cargo.toml" | sort -V | tail -n 1)
 cargo_bin=$(first_executable "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" "$(command -v cargo || true)")
 cargo_version=$([[ -n $cargo_bin ]] && "$cargo_bin" --version | awk '{ print $2 }' || true)
 if ! at_least "${cargo_version:-0}" "$rust_minimum"; then
-  echo "install-deps: the Rust example needs cargo and rustc $rust_minimum or later, found" \
+  echo "install-deps: llguidance and the Rust example need cargo and rustc $rust_minimum or later, found" \
        "${cargo_bin:-none}${cargo_version:+ $cargo_version} (Debian bookworm's 1.63 is too old)." \
        "Install them with rustup:" >&2
   echo "  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal" >&2
   echo "(or \`rustup update stable\`), then run this again." >&2
   exit 1
+fi
+# llguidance's crates, pinned by its Cargo.lock: the build runs cargo offline.
+llg_dir="$repo/third_party/llguidance"
+if [[ ! -f $llg_dir/target/.fetched || $llg_dir/Cargo.lock -nt $llg_dir/target/.fetched ]]; then
+  echo "install-deps: cargo fetch in third_party/llguidance"
+  (cd "$llg_dir" && "$cargo_bin" fetch --locked --quiet && mkdir -p target && touch target/.fetched)
 fi
 rust_dir="$examples/rust"
 if [[ ! -f $rust_dir/target/.fetched || $rust_dir/Cargo.lock -nt $rust_dir/target/.fetched ]]; then

@@ -100,6 +100,10 @@ int main(int argc, char** argv) {
     }
     out["decoded"] = *tokenizer->Decode(encoding.ids, /*skip_special_tokens=*/true);
     out["decoded_with_special"] = *tokenizer->Decode(encoding.ids, /*skip_special_tokens=*/false);
+    // The bytes each token adds to a text, joined: what constrained decoding matches.
+    std::string token_bytes;
+    for (int64_t id : encoding.ids) token_bytes += tokenizer->TokenBytes(id).value_or("");
+    out["token_bytes"] = token_bytes;
     // The ids streamed one at a time, as Generate streams them.
     attnserve::TextStream stream(*tokenizer, {});
     out["stream"] = nlohmann::json::array();

@@ -60,6 +60,11 @@ std::string ByteTokenizer::TokenText(int64_t id) const {
   return special == special_by_id_.end() ? absl::StrFormat("<%d>", id) : special->second;
 }
 
+std::optional<std::string> ByteTokenizer::TokenBytes(int64_t id) const {
+  if (id < 0 || id >= 256) return std::nullopt;
+  return std::string(1, static_cast<char>(id));
+}
+
 int64_t ByteTokenizer::vocab_size() const {
   return special_by_id_.empty() ? 256 : std::max<int64_t>(256, special_by_id_.rbegin()->first + 1);
 }

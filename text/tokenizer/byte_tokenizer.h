@@ -25,6 +25,7 @@ class ByteTokenizer final : public Tokenizer {
   size_t IncompleteCharacterTokens(const std::vector<int64_t>& ids) const override;
   // ASCII as itself, other bytes as "<0xE6>", special tokens by name; "<id>" if unknown.
   std::string TokenText(int64_t id) const override;
+  std::optional<std::string> TokenBytes(int64_t id) const override;
 
   std::string type() const override { return "byte"; }
   int64_t vocab_size() const override;

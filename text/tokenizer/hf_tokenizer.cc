@@ -196,6 +196,19 @@ std::string HfTokenizer::TokenText(int64_t id) const {
   return text;
 }
 
+std::optional<std::string> HfTokenizer::TokenBytes(int64_t id) const {
+  const std::string token = IdToToken(id);
+  if (token.empty() || added_.IsSpecial(token)) return std::nullopt;
+  if (decoder_) {
+    if (auto bytes = decoder_->TokenBytes(token)) return bytes;
+  }
+  // A token that stands for text: what it adds after a copy of itself, since decoders treat the
+  // first token of a text apart (SentencePiece's leading space stripped, WordPiece's "##").
+  const std::string alone = *Decode({id});
+  const std::string twice = *Decode({id, id});
+  return twice.starts_with(alone) ? twice.substr(alone.size()) : alone;
+}
+
 std::map<std::string, int64_t> HfTokenizer::special_tokens() const {
   std::map<std::string, int64_t> specials;
   for (const AddedToken& token : added_.tokens()) {

@@ -32,6 +32,7 @@ class HfTokenizer final : public Tokenizer {
                                      bool skip_special_tokens = false) const override;
   size_t IncompleteCharacterTokens(const std::vector<int64_t>& ids) const override;
   std::string TokenText(int64_t id) const override;
+  std::optional<std::string> TokenBytes(int64_t id) const override;
 
   // The model's: "BPE", "WordPiece" or "Unigram".
   std::string type() const override { return model_->type(); }

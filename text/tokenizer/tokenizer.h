@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,11 @@ class Tokenizer {
   // One token on its own, valid UTF-8: its text, or where that is part of a character, its
   // spelling in the vocabulary ("<0xE6>", GPT-2's "Ġæ").
   virtual std::string TokenText(int64_t id) const = 0;
+
+  // The bytes a token adds to the middle of a text, before they are read as UTF-8 (GPT-2's "Ġæ"
+  // is " " and half of "æ", SentencePiece's "▁the" is " the"); nullopt for a special token,
+  // which stands for no text, and for an unknown id. What constrained decoding matches.
+  virtual std::optional<std::string> TokenBytes(int64_t id) const = 0;
 
   // "byte", or a tokenizer.json's model: "BPE", "WordPiece", "Unigram".
   virtual std::string type() const = 0;
