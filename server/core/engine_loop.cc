@@ -74,6 +74,7 @@ EngineLoop::EngineLoop(std::string name, std::unique_ptr<Model> model, EngineLoo
       metrics_(metrics),
       gauges_(name_, metrics),
       limits_(name_, *model_, options_, kv_cache_tokens_, kv_block_shape_, metrics),
+      constraints_(name_, *model_, {.max_bytes = options_.max_text_bytes, .cached = 64}),
       scheduler_(
           SchedulerOptions{
               .max_batch_size = options_.max_batch_size,

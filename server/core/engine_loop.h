@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/architectures/model.h"
+#include "server/core/model_constraints.h"
 #include "engine/page_warmer.h"
 #include "server/core/answer_writer.h"
 #include "server/core/completion_estimate.h"
@@ -70,6 +71,8 @@ class EngineLoop {
   int64_t max_context() const { return model_->config.max_positions; }
   int64_t kv_cache_tokens() const { return kv_cache_tokens_; }
   const KvBlockShape& kv_block_shape() const { return kv_block_shape_; }
+  // Generate's constraints (JSON schemas, regexes, grammars) compiled for this model.
+  const ModelConstraints& constraints() const { return constraints_; }
 
  private:
   EngineLoop(std::string name, std::unique_ptr<Model> model, EngineLoopOptions options,
@@ -92,6 +95,7 @@ class EngineLoop {
   ServerMetrics& metrics_;
   LoopGauges gauges_;
   const RequestLimits limits_;
+  const ModelConstraints constraints_;
 
   // std::mutex rather than absl::Mutex: Debian builds abseil without ThreadSanitizer's
   // annotations, so make test-tsan would not see absl::Mutex's ordering.

@@ -1,6 +1,7 @@
 #include "server/core/executor.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <iostream>
 #include <limits>
@@ -11,6 +12,27 @@
 #include "server/core/sampling.h"
 
 namespace attnserve::server {
+namespace {
+
+// Sets the logits of the tokens `allowed` (bit t % 32 of word t / 32) does not allow to -inf;
+// whether it allows any token besides end-of-text.
+bool KeepAllowed(const uint32_t* allowed, const std::vector<int64_t>& end_of_text,
+                 std::vector<float>& logits) {
+  const auto vocab = static_cast<int64_t>(logits.size());
+  int64_t kept = 0;
+  for (int64_t word = 0; word * 32 < vocab; ++word) {
+    const uint32_t bits = allowed[word];
+    kept += std::popcount(bits);
+    if (bits == ~uint32_t{0}) continue;
+    for (int64_t t = word * 32; t < std::min(vocab, word * 32 + 32); ++t) {
+      if (!((bits >> (t % 32)) & 1)) logits[t] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  for (int64_t eos : end_of_text) kept -= (allowed[eos / 32] >> (eos % 32)) & 1;
+  return kept > 0;
+}
+
+}  // namespace
 
 Executor::Executor(std::string name, const Model& model, ServerMetrics& metrics)
     : name_(std::move(name)),
@@ -134,26 +156,50 @@ void Executor::Finish(const std::vector<FinishedGeneration>& finished, StepAnswe
 
 void Executor::Emit(Sequence& g, Generation& generation, const float* logits, Result& result) {
   const int64_t vocab = model_.config.vocab_size;
-  const GenerateOptions& options = g.task->generate().options;
+  GenerateJob& job = g.task->generate();
+  const GenerateOptions& options = job.options;
   const std::vector<int64_t>& end_of_text = model_.end_of_text;
-  const bool early = g.generated() < options.min_tokens;
-  int64_t id;
-  if ((options.ignore_eos || early) && !end_of_text.empty()) {
-    // Drawn as if the end-of-text tokens had probability 0; the reported log-probability
-    // stays the model's.
+  const bool hold_end = (options.ignore_eos || g.generated() < options.min_tokens) &&
+                        !end_of_text.empty();
+  const float* drawn_from = logits;
+  if (job.constraint != nullptr || hold_end) {
+    // Drawn as if the tokens the constraint forbids, and end-of-text while it is held back, had
+    // probability 0; the reported log-probability stays the model's.
     suppressed_.assign(logits, logits + vocab);
-    for (int64_t eos : end_of_text) suppressed_[eos] = -std::numeric_limits<float>::infinity();
-    id = Sample(suppressed_.data(), vocab, options, generation.rng);
-  } else {
-    id = Sample(logits, vocab, options, generation.rng);
+    bool others = true;  // tokens other than end-of-text remain
+    if (job.constraint != nullptr) {
+      absl::StatusOr<const uint32_t*> allowed = job.constraint->AllowedTokens();
+      if (!allowed.ok()) {
+        End(g, allowed.status(), result);
+        return;
+      }
+      others = KeepAllowed(*allowed, end_of_text, suppressed_);
+    }
+    // A constraint that admits nothing but end-of-text ends the answer even before min_tokens.
+    if (hold_end && others) {
+      for (int64_t eos : end_of_text) suppressed_[eos] = -std::numeric_limits<float>::infinity();
+    }
+    drawn_from = suppressed_.data();
   }
+  const int64_t id = Sample(drawn_from, vocab, options, generation.rng);
   if (g.generated() == 0) {
     first_token_.Observe(absl::ToDoubleSeconds(absl::Now() - g.task->enqueued));
   }
   if (std::find(end_of_text.begin(), end_of_text.end(), id) != end_of_text.end()) {
-    result.outcome.sampled.push_back(
-        {.sequence = &g, .token = id, .end_of_text = true, .text = generation.text.text()});
+    result.outcome.sampled.push_back({.sequence = &g,
+                                      .token = id,
+                                      .end_of_text = true,
+                                      .constraint_complete = false,
+                                      .text = generation.text.text()});
     return;
+  }
+  bool complete = false;
+  if (job.constraint != nullptr) {
+    if (absl::Status taken = job.constraint->Consume(id); !taken.ok()) {
+      End(g, std::move(taken), result);
+      return;
+    }
+    complete = job.constraint->Complete();
   }
   generated_tokens_.Increment();
   const float log_sum = LogSumExp(logits, vocab);
@@ -164,8 +210,11 @@ void Executor::Emit(Sequence& g, Generation& generation, const float* logits, Re
                .top = options.top_logprobs > 0 ? TopChoices(logits, vocab, options.top_logprobs,
                                                             log_sum, *model_.tokenizer)
                                                : std::vector<TokenChoice>{}});
-  result.outcome.sampled.push_back(
-      {.sequence = &g, .token = id, .end_of_text = false, .text = generation.text.text()});
+  result.outcome.sampled.push_back({.sequence = &g,
+                                    .token = id,
+                                    .end_of_text = false,
+                                    .constraint_complete = complete,
+                                    .text = generation.text.text()});
 }
 
 absl::Status Executor::Finite(const float* values, int64_t count) const {

@@ -438,6 +438,7 @@ std::vector<FinishedGeneration> Scheduler::Update(const StepOutcome& outcome) {
 std::optional<FinishReason> Scheduler::Ends(const Sequence& g, const Sampled& sampled) const {
   const GenerateOptions& options = g.task->generate().options;
   if (sampled.end_of_text) return FinishReason::kEndOfText;
+  if (sampled.constraint_complete) return FinishReason::kConstraintComplete;
   if (g.generated() >= options.max_tokens) {
     return options.context_limited ? FinishReason::kContextFull : FinishReason::kMaxTokens;
   }

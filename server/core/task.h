@@ -22,6 +22,7 @@
 #include "engine/architectures/encoder.h"
 #include "server/core/held_bytes.h"
 #include "server/core/results.h"
+#include "text/structured/token_matcher.h"
 
 namespace attnserve::server {
 
@@ -89,6 +90,9 @@ struct GenerateJob {
   // events are collected here rather than streamed, so the answer's size follows max_tokens.
   bool collect_events = false;
   std::vector<GenerationEvent> events;
+  // What the answer is constrained to (a JSON schema, a regex, a grammar), at its progress so
+  // far: the executor samples only tokens it allows.
+  std::unique_ptr<structured::TokenMatcher> constraint;
 };
 
 struct Task {

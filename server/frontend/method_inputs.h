@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "engine/architectures/encoder.h"
+#include "text/structured/constraint_spec.h"
 
 namespace attnserve::server {
 
@@ -72,6 +73,13 @@ struct GenerateInput {
   int64_t top_logprobs = 0;  // the most likely tokens to report beside each generated one
   bool ignore_eos = false;
   int64_t min_tokens = 0;
+  // What the answer is constrained to, and the field of the request that said so, in the
+  // protocol's words (e.g. "response_format.json_schema.schema", "constraint.regex").
+  struct Constraint {
+    structured::ConstraintSpec spec;
+    std::string field;
+  };
+  std::optional<Constraint> constraint;
 };
 
 struct TokenizeInput {

@@ -343,6 +343,16 @@ absl::Status ValidateGenerate(const GenerateInput& input, const FieldNames& name
   options.top_p = input.top_p > 0.0f ? input.top_p : 1.0f;
   options.seed = input.seed ? *input.seed : std::random_device()();
   options.stop = input.stop;
+  if (input.constraint) {
+    absl::StatusOr<std::unique_ptr<structured::TokenMatcher>> matcher =
+        worker.constraints().Compile(input.constraint->spec);
+    if (!matcher.ok()) {
+      if (matcher.status().code() != absl::StatusCode::kInvalidArgument) return matcher.status();
+      return FieldError(input.constraint->field,
+                        absl::StrCat("is refused: ", matcher.status().message()));
+    }
+    job.constraint = *std::move(matcher);
+  }
   job.sequences.push_back(std::move(ids));
   return ResolveSources(ListOf(input.source), Field::kSource, true, 1, names, worker, job.sources);
 }

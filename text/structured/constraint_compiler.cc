@@ -17,7 +17,7 @@ namespace {
 // JSON may put whitespace between its tokens, as pretty-printing models do, but at most this
 // much at a time: unlimited whitespace (llguidance's default) lets an answer that keeps drawing
 // spaces run to max_tokens without ever closing its JSON.
-constexpr const char* kJsonWhitespace = R"([\x20\x0A\x0D\x09]{1,24})";
+constexpr const char* kJsonWhitespace = R"((?:\x20|\x0A[\x20\x09]{0,20}))";
 
 // llguidance's tokenize callback: the ids of `bytes` as the model's tokenizer encodes them in
 // the middle of a text. Called from any thread; the tokenizer is immutable.

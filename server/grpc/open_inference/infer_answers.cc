@@ -8,7 +8,8 @@
 namespace attnserve::server {
 namespace {
 
-// The protocol's finish reasons: "max_tokens", "stop_sequence", "end_of_text", "context_full".
+// The protocol's finish reasons: "max_tokens", "stop_sequence", "end_of_text", "context_full",
+// "constraint_complete".
 std::string FinishReasonName(FinishReason reason) {
   switch (reason) {
     case FinishReason::kMaxTokens:
@@ -19,6 +20,8 @@ std::string FinishReasonName(FinishReason reason) {
       return "end_of_text";
     case FinishReason::kContextFull:
       return "context_full";
+    case FinishReason::kConstraintComplete:
+      return "constraint_complete";
   }
   return "";
 }

@@ -6,9 +6,11 @@
 #include <optional>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 #include "server/frontend/request_validation.h"
 #include "server/grpc/open_inference/infer_parameters.h"
 #include "text/tokenizer/byte_tokenizer.h"
@@ -17,6 +19,47 @@ namespace attnserve::server {
 namespace {
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+// Generate's constraint, from one of its parameters: json_schema (JSON text), json_object
+// (true), regex, grammar (llama.cpp's GBNF when it has `::=` rules, else Lark) or choice (a
+// JSON list of strings).
+absl::StatusOr<std::optional<GenerateInput::Constraint>> ReadConstraint(
+    const InferParameters& parameters) {
+  using Kind = structured::ConstraintSpec::Kind;
+  std::vector<GenerateInput::Constraint> found;
+  for (const char* name : {"json_schema", "regex", "grammar", "choice"}) {
+    if (parameters.Find(name) == nullptr) continue;
+    ASSIGN_OR_RETURN(std::string text, parameters.String(name));
+    GenerateInput::Constraint& constraint = found.emplace_back();
+    constraint.field = absl::StrCat("parameter '", name, "'");
+    const std::string_view kind = name;
+    if (kind == "json_schema") {
+      constraint.spec = {Kind::kJsonSchema, std::move(text), {}};
+    } else if (kind == "regex") {
+      constraint.spec = {Kind::kRegex, std::move(text), {}};
+    } else if (kind == "grammar") {
+      const Kind grammar = absl::StrContains(text, "::=") ? Kind::kGbnf : Kind::kLark;
+      constraint.spec = {grammar, std::move(text), {}};
+    } else {
+      const nlohmann::json list = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (!list.is_array() || list.empty() ||
+          !std::all_of(list.begin(), list.end(), [](const auto& c) { return c.is_string(); })) {
+        return Invalid("parameter 'choice' must be a JSON list of strings");
+      }
+      constraint.spec = {Kind::kChoice, "", list.get<std::vector<std::string>>()};
+    }
+  }
+  ASSIGN_OR_RETURN(bool json_object, parameters.Boolean("json_object"));
+  if (json_object) {
+    found.push_back({{Kind::kJsonObject, "", {}}, "parameter 'json_object'"});
+  }
+  if (found.size() > 1) {
+    return Invalid(absl::StrCat(found[1].field, " cannot be given with ", found[0].field,
+                                ": one constraint per request"));
+  }
+  if (found.empty()) return std::nullopt;
+  return found.front();
+}
 
 std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
@@ -205,7 +248,8 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
     }
     case InferMethod::kGenerate: {
       if (auto status = parameters.OnlyThese(
-              {"max_tokens", "min_tokens", "ignore_eos", "temperature", "top_k", "top_p", "seed"});
+              {"max_tokens", "min_tokens", "ignore_eos", "temperature", "top_k", "top_p", "seed",
+               "json_schema", "json_object", "regex", "grammar", "choice"});
           !status.ok()) {
         return status;
       }
@@ -230,6 +274,7 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
         if (!seed) return Invalid("parameter 'seed' must be a non-negative integer");
         generate.seed = *seed;
       }
+      ASSIGN_OR_RETURN(generate.constraint, ReadConstraint(parameters));
       if (inputs.Has("stop")) {
         const std::vector<int64_t> shape = inputs.Shape("stop");
         if (shape.size() != 1 || shape[0] > kMaxStopSequences) {

@@ -1,5 +1,7 @@
 #include "server/grpc/v1/v1_messages.h"
 
+#include "server/frontend/field_error.h"
+
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -75,6 +77,8 @@ v1::FinishReason FinishReasonOf(FinishReason reason) {
       return v1::FINISH_REASON_END_OF_TEXT;
     case FinishReason::kContextFull:
       return v1::FINISH_REASON_CONTEXT_FULL;
+    case FinishReason::kConstraintComplete:
+      return v1::FINISH_REASON_CONSTRAINT_COMPLETE;
   }
   return v1::FINISH_REASON_UNSPECIFIED;
 }
@@ -167,6 +171,38 @@ absl::StatusOr<GenerateInput> ReadInput(const v1::GenerateRequest& request) {
   input.stop.assign(request.stop().begin(), request.stop().end());
   input.ignore_eos = request.ignore_eos();
   input.min_tokens = request.min_tokens();
+  if (request.has_constraint()) {
+    using Kind = structured::ConstraintSpec::Kind;
+    const v1::Constraint& constraint = request.constraint();
+    GenerateInput::Constraint& into = input.constraint.emplace();
+    switch (constraint.kind_case()) {
+      case v1::Constraint::kJsonSchema:
+        into = {{Kind::kJsonSchema, constraint.json_schema(), {}}, "constraint.json_schema"};
+        break;
+      case v1::Constraint::kJsonObject:
+        if (!constraint.json_object()) {
+          return FieldError("constraint.json_object", "must be true when set");
+        }
+        into = {{Kind::kJsonObject, "", {}}, "constraint.json_object"};
+        break;
+      case v1::Constraint::kRegex:
+        into = {{Kind::kRegex, constraint.regex(), {}}, "constraint.regex"};
+        break;
+      case v1::Constraint::kLark:
+        into = {{Kind::kLark, constraint.lark(), {}}, "constraint.lark"};
+        break;
+      case v1::Constraint::kGbnf:
+        into = {{Kind::kGbnf, constraint.gbnf(), {}}, "constraint.gbnf"};
+        break;
+      case v1::Constraint::kChoice:
+        into = {{Kind::kChoice, "", {constraint.choice().options().begin(),
+                                     constraint.choice().options().end()}},
+                "constraint.choice.options"};
+        break;
+      case v1::Constraint::KIND_NOT_SET:
+        return FieldError("constraint", "sets none of its kinds");
+    }
+  }
   return input;
 }
 

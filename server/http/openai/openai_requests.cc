@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/frontend/field_error.h"
+#include "server/http/openai/openai_constraints.h"
 
 namespace attnserve::server {
 namespace {
@@ -90,11 +91,6 @@ absl::Status RefuseUnsupported(const json& body) {
   }
   if (const json* value = Find(body, "suffix"); value != nullptr) {
     return Invalid("suffix", "is not supported");
-  }
-  if (const json* value = Find(body, "response_format"); value != nullptr) {
-    if (!value->is_object() || value->value("type", "") != "text") {
-      return Invalid("response_format", "is not supported: only {\"type\": \"text\"}");
-    }
   }
   return absl::OkStatus();
 }
@@ -187,6 +183,7 @@ absl::StatusOr<OpenAiSampling> Sampling(const json& body, int64_t default_max_to
   // vLLM's and llama.cpp's extensions, for benchmarks that need exactly N tokens.
   ASSIGN_OR_RETURN(generate.ignore_eos, Bool(body, "ignore_eos", false));
   ASSIGN_OR_RETURN(generate.min_tokens, Int(body, "min_tokens", 0, 0, kLarge));
+  ASSIGN_OR_RETURN(generate.constraint, ReadConstraint(body));
   ASSIGN_OR_RETURN(sampling.n, Int(body, "n", 1, 1, kMaxChoices));
   ASSIGN_OR_RETURN(sampling.stream, Bool(body, "stream", false));
   if (const json* options = Find(body, "stream_options"); options != nullptr) {

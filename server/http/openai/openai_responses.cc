@@ -161,6 +161,7 @@ const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
     case FinishReason::kEndOfText:
     case FinishReason::kStopSequence:
+    case FinishReason::kConstraintComplete:  // as OpenAI and vLLM answer a completed schema
       return "stop";
     case FinishReason::kMaxTokens:
     case FinishReason::kContextFull:
