@@ -324,6 +324,26 @@ class AnswersTest(unittest.TestCase):
             "translator", prompt=pb.Sequence(tokens=pb.TokenIds(ids=[256])),
             source=pb.Sequence(text="hello world"), max_tokens=8))
 
+    def test_generate_takes_a_constraint_as_a_parameter(self):
+        prompt = [tensor("text", ["x"])]
+        for parameters, pattern in [({"regex": "[0-9]{3}-[a-f]{2}"}, r"^[0-9]{3}-[a-f]{2}$"),
+                                    ({"grammar": 'root ::= "<" [xy]{2} ">"\n'}, r"^<[xy]{2}>$"),
+                                    ({"choice": '["yes", "no"]'}, r"^(yes|no)$"),
+                                    ({"json_schema": '{"type": "boolean"}'}, r"^(true|false)$")]:
+            with self.subTest(parameters=parameters):
+                result = client.infer("demo/generate", prompt,
+                                      parameters={"max_tokens": 50, "temperature": 1.0,
+                                                  "seed": 3, **parameters})
+                self.assertRegex(result.as_numpy("text_output")[0].decode(), pattern)
+                self.assertEqual(result.as_numpy("finish_reason").tolist(),
+                                 [b"constraint_complete"])
+        with self.assertRaises(triton.InferenceServerException) as refused:
+            client.infer("demo/generate", prompt, parameters={"regex": "(", "choice": '["a"]'})
+        self.assertIn("one constraint per request", str(refused.exception))
+        with self.assertRaises(triton.InferenceServerException) as refused:
+            client.infer("demo/generate", prompt, parameters={"regex": "a(b"})
+        self.assertIn("parameter 'regex' is refused", str(refused.exception))
+
     def test_tokenize_and_detokenize(self):
         text = "Caf\u00e9s don't close, \u732b!"
         for model in (MINILM, "demo"):

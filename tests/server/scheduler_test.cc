@@ -188,16 +188,17 @@ TEST(SchedulerTest, ACancelledPausedStreamEndsAtTheNextStep) {
 
 // Where cancellations and deadlines end a generation, so do its own ends, from the token
 // sampled and the text so far.
-TEST(SchedulerTest, AGenerationEndsAtEndOfTextMaxTokensOrAStopSequence) {
+TEST(SchedulerTest, AGenerationEndsAtEndOfTextMaxTokensAStopSequenceOrItsConstraint) {
   Harness h(Options());
   // One step of the generation `task`, the token sampled being `token`, with `text` so far.
-  const auto step = [&](int64_t token, bool end_of_text, std::string text) {
+  const auto step = [&](int64_t token, bool end_of_text, std::string text,
+                        bool constraint_complete = false) {
     StepPlan plan = h.scheduler.Schedule(absl::Now());
     StepOutcome outcome;
     for (const Feed& f : plan.prefill.empty() ? plan.decode : plan.prefill) {
       f.sequence->table->Commit(f.tokens);
       outcome.fed.push_back(f.sequence);
-      outcome.sampled.push_back({f.sequence, token, end_of_text, text});
+      outcome.sampled.push_back({f.sequence, token, end_of_text, constraint_complete, text});
     }
     EXPECT_EQ(outcome.sampled.size(), 1u);
     return h.scheduler.Update(outcome);
@@ -228,6 +229,12 @@ TEST(SchedulerTest, AGenerationEndsAtEndOfTextMaxTokensOrAStopSequence) {
   finished = step(6, false, "ab");
   ASSERT_EQ(finished.size(), 1u);
   EXPECT_EQ(finished[0].reason, FinishReason::kContextFull) << "max_tokens cut to the context";
+  EXPECT_TRUE(h.scheduler.idle());
+
+  h.Generate(Prompt(4, 700), 2);
+  finished = step(5, false, "a", /*constraint_complete=*/true);
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished[0].reason, FinishReason::kConstraintComplete);
   EXPECT_TRUE(h.scheduler.idle());
 }
 

@@ -20,7 +20,8 @@ absl::Status Invalid(const std::string& field, const std::string& problem) {
 }
 
 Constraint Make(Kind kind, std::string text, std::string field) {
-  return {.spec = {.kind = kind, .text = std::move(text), .choices = {}}, .field = std::move(field)};
+  return {.spec = {.kind = kind, .text = std::move(text), .choices = {}},
+          .field = std::move(field)};
 }
 
 // A schema given as a JSON object (or, as vLLM also takes it, as a JSON string).
@@ -79,8 +80,7 @@ absl::StatusOr<std::optional<Constraint>> ResponseFormat(const json& format) {
     }
     return Schema(*schema, "response_format.json_schema.schema");
   }
-  return Invalid("response_format.type",
-                 "must be \"text\", \"json_object\" or \"json_schema\"");
+  return Invalid("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\"");
 }
 
 // vLLM's `structured_outputs` object: one of json, regex, grammar, choice, json_object.
@@ -110,7 +110,8 @@ absl::StatusOr<std::optional<Constraint>> StructuredOutputs(const json& value) {
     found.push_back(*std::move(constraint));
   }
   if (found.size() > 1) {
-    return Invalid("structured_outputs", "may hold one of json, regex, grammar, choice or json_object");
+    return Invalid("structured_outputs",
+                   "may hold one of json, regex, grammar, choice or json_object");
   }
   if (found.empty()) return std::nullopt;
   return found.front();
@@ -131,13 +132,16 @@ absl::StatusOr<std::optional<Constraint>> ReadConstraint(const json& body) {
   };
   absl::Status status;
   if (const json* value = field("response_format")) status.Update(add(ResponseFormat(*value)));
-  if (const json* value = field("structured_outputs")) status.Update(add(StructuredOutputs(*value)));
+  if (const json* value = field("structured_outputs"))
+    status.Update(add(StructuredOutputs(*value)));
   if (const json* value = field("guided_json")) status.Update(add(Schema(*value, "guided_json")));
   if (const json* value = field("guided_regex")) {
     status.Update(add(Text(*value, Kind::kRegex, "guided_regex")));
   }
-  if (const json* value = field("guided_grammar")) status.Update(add(Grammar(*value, "guided_grammar")));
-  if (const json* value = field("guided_choice")) status.Update(add(Choice(*value, "guided_choice")));
+  if (const json* value = field("guided_grammar"))
+    status.Update(add(Grammar(*value, "guided_grammar")));
+  if (const json* value = field("guided_choice"))
+    status.Update(add(Choice(*value, "guided_choice")));
   if (const json* value = field("grammar")) status.Update(add(Grammar(*value, "grammar")));
   if (const json* value = field("json_schema")) status.Update(add(Schema(*value, "json_schema")));
   if (!status.ok()) return status;
