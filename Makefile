@@ -14,7 +14,8 @@ FUZZ_SECONDS ?= 60
 # quicker to compile than full debug information).
 SANITIZE_FLAGS = -O1 -g1 -DNDEBUG
 FUZZ_TARGETS = safetensors_fuzz model_config_fuzz tokenizer_fuzz request_fuzz open_inference_fuzz \
-               tokenizer_json_fuzz hf_tokenizer_fuzz chat_template_fuzz openai_request_fuzz gguf_fuzz
+               tokenizer_json_fuzz hf_tokenizer_fuzz chat_template_fuzz openai_request_fuzz gguf_fuzz \
+               constraint_fuzz
 
 .PHONY: deps configure build test serve bench bench-model bench-server bench-compare bench-int8 \
         container-test kube-test test-asan \
