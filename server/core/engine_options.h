@@ -42,6 +42,12 @@ struct EngineLoopOptions {
   int64_t max_text_bytes = 256 << 10;
   // A Generate stream with this many events unsent is paused until its client reads.
   int64_t max_unsent_events = 4;
+  // How the model writes tool calls (tool_calls::FormatNamed's names); empty: as its chat
+  // template shows (serving.json's tool_call_format).
+  std::string tool_call_format;
+  // A Jinja file in the model's directory that replaces its default chat template
+  // (serving.json's chat_template), e.g. one that shows the model tools.
+  std::string chat_template_file;
   ModelBudget budget{int64_t{256} << 20, int64_t{512} << 20, int64_t{256} << 20};
   // How the model keeps its linear layers' weights: float32, or int8 quantized at load.
   WeightFormat weights;

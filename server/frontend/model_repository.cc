@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/kernels/few_rows_linear.h"
 #include "engine/matmul.h"
+#include "text/tool_calls/tool_call_format.h"
 
 namespace attnserve::server {
 
@@ -49,6 +50,23 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
       continue;
     }
     auto model = LoadModel(directory.string(), {model_options->weights});
+    if (model.ok() && !model_options->chat_template_file.empty()) {
+      // serving.json's chat template replaces the model's default one.
+      const std::string path = directory.string() + "/" + model_options->chat_template_file;
+      std::ifstream file(path);
+      std::stringstream text;
+      text << file.rdbuf();
+      absl::StatusOr<ChatTemplate> parsed =
+          file ? ChatTemplate::Parse(text.str(), path)
+               : absl::InvalidArgumentError(absl::StrCat(path,
+                                                         ": cannot be read (serving.json's "
+                                                         "chat_template)"));
+      if (parsed.ok()) {
+        (*model)->chat_templates.by_name.insert_or_assign("default", *std::move(parsed));
+      } else {
+        model = parsed.status();
+      }
+    }
     if (!model.ok()) {
       fail(name, model.status());
       continue;
@@ -135,6 +153,24 @@ absl::StatusOr<EngineLoopOptions> ServingOptionsFor(const std::string& directory
       if (!type.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(path, ": field kv_cache: ", type.message()));
       }
+      continue;
+    }
+    if (key == "chat_template") {
+      if (!value.is_string() || value.get<std::string>().empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": field chat_template must name a Jinja file in the model's directory"));
+      }
+      options.chat_template_file = value.get<std::string>();
+      continue;
+    }
+    if (key == "tool_call_format") {
+      if (!value.is_string() || !tool_calls::FormatNamed(value.get<std::string>())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path,
+                         ": field tool_call_format must be one of hermes, llama3_json, mistral, "
+                         "functionary_v3_1, functionary_v3_2, deepseek_v3, generic"));
+      }
+      options.tool_call_format = value.get<std::string>();
       continue;
     }
     if (key == "weights") {

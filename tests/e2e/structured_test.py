@@ -89,7 +89,8 @@ class StructuredTest(unittest.TestCase):
         return answer["choices"][0]
 
     def refused(self, path="/v1/completions", **fields):
-        status, answer = self.post(path, {"model": MODEL, "prompt": "x", **fields})
+        prompt = {} if "messages" in fields else {"prompt": "x"}
+        status, answer = self.post(path, {"model": MODEL, **prompt, **fields})
         self.assertEqual(status, 400, answer)
         return answer["error"]
 
@@ -199,6 +200,25 @@ class StructuredTest(unittest.TestCase):
         self.assertEqual(error["param"], "response_format.type")
         error = self.refused(guided_choice=[])
         self.assertEqual(error["param"], "guided_choice")
+
+    def test_bad_tools_are_refused_naming_the_field(self):
+        weather = {"type": "function", "function": {"name": "get_weather"}}
+        messages = [{"role": "user", "content": "hi"}]
+        for fields, param in [({"tools": [{"type": "function"}]}, "tools[0]"),
+                              ({"tools": [{"type": "function", "function": {"name": ""}}]},
+                               "tools[0].function.name"),
+                              ({"tools": [weather], "tool_choice": "sometimes"}, "tool_choice"),
+                              ({"tools": [weather], "tool_choice": {
+                                  "type": "function", "function": {"name": "nope"}}},
+                               "tool_choice.function.name"),
+                              ({"tool_choice": "required"}, "tool_choice"),
+                              ({"tools": [weather], "tool_choice": "required",
+                                "guided_regex": "a"}, "guided_regex"),
+                              ({"tools": [weather], "parallel_tool_calls": "yes"},
+                               "parallel_tool_calls")]:
+            with self.subTest(fields=fields):
+                error = self.refused("/v1/chat/completions", messages=messages, **fields)
+                self.assertEqual(error["param"], param, error)
 
     def test_costly_constraints_are_bounded_and_the_server_stays_up(self):
         # Larger than --max_text_bytes allows a constraint's text.

@@ -15,7 +15,8 @@ namespace attnserve {
 
 absl::StatusOr<ChatTemplate> ChatTemplate::Parse(std::string_view source, std::string origin) {
   ASSIGN_OR_RETURN(std::unique_ptr<jinja::Node> root, jinja::ParseTemplate(source, origin));
-  return ChatTemplate(std::shared_ptr<const jinja::Node>(std::move(root)), std::move(origin));
+  return ChatTemplate(std::shared_ptr<const jinja::Node>(std::move(root)), std::move(origin),
+                      std::string(source));
 }
 
 template <typename Json>

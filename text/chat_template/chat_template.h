@@ -50,16 +50,19 @@ class ChatTemplate {
                                      const ChatTemplateLimits& limits = {}) const;
 
   const std::string& origin() const { return origin_; }
+  // The template's text, for what it shows the model (e.g. how it writes tool calls).
+  const std::string& source() const { return source_; }
 
  private:
-  ChatTemplate(std::shared_ptr<const jinja::Node> root, std::string origin)
-      : root_(std::move(root)), origin_(std::move(origin)) {}
+  ChatTemplate(std::shared_ptr<const jinja::Node> root, std::string origin, std::string source)
+      : root_(std::move(root)), origin_(std::move(origin)), source_(std::move(source)) {}
   template <typename Json>
   absl::StatusOr<std::string> RenderJson(const Json& context, absl::Time now,
                                          const ChatTemplateLimits& limits) const;
 
   std::shared_ptr<const jinja::Node> root_;
   std::string origin_;
+  std::string source_;
 };
 
 // A model's templates, as transformers finds them in a model directory: tokenizer_config.json's

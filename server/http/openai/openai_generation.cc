@@ -64,9 +64,29 @@ GenerationJob::GenerationJob(Options options, const Tokenizer& tokenizer,
   for (int64_t i = 0; i < options_.choices; ++i) {
     choices_.push_back(std::make_unique<Choice>(*this, i));
     choices_.back()->holdback_.emplace(options_.stop);
+    if (options_.tools)
+      choices_.back()->tools_.emplace(options_.tools->format, options_.tools->function);
     choices_.back()->text_.index = i;
   }
   prompt_tokens_.assign((options_.choices + options_.n - 1) / options_.n, 0);
+}
+
+std::string ToolCallReader::Push(std::string_view text, bool stream) {
+  answer_ += text;
+  if (!stream || !function_.empty()) return "";
+  const size_t safe = std::max(given_, tool_calls::ContentPrefix(format_, answer_));
+  std::string out = answer_.substr(given_, safe - given_);
+  given_ = safe;
+  return out;
+}
+
+tool_calls::ParsedAnswer ToolCallReader::Finish() {
+  std::string_view rest = std::string_view(answer_).substr(given_);
+  if (!function_.empty()) {
+    // The answer was constrained to the function's parameters: it is the call's arguments.
+    return {.content = "", .calls = {{.name = function_, .arguments = std::string(rest)}}};
+  }
+  return tool_calls::Parse(format_, rest);
 }
 
 bool GenerationJob::failed() {
@@ -105,10 +125,20 @@ void GenerationJob::OnEvent(Choice& choice, GenerationEvent event) {
   std::lock_guard lock(mutex_);
   ChoiceText& text = choice.text_;
   if (!event.finished) {
-    text.text += choice.holdback_->Push(event.text);
+    const std::string out = choice.holdback_->Push(event.text);
+    text.text += choice.tools_ ? choice.tools_->Push(out, options_.stream) : out;
     if (options_.logprobs) text.tokens.push_back(std::move(event));
   } else {
-    text.text += choice.holdback_->Finish(event.text, event.reason == FinishReason::kStopSequence);
+    const std::string out =
+        choice.holdback_->Finish(event.text, event.reason == FinishReason::kStopSequence);
+    if (choice.tools_) {
+      choice.tools_->Push(out, /*stream=*/false);
+      tool_calls::ParsedAnswer parsed = choice.tools_->Finish();
+      text.text += parsed.content;
+      text.tool_calls = std::move(parsed.calls);
+    } else {
+      text.text += out;
+    }
     text.finish = event.reason;
     prompt_tokens_[choice.index_ / options_.n] = event.prompt_tokens;
     completion_tokens_ += event.generated_tokens;
@@ -186,11 +216,15 @@ void GenerationJob::Flush() {
   }
   for (auto& choice : choices_) {
     ChoiceText& pending = choice->text_;
-    if (pending.text.empty() && pending.tokens.empty() && !pending.finish) continue;
+    if (pending.text.empty() && pending.tokens.empty() && !pending.finish &&
+        pending.tool_calls.empty()) {
+      continue;
+    }
     SendChunk({pending}, /*first=*/false, std::nullopt);
     pending.text.clear();
     pending.tokens.clear();
     pending.finish.reset();
+    pending.tool_calls.clear();
   }
   if (!all_done) return;
   answered_ = true;

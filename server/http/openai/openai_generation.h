@@ -18,6 +18,7 @@
 #include "server/http/openai/openai_responses.h"
 #include "server/ops/call_scope.h"
 #include "text/tokenizer/tokenizer.h"
+#include "text/tool_calls/tool_call_format.h"
 
 namespace attnserve::server {
 
@@ -36,9 +37,33 @@ class StopHoldback {
   std::string held_;
 };
 
+// One chat choice's answer read for tool calls: content streams until a call may begin; the
+// rest is held and read as calls at the end (tool_calls/tool_call_format.h).
+class ToolCallReader {
+ public:
+  // `function`: a named tool_choice, whose answer is that function's arguments.
+  ToolCallReader(tool_calls::Format format, std::string function)
+      : format_(format), function_(std::move(function)) {}
+  // What can go out as content now (streams only; whole answers are read at the end).
+  std::string Push(std::string_view text, bool stream);
+  // The content not yet given out, and the calls.
+  tool_calls::ParsedAnswer Finish();
+
+ private:
+  const tool_calls::Format format_;
+  const std::string function_;
+  std::string answer_;
+  size_t given_ = 0;  // bytes of answer_ given out as content
+};
+
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
  public:
   enum class Api { kCompletions, kChat };
+  // Chat with tools: how the model writes calls, and the function a named tool_choice forces.
+  struct Tools {
+    tool_calls::Format format = tool_calls::Format::kGeneric;
+    std::string function;
+  };
   struct Options {
     Api api = Api::kCompletions;
     AnswerHeader header;
@@ -48,6 +73,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     int64_t choices = 1;
     int64_t n = 1;  // choices per prompt
     std::vector<std::string> stop;
+    std::optional<Tools> tools;
   };
 
   // The sink of one choice's task, as Admission::Start takes it.
@@ -71,6 +97,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     std::shared_ptr<Task> task_;
     std::shared_ptr<GenerationJob> keep_;  // the job lives while a choice's task does
     std::optional<StopHoldback> holdback_;
+    std::optional<ToolCallReader> tools_;
     std::string prefix_;  // echo: the prompt's text, first
     ChoiceText text_;     // collected (whole answers) or not yet sent (streams)
     bool done_ = false;

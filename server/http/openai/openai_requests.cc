@@ -251,12 +251,11 @@ absl::StatusOr<ChatRequest> ChatTemplateInput(const json& body) {
     context = *kwargs;
   }
   context["messages"] = FlattenContent(*messages);
+  ArgumentsAsObjects(context["messages"]);
   ASSIGN_OR_RETURN(bool add_generation_prompt, Bool(body, "add_generation_prompt", true));
   context["add_generation_prompt"] = add_generation_prompt;
-  if (const json* tools = Find(body, "tools"); tools != nullptr) {
-    if (!tools->is_array()) return Invalid("tools", "must be a list");
-    context["tools"] = *tools;
-  }
+  ASSIGN_OR_RETURN(chat.tools, ReadTools(body));
+  if (chat.tools.tools.is_array()) context["tools"] = chat.tools.tools;
   if (const json* documents = Find(body, "documents"); documents != nullptr) {
     context["documents"] = *documents;
   }
@@ -326,6 +325,13 @@ absl::StatusOr<ChatRequest> ReadChatRequest(const json& body) {
   // 0: unbounded, as in OpenAI's API; the service asks for the whole context, which validation
   // cuts to the room the prompt leaves.
   ASSIGN_OR_RETURN(chat.sampling, Sampling(body, /*default_max_tokens=*/0));
+  if (std::optional<GenerateInput::Constraint> forced = ToolConstraint(chat.tools)) {
+    if (chat.sampling.generate.constraint) {
+      return Invalid(chat.sampling.generate.constraint->field,
+                     "cannot be given with a required or named tool_choice");
+    }
+    chat.sampling.generate.constraint = std::move(forced);
+  }
   ASSIGN_OR_RETURN(chat.logprobs, Bool(body, "logprobs", false));
   ASSIGN_OR_RETURN(const int64_t top, Int(body, "top_logprobs", 0, 0, 20));
   if (top > 0 && !chat.logprobs) return Invalid("top_logprobs", "needs \"logprobs\": true");

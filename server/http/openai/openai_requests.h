@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/frontend/method_inputs.h"
+#include "server/http/openai/openai_tools.h"
 
 namespace attnserve::server {
 
@@ -42,6 +43,7 @@ struct ChatRequest {
   // chat_template_kwargs' keys (the tokenizer's bos_token and eos_token are added to it).
   nlohmann::ordered_json template_context;
   std::string template_name;  // a named template of the model's ("tool_use"); empty: its default
+  ToolRequest tools;
   OpenAiSampling sampling;
   bool logprobs = false;
 };

@@ -45,7 +45,27 @@ json UsageJson(const Usage& usage) {
 }
 
 json Finish(const ChoiceText& choice) {
+  // An answer cut short keeps "length": its last call's arguments may not parse.
+  if (choice.finish && !choice.tool_calls.empty() &&
+      FinishReasonName(*choice.finish) != std::string_view("length")) {
+    return "tool_calls";
+  }
   return choice.finish ? json(FinishReasonName(*choice.finish)) : json(nullptr);
+}
+
+// A choice's tool calls in OpenAI's shape; streamed, each with its place in the list.
+json ToolCalls(const AnswerHeader& header, const ChoiceText& choice, bool streamed) {
+  json calls = json::array();
+  for (size_t i = 0; i < choice.tool_calls.size(); ++i) {
+    const tool_calls::ToolCall& call = choice.tool_calls[i];
+    json entry = {{"id", absl::StrCat("call_", header.id.substr(header.id.find('-') + 1, 16), "_",
+                                      choice.index, "_", i)},
+                  {"type", "function"},
+                  {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+    if (streamed) entry["index"] = i;
+    calls.push_back(std::move(entry));
+  }
+  return calls;
 }
 
 // The legacy completions log-probabilities: parallel lists.
@@ -197,8 +217,13 @@ std::string ChatBody(const AnswerHeader& header, const std::vector<ChoiceText>& 
   json body = Header(header, "chat.completion");
   json list = json::array();
   for (const ChoiceText& choice : choices) {
+    json message = {{"role", "assistant"}, {"content", choice.text}};
+    if (!choice.tool_calls.empty()) {
+      if (choice.text.empty()) message["content"] = nullptr;
+      message["tool_calls"] = ToolCalls(header, choice, /*streamed=*/false);
+    }
     list.push_back({{"index", choice.index},
-                    {"message", {{"role", "assistant"}, {"content", choice.text}}},
+                    {"message", std::move(message)},
                     {"logprobs", logprobs ? ChatLogprobs(choice, tokenizer) : json(nullptr)},
                     {"finish_reason", Finish(choice)}});
   }
@@ -216,6 +241,8 @@ std::string ChatChunk(const AnswerHeader& header, const std::vector<ChoiceText>&
     json delta = json::object();
     if (first) delta["role"] = "assistant";
     if (first || !choice.text.empty()) delta["content"] = choice.text;
+    if (!choice.tool_calls.empty())
+      delta["tool_calls"] = ToolCalls(header, choice, /*streamed=*/true);
     list.push_back({{"index", choice.index},
                     {"delta", std::move(delta)},
                     {"logprobs", logprobs ? ChatLogprobs(choice, tokenizer) : json(nullptr)},

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "server/core/results.h"
 #include "text/tokenizer/tokenizer.h"
+#include "text/tool_calls/tool_call_format.h"
 
 namespace attnserve::server {
 
@@ -28,6 +29,7 @@ struct ChoiceText {
   std::string text;
   std::vector<GenerationEvent> tokens;
   std::optional<FinishReason> finish;
+  std::vector<tool_calls::ToolCall> tool_calls;  // chat: the calls its answer made
 };
 
 struct Usage {

@@ -178,8 +178,9 @@ struct GenerationPlan {
   std::vector<SequenceInput> prompts;
   OpenAiSampling sampling;
   bool logprobs = false;
-  std::vector<std::string> echoes;  // completions' echo: each prompt's text
-  std::string list_name;            // "prompt" or "messages", for errors
+  std::vector<std::string> echoes;            // completions' echo: each prompt's text
+  std::string list_name;                      // "prompt" or "messages", for errors
+  std::optional<GenerationJob::Tools> tools;  // chat with tools
 };
 
 // Choice c's Generate: its prompt's, with its own seed (choices of one prompt differ).
@@ -225,6 +226,25 @@ absl::Status CheckChoicesFit(const GenerationPlan& plan, const EngineLoop& loop)
       " holds at most ", budget >> 20, " MiB of answers: ask for fewer choices or tokens"));
 }
 
+// How a chat answer's tool calls are read: a named tool_choice's answer is its arguments, a
+// required call's a constrained JSON list, else the model's format (serving.json's
+// tool_call_format, or what its chat template shows).
+GenerationJob::Tools ToolsOf(const EngineLoop& worker, const ChatRequest& chat) {
+  if (chat.tools.choice == ToolRequest::Choice::kFunction) {
+    return {.format = tool_calls::Format::kGeneric, .function = chat.tools.function};
+  }
+  if (chat.tools.choice == ToolRequest::Choice::kRequired) {
+    return {.format = tool_calls::Format::kJsonList, .function = ""};
+  }
+  if (auto named = tool_calls::FormatNamed(worker.options().tool_call_format)) {
+    return {.format = *named, .function = ""};
+  }
+  absl::StatusOr<const ChatTemplate*> chat_template = ChatTemplateFor(worker, chat);
+  return {.format = chat_template.ok() ? tool_calls::DetectFormat((*chat_template)->source())
+                                       : tool_calls::Format::kGeneric,
+          .function = ""};
+}
+
 void StartGeneration(const Admission& admission, const HttpRequest& request,
                      std::shared_ptr<HttpResponder> responder, EngineLoop& worker,
                      GenerationPlan plan, CallScope scope) {
@@ -244,7 +264,8 @@ void StartGeneration(const Admission& admission, const HttpRequest& request,
       .logprobs = plan.logprobs,
       .choices = choices,
       .n = n,
-      .stop = plan.sampling.generate.stop};
+      .stop = plan.sampling.generate.stop,
+      .tools = plan.tools};
   auto job = std::make_shared<GenerationJob>(std::move(options), *worker.model().tokenizer,
                                              responder, std::move(scope));
   std::weak_ptr<GenerationJob> weak = job;
@@ -292,7 +313,8 @@ void OpenAiService::Completions(const HttpRequest& request,
                       .sampling = std::move(read->sampling),
                       .logprobs = read->logprobs.has_value(),
                       .echoes = {},
-                      .list_name = "prompt"};
+                      .list_name = "prompt",
+                      .tools = std::nullopt};
   if (read->echo) {
     for (const SequenceInput& prompt : plan.prompts) {
       if (prompt.kind == SequenceInput::Kind::kText) {
@@ -312,10 +334,12 @@ void OpenAiService::Chat(const HttpRequest& request,
   absl::StatusOr<ChatRequest> read = ReadBody(request, ReadChatRequest);
   CallScope scope(admission_.metrics(), admission_.ModelLabel(read.ok() ? read->model : ""),
                   "openai.chat.completions");
+  std::optional<GenerationJob::Tools> tools;
   auto prompt = [&]() -> absl::StatusOr<std::pair<EngineLoop*, std::string>> {
     RETURN_IF_ERROR(read.status());
     ASSIGN_OR_RETURN(EngineLoop * worker, admission_.Route(read->model, "Generate"));
     ASSIGN_OR_RETURN(std::string text, RenderChatPrompt(*worker, *read));
+    if (read->tools.any()) tools = ToolsOf(*worker, *read);
     return std::make_pair(worker, std::move(text));
   }();
   if (!prompt.ok()) {
@@ -329,7 +353,8 @@ void OpenAiService::Chat(const HttpRequest& request,
                       .sampling = std::move(read->sampling),
                       .logprobs = read->logprobs,
                       .echoes = {},
-                      .list_name = "messages"};
+                      .list_name = "messages",
+                      .tools = std::move(tools)};
   StartGeneration(admission_, request, std::move(responder), *prompt->first, std::move(plan),
                   std::move(scope));
 }
