@@ -304,6 +304,8 @@ absl::StatusOr<Value> Indent(FilterHost& host, const Value& operand, const CallA
 
 absl::StatusOr<Value> SelectOrReject(FilterHost& host, const Value& operand, const CallArgs& args,
                                      bool select, bool by_attribute) {
+  // jinja2 iterates only a truthy value: none (or "", 0, []) gives nothing.
+  if (!Truthy(operand)) return Value::List({});
   ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(operand));
   RETURN_IF_ERROR(host.Charge(static_cast<int64_t>(items.size())));
   size_t offset = 0;
@@ -625,6 +627,7 @@ absl::StatusOr<Value> ApplyFilterImpl(FilterHost& host, std::string_view name, c
     return Value::List(std::move(items));
   }
   if (name == "map") {
+    if (!Truthy(operand)) return Value::List({});  // as select's
     ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(operand));
     RETURN_IF_ERROR(host.Charge(static_cast<int64_t>(items.size())));
     std::vector<Value> mapped;
@@ -861,12 +864,17 @@ absl::StatusOr<std::vector<Value>> Iterate(const Value& value) {
 
 absl::StatusOr<Value> ApplyFilter(FilterHost& host, std::string_view name, const Value& operand,
                                   const CallArgs& args) {
+  // Unknown filters reach here only from branches the parser let through (jinja2 3.x fails
+  // them when they run, not when the template compiles).
+  if (!IsKnownFilter(name))
+    return absl::InvalidArgumentError(StrCat("no filter named '", name, "'"));
   return ApplyFilterImpl(host, name, operand, args);
 }
 
 absl::StatusOr<bool> ApplyTest(FilterHost& host, std::string_view name, const Value& operand,
                                const CallArgs& args) {
   (void)host;
+  if (!IsKnownTest(name)) return absl::InvalidArgumentError(StrCat("no test named '", name, "'"));
   const Value* argument = args.Find(0, "");
   const auto need_argument = [&]() -> absl::Status {
     if (argument == nullptr) {

@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -286,6 +287,8 @@ class Parser {
   absl::StatusOr<NodePtr> ParseIf() {
     ASSIGN_OR_RETURN(NodePtr node, Make(NodeKind::kIf, Current().line));
     Advance();
+    ++conditional_;
+    absl::Cleanup leave = [this] { --conditional_; };
     while (true) {
       ASSIGN_OR_RETURN(NodePtr condition, ParseTuple(false, {}, false));
       RETURN_IF_ERROR(ExpectBlockEnd());
@@ -457,8 +460,21 @@ class Parser {
     NestingGuard guard(*this);
     RETURN_IF_ERROR(guard.Check());
     if (!with_condition) return ParseOr();
-    ASSIGN_OR_RETURN(NodePtr expr, ParseOr());
+    // `value if test else other`: an unknown filter or test in `value` waits for the `if`.
+    std::vector<absl::Status> unknown;
+    std::vector<absl::Status>* outer = std::exchange(unknown_, &unknown);
+    absl::StatusOr<NodePtr> parsed = ParseOr();
+    unknown_ = outer;
+    if (!parsed.ok()) return parsed.status();
+    NodePtr expr = *std::move(parsed);
+    if (!unknown.empty() && !IsName(Current(), "if")) {
+      if (outer == nullptr) return unknown.front();
+      outer->insert(outer->end(), unknown.begin(), unknown.end());
+    }
     while (IsName(Current(), "if")) {
+      // The whole conditional expression is a conditional for jinja2: its value, test and else.
+      ++conditional_;
+      absl::Cleanup leave = [this] { --conditional_; };
       const int line = Current().line;
       Advance();
       ASSIGN_OR_RETURN(NodePtr condition, ParseOr());
@@ -860,6 +876,16 @@ class Parser {
     return node;
   }
 
+  // An unknown filter or test: fine inside a conditional, held while an expression may turn out
+  // to be one, an error elsewhere.
+  absl::Status Unknown(int line, const std::string& what) {
+    if (conditional_ > 0) return absl::OkStatus();
+    absl::Status error = ErrorAt(line, what);
+    if (unknown_ == nullptr) return error;
+    unknown_->push_back(std::move(error));
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::string> ParseDottedName() {
     ASSIGN_OR_RETURN(std::string name, ExpectName());
     while (IsOperator(Current(), ".")) {
@@ -878,7 +904,9 @@ class Parser {
       start_inline = false;
       const int line = Current().line;
       ASSIGN_OR_RETURN(std::string name, ParseDottedName());
-      if (!IsKnownFilter(name)) return ErrorAt(line, StrCat("unknown filter '", name, "'"));
+      // As jinja2 3.x: inside a condition or a branch, an unknown filter fails only if it runs.
+      if (!IsKnownFilter(name))
+        RETURN_IF_ERROR(Unknown(line, StrCat("unknown filter '", name, "'")));
       std::vector<NodePtr> children;
       children.push_back(std::move(node));
       ASSIGN_OR_RETURN(NodePtr filter, Make(NodeKind::kFilter, line, std::move(children)));
@@ -898,7 +926,7 @@ class Parser {
       negated = true;
     }
     ASSIGN_OR_RETURN(std::string name, ParseDottedName());
-    if (!IsKnownTest(name)) return ErrorAt(line, StrCat("unknown test '", name, "'"));
+    if (!IsKnownTest(name)) RETURN_IF_ERROR(Unknown(line, StrCat("unknown test '", name, "'")));
     ASSIGN_OR_RETURN(NodePtr test, Make(NodeKind::kTest, line, Children(std::move(node))));
     test->name = std::move(name);
     test->flag = negated;
@@ -923,6 +951,10 @@ class Parser {
   std::string_view origin_;
   int nesting_ = 0;
   int loop_nesting_ = 0;
+  // Unknown filters and tests fail when they run inside conditionals (if blocks and conditional
+  // expressions), as in jinja2 3.x; elsewhere when the template is parsed.
+  int conditional_ = 0;
+  std::vector<absl::Status>* unknown_ = nullptr;  // a conditional expression's first operand's
   std::set<std::string, std::less<>> assigned_names_;
   std::vector<std::pair<std::string, int>> called_names_;
 };

@@ -38,7 +38,7 @@ TEST(ChatTemplateParseTest, RefusesUnsupportedTagsNamingTheLine) {
 TEST(ChatTemplateParseTest, RefusesUnknownFiltersTestsAndFunctions) {
   EXPECT_THAT(ParseError("{{ x }}\n{{ x|urlize }}").message(),
               HasSubstr("test.jinja:2: unknown filter 'urlize'"));
-  EXPECT_THAT(ParseError("{% if x is prime %}{% endif %}").message(),
+  EXPECT_THAT(ParseError("{{ x is prime }}").message(),
               HasSubstr("test.jinja:1: unknown test 'prime'"));
   EXPECT_THAT(ParseError("\n\n{{ lipsum(2) }}").message(),
               HasSubstr("test.jinja:3: unknown function 'lipsum'"));
@@ -49,6 +49,33 @@ TEST(ChatTemplateParseTest, RefusesUnknownFiltersTestsAndFunctions) {
                                   "{{ raise_exception('x') if false }}{{ strftime_now('%Y') }}",
                                   "t")
                   .ok());
+}
+
+TEST(ChatTemplateRenderTest, UnknownFiltersAndTestsInConditionalsFailOnlyWhenTheyRun) {
+  // As jinja2 3.x (DeepSeek V3.2's template calls from_json, which transformers lacks, in a
+  // branch plain requests never take).
+  const nlohmann::ordered_json context = {{"x", "a"}, {"taken", false}};
+  EXPECT_EQ(*Render("{% if taken %}{{ x | from_json }}{% elif taken and x is prime %}{% endif %}ok",
+                    context),
+            "ok");
+  EXPECT_EQ(*Render("{{ x | from_json if taken else x }}", context), "a");
+  EXPECT_EQ(*Render("{{ (x | from_json) if taken else 1 }}", context), "1");
+  auto ran = Render("{% if not taken %}\n{{ x | from_json }}{% endif %}", context);
+  EXPECT_EQ(ran.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ran.status().message(), HasSubstr("no filter named 'from_json'"));
+  EXPECT_THAT(ParseError("{{ x | from_json }}").message(), HasSubstr("unknown filter 'from_json'"));
+  EXPECT_THAT(ParseError("{{ x | from_json + 1 }}").message(), HasSubstr("unknown filter"));
+}
+
+TEST(ChatTemplateRenderTest, SelectRejectAndMapOnNoneGiveNothing) {
+  // jinja2 iterates only truthy values (Functionary v3.1's template maps over absent tools).
+  const nlohmann::ordered_json context = {{"x", nullptr}};
+  for (const char* filter : {"select('odd')", "reject('odd')", "selectattr('a')", "rejectattr('a')",
+                             "map(attribute='a')", "map('upper')"}) {
+    auto rendered = Render(std::string("{{ x | ") + filter + " | list }}", context);
+    ASSERT_TRUE(rendered.ok()) << filter << ": " << rendered.status();
+    EXPECT_EQ(*rendered, "[]") << filter;
+  }
 }
 
 TEST(ChatTemplateParseTest, RefusesOtherUnsupportedConstructs) {
