@@ -41,7 +41,8 @@ Executor::Executor(std::string name, const Model& model, ServerMetrics& metrics)
       step_tokens_(metrics.step_tokens.Add({{"model", name_}})),
       prompt_tokens_(metrics.tokens.Add({{"model", name_}, {"kind", "prompt"}})),
       generated_tokens_(metrics.tokens.Add({{"model", name_}, {"kind", "generated"}})),
-      first_token_(metrics.first_token.Add({{"model", name_}})) {}
+      first_token_(metrics.first_token.Add({{"model", name_}})),
+      constraint_mask_(metrics.constraint_mask.Add({{"model", name_}})) {}
 
 Executor::Result Executor::Run(const StepPlan& plan) {
   const absl::Time began = absl::Now();
@@ -159,8 +160,8 @@ void Executor::Emit(Sequence& g, Generation& generation, const float* logits, Re
   GenerateJob& job = g.task->generate();
   const GenerateOptions& options = job.options;
   const std::vector<int64_t>& end_of_text = model_.end_of_text;
-  const bool hold_end = (options.ignore_eos || g.generated() < options.min_tokens) &&
-                        !end_of_text.empty();
+  const bool hold_end =
+      (options.ignore_eos || g.generated() < options.min_tokens) && !end_of_text.empty();
   const float* drawn_from = logits;
   if (job.constraint != nullptr || hold_end) {
     // Drawn as if the tokens the constraint forbids, and end-of-text while it is held back, had
@@ -168,7 +169,9 @@ void Executor::Emit(Sequence& g, Generation& generation, const float* logits, Re
     suppressed_.assign(logits, logits + vocab);
     bool others = true;  // tokens other than end-of-text remain
     if (job.constraint != nullptr) {
+      const absl::Time start = absl::Now();
       absl::StatusOr<const uint32_t*> allowed = job.constraint->AllowedTokens();
+      constraint_mask_.Observe(absl::ToDoubleSeconds(absl::Now() - start));
       if (!allowed.ok()) {
         End(g, allowed.status(), result);
         return;

@@ -74,6 +74,7 @@ class Executor {
   prometheus::Counter& prompt_tokens_;
   prometheus::Counter& generated_tokens_;
   prometheus::Histogram& first_token_;
+  prometheus::Histogram& constraint_mask_;
   std::unordered_map<uint64_t, Generation> generations_;
   std::vector<float> suppressed_;  // a logits row without end-of-text, for ignore_eos/min_tokens
 };

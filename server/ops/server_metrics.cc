@@ -84,7 +84,10 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry)
       refused(Counter(registry, "attnserve_requests_refused_total",
                       "Requests refused before running, by the budget they exceeded.")),
       paused_streams(Gauge(registry, "attnserve_paused_streams",
-                           "Generate streams paused because their clients are not reading.")) {}
+                           "Generate streams paused because their clients are not reading.")),
+      constraint_mask(Histogram(registry, "attnserve_constraint_mask_seconds",
+                                "Time to compute which tokens a constrained answer may take next.",
+                                ExponentialBuckets(0.00001, 2.0, 16))) {}
 
 void ServerMetrics::StartSeries(const std::string& model, const std::vector<std::string>& methods) {
   in_flight.Add({{"model", model}});

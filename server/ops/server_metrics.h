@@ -56,6 +56,9 @@ struct ServerMetrics {
   HistogramFamily step_tokens;                                    // {model}: per engine call
   prometheus::Family<prometheus::Counter>& refused;               // {model, budget}
   prometheus::Family<prometheus::Gauge>& paused_streams;          // {model}: clients not reading
+  // Structured outputs: the time to compute one constrained token's mask
+  // (docs/structured-outputs.md).
+  HistogramFamily constraint_mask;  // {model}
 };
 
 // process_cpu_seconds_total, process_resident_memory_bytes and attnserve_allocator_free_bytes,

@@ -206,6 +206,31 @@ class SmolLm2Test(unittest.TestCase):
             temperature=0)
         self.assertTrue(final.choices[0].message.content or final.choices[0].message.tool_calls)
 
+    def test_calls_the_model_writes_in_its_format_are_read_streamed_and_not(self):
+        # With tool_choice auto the model's own text is read: here forced, by a regex, to be
+        # some words and then a Hermes call, as a tool-calling model would write it.
+        forced = (r'Checking\. <tool_call>\n\{"name": "get_time", "arguments": '
+                  r'\{"zone": "(UTC|CET)"\}\}\n</tool_call>')
+        request = dict(model="smollm2-tools", tools=[WEATHER, TIME], max_tokens=60,
+                       temperature=0, messages=[{"role": "user", "content": "Time in Paris?"}],
+                       extra_body={"guided_regex": forced})
+        whole = self.client.chat.completions.create(**request).choices[0]
+        self.assertEqual(whole.finish_reason, "tool_calls")
+        self.assertEqual(whole.message.content, "Checking.")
+        self.assertEqual(whole.message.tool_calls[0].function.name, "get_time")
+        zone = json.loads(whole.message.tool_calls[0].function.arguments)["zone"]
+        self.assertIn(zone, ("UTC", "CET"))
+        content, calls, reasons = "", [], []
+        for chunk in self.client.chat.completions.create(**request, stream=True):
+            delta = chunk.choices[0].delta
+            content += delta.content or ""
+            calls += delta.tool_calls or []
+            reasons.append(chunk.choices[0].finish_reason)
+        self.assertEqual(content.strip(), "Checking.")
+        self.assertEqual([(c.function.name, c.function.arguments) for c in calls],
+                         [("get_time", whole.message.tool_calls[0].function.arguments)])
+        self.assertEqual(reasons[-1], "tool_calls")
+
     def test_int4_weights_answer_too(self):
         # A completion with a clear answer: int4's chat answer to QUESTION starts with "L" or
         # "The" by a margin of 0.04 nats, which rounding anywhere (AMX's bf16 tiles or float32

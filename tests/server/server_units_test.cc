@@ -16,6 +16,7 @@
 #include "server/core/completion_estimate.h"
 #include "server/core/memory_budget.h"
 #include "server/core/prefill_pacing.h"
+#include "server/core/sampling.h"
 #include "server/frontend/model_repository.h"
 #include "server/ops/cpu_quota.h"
 #include "server/ops/memory_trimmer.h"
@@ -319,6 +320,81 @@ TEST(PrefillPacingTest, FollowsTheMeasuredTimesAQuarterAStep) {
   // (0.75·100 + 0.25·10) tokens = 82.5 / 77.5 ms a token: 50 / (82.5 / 77.5) = 46.97.
   pacing.Observe(absl::ZeroDuration(), absl::Milliseconds(30), 10);
   EXPECT_EQ(pacing.tokens(), 47);
+}
+
+}  // namespace
+}  // namespace attnserve::server
+
+namespace attnserve::server {
+namespace {
+
+// How often each of 6 tokens is drawn in `draws` samples.
+std::vector<double> Frequencies(const std::vector<float>& logits, GenerateOptions options,
+                                int draws = 40000) {
+  std::mt19937_64 rng(7);
+  std::vector<double> counts(logits.size());
+  for (int i = 0; i < draws; ++i) {
+    counts[Sample(logits.data(), static_cast<int64_t>(logits.size()), options, rng)] += 1.0;
+  }
+  for (double& count : counts) count /= draws;
+  return counts;
+}
+
+TEST(SamplingTest, DrawsFromTheSoftmaxOfTheLogitsOverTheTemperature) {
+  const std::vector<float> logits = {1.0f, 3.0f, -2.0f,
+                                     2.5f, 0.0f, -std::numeric_limits<float>::infinity()};
+  for (float temperature : {1.0f, 0.5f, 2.0f}) {
+    GenerateOptions options;
+    options.temperature = temperature;
+    std::vector<double> expected(logits.size());
+    double total = 0.0;
+    for (size_t i = 0; i < logits.size(); ++i)
+      total += expected[i] = std::exp(logits[i] / temperature);
+    const std::vector<double> drawn = Frequencies(logits, options);
+    for (size_t i = 0; i < logits.size(); ++i) {
+      EXPECT_NEAR(drawn[i], expected[i] / total, 0.01) << "token " << i << " at " << temperature;
+    }
+    EXPECT_EQ(drawn[5], 0.0) << "a forbidden token (-inf) is never drawn";
+  }
+  GenerateOptions greedy;  // temperature 0
+  EXPECT_EQ(Frequencies(logits, greedy, 10)[1], 1.0);
+}
+
+TEST(SamplingTest, TopKAndTopPKeepTheMostLikelyTokens) {
+  const std::vector<float> logits = {1.0f, 3.0f, -2.0f, 2.5f, 0.0f, 2.9f};
+  GenerateOptions top_k;
+  top_k.temperature = 1.0f;
+  top_k.top_k = 2;  // tokens 1 and 5, in proportion
+  std::vector<double> drawn = Frequencies(logits, top_k);
+  const double one = std::exp(3.0), five = std::exp(2.9);
+  EXPECT_NEAR(drawn[1], one / (one + five), 0.01);
+  EXPECT_NEAR(drawn[5], five / (one + five), 0.01);
+  EXPECT_EQ(drawn[0] + drawn[2] + drawn[3] + drawn[4], 0.0);
+  // top_p: the smallest set of the most likely whose probability reaches p.
+  GenerateOptions top_p;
+  top_p.temperature = 1.0f;
+  top_p.top_p = 0.75f;  // 1 (0.37), 5 (0.33): 0.70 < 0.75, so 3 (0.22) joins
+  drawn = Frequencies(logits, top_p);
+  EXPECT_GT(drawn[3], 0.0);
+  EXPECT_EQ(drawn[0] + drawn[2] + drawn[4], 0.0);
+  top_p.top_k = 2;  // both: the top 2, then their nucleus
+  drawn = Frequencies(logits, top_p);
+  EXPECT_EQ(drawn[3], 0.0);
+  EXPECT_GT(drawn[5], 0.0);
+}
+
+TEST(SamplingTest, TheNucleusOfALargeVocabularyIsFoundBeyondTheFirstSortedTokens) {
+  // 2000 equally likely tokens: top_p 0.5 keeps 1000 of them, more than one sorted round.
+  std::vector<float> logits(2000, 0.0f);
+  GenerateOptions options;
+  options.temperature = 1.0f;
+  options.top_p = 0.5f;
+  std::mt19937_64 rng(3);
+  std::vector<bool> seen(logits.size());
+  for (int i = 0; i < 4000; ++i) seen[Sample(logits.data(), 2000, options, rng)] = true;
+  const auto distinct = std::count(seen.begin(), seen.end(), true);
+  EXPECT_GT(distinct, 900);
+  EXPECT_LE(distinct, 1001);
 }
 
 }  // namespace
