@@ -26,7 +26,11 @@ COPY engine engine
 COPY proto proto
 COPY server server
 COPY client client
+# llguidance's static library (structured outputs) as the host's build made it with cargo
+# (third_party/llguidance: `make build` first); Debian's Rust is too old to build it here.
+COPY third_party third_party
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DATTNSERVE_TESTS=OFF \
+      -DATTNSERVE_LLGUIDANCE_DIR=/src/third_party/llguidance/target/release \
  && cmake --build build -j "$(nproc)" --target attnserve attn \
  && strip build/server/attnserve build/client/attn
 # nghttpx, the HTTP/2 proxy the pod runs in front of the server: only its binary goes on, since
