@@ -51,7 +51,13 @@ struct Embedding {
 
 // kConstraintComplete: the answer completed its constraint (JSON schema, regex, grammar), which
 // admits nothing more.
-enum class FinishReason { kMaxTokens, kStopSequence, kEndOfText, kContextFull, kConstraintComplete };
+enum class FinishReason {
+  kMaxTokens,
+  kStopSequence,
+  kEndOfText,
+  kContextFull,
+  kConstraintComplete
+};
 
 // One event of a generation: a token with the text it completes (possibly empty: a piece holds
 // whole characters), or the end, with anything the stream still held back.

@@ -127,9 +127,9 @@ struct StepPlan {
 struct Sampled {
   Sequence* sequence;
   int64_t token;
-  bool end_of_text = false;  // one of the model's end-of-text tokens, which no text shows
+  bool end_of_text = false;          // one of the model's end-of-text tokens, which no text shows
   bool constraint_complete = false;  // the answer's constraint admits nothing more
-  std::string_view text;     // the generation's text so far, for its stop sequences
+  std::string_view text;             // the generation's text so far, for its stop sequences
 };
 
 // What a step's engine calls gave, for Update.

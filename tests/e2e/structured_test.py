@@ -220,7 +220,12 @@ class StructuredTest(unittest.TestCase):
                 error = self.refused("/v1/chat/completions", messages=messages, **fields)
                 self.assertEqual(error["param"], param, error)
 
+    def rss_mb(self):
+        with open(f"/proc/{self.server.process.pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+
     def test_costly_constraints_are_bounded_and_the_server_stays_up(self):
+        before = self.rss_mb()
         # Larger than --max_text_bytes allows a constraint's text.
         huge = {"type": "object", "properties": {f"p{i}": {"type": "string"}
                                                  for i in range(20000)}}
@@ -243,6 +248,7 @@ class StructuredTest(unittest.TestCase):
                 self.assertRegex(answer["choices"][0]["text"], r"^(a+)+b$|^a*$")
         self.assertIsNone(self.server.process.poll())
         self.assertEqual(self.complete(guided_choice=["still up"])["text"], "still up")
+        self.assertLess(self.rss_mb() - before, 256, "memory stays bounded")
 
 
 if __name__ == "__main__":

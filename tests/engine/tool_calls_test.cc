@@ -25,17 +25,18 @@ TEST(ToolCallsTest, EachFormatsCallsAreRead) {
   ExpectCalls(Parse(Format::kLlama3Json,
                     R"({"name": "weather", "parameters": {"city": "Oslo", "days": 2}})"),
               {{"weather", R"({"city":"Oslo","days":2})"}});
-  ExpectCalls(Parse(Format::kLlama3Json,
-                    R"(<|python_tag|>{"name": "a", "parameters": {}}; {"name": "b", "parameters": {"x": [1]}})"),
-              {{"a", "{}"}, {"b", R"({"x":[1]})"}});
+  ExpectCalls(
+      Parse(
+          Format::kLlama3Json,
+          R"(<|python_tag|>{"name": "a", "parameters": {}}; {"name": "b", "parameters": {"x": [1]}})"),
+      {{"a", "{}"}, {"b", R"({"x":[1]})"}});
   ExpectCalls(Parse(Format::kMistral,
                     R"([TOOL_CALLS] [{"name": "weather", "arguments": {"city": "Rome"}}])"),
               {{"weather", R"({"city":"Rome"})"}});
   ExpectCalls(Parse(Format::kMistral,
                     R"(Sure.[TOOL_CALLS]weather[ARGS]{"city": "Rome"}[TOOL_CALLS]time[ARGS]{})"),
               {{"weather", R"({"city":"Rome"})"}, {"time", "{}"}}, "Sure.");
-  ExpectCalls(Parse(Format::kFunctionaryV31,
-                    R"(<function=weather>{"city": "Lima"}</function>)"),
+  ExpectCalls(Parse(Format::kFunctionaryV31, R"(<function=weather>{"city": "Lima"}</function>)"),
               {{"weather", R"({"city":"Lima"})"}});
   ExpectCalls(Parse(Format::kFunctionaryV32, "all\nChecking.>>>weather\n{\"city\": \"Kyiv\"}"),
               {{"weather", R"({"city":"Kyiv"})"}}, "Checking.");
@@ -55,9 +56,9 @@ TEST(ToolCallsTest, EachFormatsCallsAreRead) {
 }
 
 TEST(ToolCallsTest, WhatDoesNotParseIsContent) {
-  for (const char* answer : {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": </tool_call>",
-                             "<tool_call>{\"arguments\": {}}</tool_call>", "{\"city\": \"Paris\"}",
-                             "just text"}) {
+  for (const char* answer :
+       {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": </tool_call>",
+        "<tool_call>{\"arguments\": {}}</tool_call>", "{\"city\": \"Paris\"}", "just text"}) {
     ExpectCalls(Parse(Format::kHermes, answer), {}, answer);
   }
   ExpectCalls(Parse(Format::kLlama3Json, "The answer is {not json}"), {},

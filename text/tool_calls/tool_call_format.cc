@@ -25,7 +25,9 @@ constexpr std::string_view kDeepSeekCallEnd = "<｜tool▁call▁end｜>";
 constexpr std::string_view kDeepSeekCallsEnd = "<｜tool▁calls▁end｜>";
 
 // std::string_view counterparts of absl's helpers (Debian's absl::string_view is its own type).
-bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\f' || c == '\v'; }
+bool IsSpace(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\f' || c == '\v';
+}
 std::string_view StripLeading(std::string_view text) {
   while (!text.empty() && IsSpace(text.front())) text.remove_prefix(1);
   return text;
@@ -118,7 +120,9 @@ bool AddCalls(const json& value, std::vector<ToolCall>& calls) {
   return true;
 }
 
-ParsedAnswer AllContent(std::string_view answer) { return {.content = std::string(answer), .calls = {}}; }
+ParsedAnswer AllContent(std::string_view answer) {
+  return {.content = std::string(answer), .calls = {}};
+}
 
 // Calls between open and close tags (a missing last close is allowed: the answer ended there).
 ParsedAnswer Tagged(std::string_view answer, std::string_view open, std::string_view close,
@@ -134,7 +138,8 @@ ParsedAnswer Tagged(std::string_view answer, std::string_view open, std::string_
     parsed.content += answer.substr(at, begin - at);
     const size_t inside = begin + open.size();
     size_t end = answer.find(close, inside);
-    std::string_view body = answer.substr(inside, end == std::string_view::npos ? end : end - inside);
+    std::string_view body =
+        answer.substr(inside, end == std::string_view::npos ? end : end - inside);
     at = end == std::string_view::npos ? answer.size() : end + close.size();
     std::string name;
     if (name_in_tag) {  // <function=NAME>{...}
@@ -173,8 +178,10 @@ ParsedAnswer Llama3Json(std::string_view answer) {
     std::optional<json> value = ParseJson(rest.substr(0, extent));
     if (!value || !AddCalls(*value, parsed.calls)) return AllContent(answer);
     rest = StripLeading(rest.substr(extent));
-    if (ConsumePrefix(&rest, ";")) rest = StripLeading(rest);
-    else if (!rest.empty()) return AllContent(answer);
+    if (ConsumePrefix(&rest, ";"))
+      rest = StripLeading(rest);
+    else if (!rest.empty())
+      return AllContent(answer);
   }
   if (parsed.calls.empty()) return AllContent(answer);
   return parsed;
@@ -221,7 +228,8 @@ ParsedAnswer FunctionaryV32(std::string_view answer) {
     rest.remove_prefix(newline + 1);
     const size_t next = rest.find(kFunctionaryV32);
     const std::string_view body = rest.substr(0, next);
-    rest = next == std::string_view::npos ? std::string_view() : rest.substr(next + kFunctionaryV32.size());
+    rest = next == std::string_view::npos ? std::string_view()
+                                          : rest.substr(next + kFunctionaryV32.size());
     if (name == "all") {
       parsed.content += body;
       continue;
@@ -247,7 +255,8 @@ ParsedAnswer DeepSeek(std::string_view answer) {
     rest.remove_prefix(begin + kDeepSeekCallBegin.size());
     const size_t end = rest.find(kDeepSeekCallEnd);
     std::string_view call = rest.substr(0, end);
-    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + kDeepSeekCallEnd.size());
+    rest = end == std::string_view::npos ? std::string_view()
+                                         : rest.substr(end + kDeepSeekCallEnd.size());
     const size_t sep = call.find(kDeepSeekSep);
     if (sep == std::string_view::npos) return AllContent(answer);
     std::string name = Trim(call.substr(0, sep));
@@ -299,8 +308,7 @@ Format DetectFormat(std::string_view chat_template) {
   if (Contains(chat_template, kFunctionOpen)) return Format::kFunctionaryV31;
   if (Contains(chat_template, ">>>all")) return Format::kFunctionaryV32;
   if (Contains(chat_template, kPythonTag) ||
-      (Contains(chat_template, "<|start_header_id|>") &&
-       Contains(chat_template, "tools"))) {
+      (Contains(chat_template, "<|start_header_id|>") && Contains(chat_template, "tools"))) {
     return Format::kLlama3Json;
   }
   return Format::kGeneric;
@@ -359,7 +367,8 @@ ParsedAnswer Parse(Format format, std::string_view answer) {
     case Format::kJsonList: {
       ParsedAnswer parsed;
       std::optional<json> value = ParseJson(Trim(answer));
-      if (!value || !value->is_array() || !AddCalls(*value, parsed.calls)) return AllContent(answer);
+      if (!value || !value->is_array() || !AddCalls(*value, parsed.calls))
+        return AllContent(answer);
       return parsed;
     }
   }
@@ -373,7 +382,8 @@ size_t ContentPrefix(Format format, std::string_view answer) {
       format == Format::kFunctionaryV32) {
     const std::string_view start = StripLeading(answer);
     if (start.empty() || start[0] == '{' || start[0] == '[' ||
-        (format == Format::kFunctionaryV32 && std::string_view(kFunctionaryV32).starts_with(start.substr(0, 3)))) {
+        (format == Format::kFunctionaryV32 &&
+         std::string_view(kFunctionaryV32).starts_with(start.substr(0, 3)))) {
       return 0;
     }
   }

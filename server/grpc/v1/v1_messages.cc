@@ -1,10 +1,9 @@
 #include "server/grpc/v1/v1_messages.h"
 
-#include "server/frontend/field_error.h"
-
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "server/frontend/field_error.h"
 
 namespace attnserve::server {
 namespace {
@@ -195,8 +194,9 @@ absl::StatusOr<GenerateInput> ReadInput(const v1::GenerateRequest& request) {
         into = {{Kind::kGbnf, constraint.gbnf(), {}}, "constraint.gbnf"};
         break;
       case v1::Constraint::kChoice:
-        into = {{Kind::kChoice, "", {constraint.choice().options().begin(),
-                                     constraint.choice().options().end()}},
+        into = {{Kind::kChoice,
+                 "",
+                 {constraint.choice().options().begin(), constraint.choice().options().end()}},
                 "constraint.choice.options"};
         break;
       case v1::Constraint::KIND_NOT_SET:
