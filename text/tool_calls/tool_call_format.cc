@@ -22,7 +22,6 @@ constexpr std::string_view kDeepSeekCallsBegin = "<｜tool▁calls▁begin｜>";
 constexpr std::string_view kDeepSeekCallBegin = "<｜tool▁call▁begin｜>";
 constexpr std::string_view kDeepSeekSep = "<｜tool▁sep｜>";
 constexpr std::string_view kDeepSeekCallEnd = "<｜tool▁call▁end｜>";
-constexpr std::string_view kDeepSeekCallsEnd = "<｜tool▁calls▁end｜>";
 
 // std::string_view counterparts of absl's helpers (Debian's absl::string_view is its own type).
 bool IsSpace(char c) {
