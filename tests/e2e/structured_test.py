@@ -226,11 +226,13 @@ class StructuredTest(unittest.TestCase):
 
     def test_costly_constraints_are_bounded_and_the_server_stays_up(self):
         before = self.rss_mb()
-        # Larger than --max_text_bytes allows a constraint's text.
-        huge = {"type": "object", "properties": {f"p{i}": {"type": "string"}
-                                                 for i in range(20000)}}
-        error = self.refused(guided_json=huge)
-        self.assertIn("more than the", error["message"])
+        # Larger than --max_text_bytes allows a constraint's text: 20,000 properties, and a
+        # schema of 10 MB.
+        for huge in ({"type": "object", "properties": {f"p{i}": {"type": "string"}
+                                                       for i in range(20000)}},
+                     {"type": "string", "description": "x" * (10 << 20)}):
+            error = self.refused(guided_json=huge)
+            self.assertIn("more than the", error["message"])
         # 10,000 nested references and a regex that backtracking engines take exponential time
         # on: each refused or answered within seconds.
         chain = {"$defs": {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(10000)}}
