@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "text/tokenizer/unicode.h"
 
 namespace attnserve::structured {
 namespace {
@@ -218,21 +219,10 @@ class Translator {
     if (pos_ >= src_.size()) return Error("unexpected end of the grammar");
     const auto byte = static_cast<unsigned char>(src_[pos_]);
     if (byte != '\\') {
-      // One UTF-8 sequence as it stands.
-      int length = byte < 0x80       ? 1
-                   : byte >> 5 == 6  ? 2
-                   : byte >> 4 == 14 ? 3
-                   : byte >> 3 == 30 ? 4
-                                     : 0;
-      if (length == 0 || pos_ + length > src_.size()) return Error("invalid UTF-8");
-      uint32_t code = length == 1 ? byte : byte & (0x7F >> length);
-      for (int i = 1; i < length; ++i) {
-        const auto next = static_cast<unsigned char>(src_[pos_ + i]);
-        if (next >> 6 != 2) return Error("invalid UTF-8");
-        code = code << 6 | (next & 0x3F);
-      }
-      pos_ += length;
-      return code;
+      const unicode::Decoded decoded = unicode::DecodeUtf8(src_.substr(pos_));
+      if (!decoded.valid) return Error("invalid UTF-8");
+      pos_ += decoded.bytes;
+      return static_cast<uint32_t>(decoded.code_point);
     }
     const char kind = Peek(1);
     pos_ += 2;
@@ -277,24 +267,6 @@ class Translator {
     return code;
   }
 
-  static void AppendUtf8(uint32_t code, std::string& out) {
-    if (code < 0x80) {
-      out += static_cast<char>(code);
-    } else if (code < 0x800) {
-      out += static_cast<char>(0xC0 | code >> 6);
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    } else if (code < 0x10000) {
-      out += static_cast<char>(0xE0 | code >> 12);
-      out += static_cast<char>(0x80 | (code >> 6 & 0x3F));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | code >> 18);
-      out += static_cast<char>(0x80 | (code >> 12 & 0x3F));
-      out += static_cast<char>(0x80 | (code >> 6 & 0x3F));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    }
-  }
-
   absl::StatusOr<std::string> Literal() {
     ++pos_;  // "
     std::string text;
@@ -302,7 +274,7 @@ class Translator {
       if (pos_ >= src_.size()) return Error("a string literal is not closed");
       absl::StatusOr<uint32_t> c = Character();
       if (!c.ok()) return c.status();
-      AppendUtf8(*c, text);
+      unicode::AppendUtf8(*c, text);
     }
     ++pos_;
     if (text.empty()) return std::string("\"\"");

@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/frontend/field_error.h"
+#include "server/http/openai/openai_fields.h"
 
 namespace attnserve::server {
 namespace {
@@ -14,10 +14,6 @@ namespace {
 using json = nlohmann::ordered_json;
 using Kind = structured::ConstraintSpec::Kind;
 using Constraint = GenerateInput::Constraint;
-
-absl::Status Invalid(const std::string& field, const std::string& problem) {
-  return FieldError(field, problem, "'");
-}
 
 Constraint Make(Kind kind, std::string text, std::string field) {
   return {.spec = {.kind = kind, .text = std::move(text), .choices = {}},
@@ -28,28 +24,29 @@ Constraint Make(Kind kind, std::string text, std::string field) {
 absl::StatusOr<Constraint> Schema(const json& value, const std::string& field) {
   if (value.is_string()) return Make(Kind::kJsonSchema, value.get<std::string>(), field);
   if (!value.is_object() && !value.is_boolean()) {
-    return Invalid(field, "must be a JSON schema (an object)");
+    return InvalidField(field, "must be a JSON schema (an object)");
   }
   return Make(Kind::kJsonSchema, value.dump(-1, ' ', false, json::error_handler_t::replace), field);
 }
 
 absl::StatusOr<Constraint> Text(const json& value, Kind kind, const std::string& field) {
-  if (!value.is_string()) return Invalid(field, "must be a string");
+  if (!value.is_string()) return InvalidField(field, "must be a string");
   return Make(kind, value.get<std::string>(), field);
 }
 
 // A grammar as vLLM and llama.cpp send it: GBNF (rules with `::=`), else Lark.
 absl::StatusOr<Constraint> Grammar(const json& value, const std::string& field) {
-  if (!value.is_string()) return Invalid(field, "must be a string");
+  if (!value.is_string()) return InvalidField(field, "must be a string");
   const std::string text = value.get<std::string>();
   return Make(absl::StrContains(text, "::=") ? Kind::kGbnf : Kind::kLark, text, field);
 }
 
 absl::StatusOr<Constraint> Choice(const json& value, const std::string& field) {
-  if (!value.is_array() || value.empty()) return Invalid(field, "must be a list of strings");
+  if (!value.is_array() || value.empty()) return InvalidField(field, "must be a list of strings");
   Constraint choice = Make(Kind::kChoice, "", field);
   for (size_t i = 0; i < value.size(); ++i) {
-    if (!value[i].is_string()) return Invalid(absl::StrCat(field, "[", i, "]"), "must be a string");
+    if (!value[i].is_string())
+      return InvalidField(absl::StrCat(field, "[", i, "]"), "must be a string");
     choice.spec.choices.push_back(value[i].get<std::string>());
   }
   return choice;
@@ -57,7 +54,7 @@ absl::StatusOr<Constraint> Choice(const json& value, const std::string& field) {
 
 absl::StatusOr<std::optional<Constraint>> ResponseFormat(const json& format) {
   if (!format.is_object() || !format.contains("type") || !format["type"].is_string()) {
-    return Invalid("response_format", "must be an object with a \"type\"");
+    return InvalidField("response_format", "must be an object with a \"type\"");
   }
   const std::string type = format["type"].get<std::string>();
   if (type == "text") return std::nullopt;
@@ -71,7 +68,7 @@ absl::StatusOr<std::optional<Constraint>> ResponseFormat(const json& format) {
   if (type == "json_schema") {
     const auto spec = format.find("json_schema");
     if (spec == format.end() || !spec->is_object()) {
-      return Invalid("response_format.json_schema", "must be an object with a \"schema\"");
+      return InvalidField("response_format.json_schema", "must be an object with a \"schema\"");
     }
     const auto schema = spec->find("schema");
     // OpenAI's own default when the schema is left out: any JSON object.
@@ -80,12 +77,13 @@ absl::StatusOr<std::optional<Constraint>> ResponseFormat(const json& format) {
     }
     return Schema(*schema, "response_format.json_schema.schema");
   }
-  return Invalid("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\"");
+  return InvalidField("response_format.type",
+                      "must be \"text\", \"json_object\" or \"json_schema\"");
 }
 
 // vLLM's `structured_outputs` object: one of json, regex, grammar, choice, json_object.
 absl::StatusOr<std::optional<Constraint>> StructuredOutputs(const json& value) {
-  if (!value.is_object()) return Invalid("structured_outputs", "must be an object");
+  if (!value.is_object()) return InvalidField("structured_outputs", "must be an object");
   std::vector<Constraint> found;
   for (const auto& [key, entry] : value.items()) {
     if (entry.is_null()) continue;
@@ -100,7 +98,7 @@ absl::StatusOr<std::optional<Constraint>> StructuredOutputs(const json& value) {
     } else if (key == "choice") {
       constraint = Choice(entry, field);
     } else if (key == "json_object") {
-      if (!entry.is_boolean()) return Invalid(field, "must be true or false");
+      if (!entry.is_boolean()) return InvalidField(field, "must be true or false");
       if (!entry.get<bool>()) continue;
       constraint = Make(Kind::kJsonObject, "", field);
     } else {
@@ -110,8 +108,8 @@ absl::StatusOr<std::optional<Constraint>> StructuredOutputs(const json& value) {
     found.push_back(*std::move(constraint));
   }
   if (found.size() > 1) {
-    return Invalid("structured_outputs",
-                   "may hold one of json, regex, grammar, choice or json_object");
+    return InvalidField("structured_outputs",
+                        "may hold one of json, regex, grammar, choice or json_object");
   }
   if (found.empty()) return std::nullopt;
   return found.front();
@@ -126,10 +124,7 @@ absl::StatusOr<std::optional<Constraint>> ReadConstraint(const json& body) {
     if (*constraint) found.push_back(**std::move(constraint));
     return absl::OkStatus();
   };
-  const auto field = [&](const char* name) -> const json* {
-    const auto it = body.find(name);
-    return it == body.end() || it->is_null() ? nullptr : &*it;
-  };
+  const auto field = [&](const char* name) { return FindField(body, name); };
   absl::Status status;
   if (const json* value = field("response_format")) status.Update(add(ResponseFormat(*value)));
   if (const json* value = field("structured_outputs"))
@@ -148,9 +143,9 @@ absl::StatusOr<std::optional<Constraint>> ReadConstraint(const json& body) {
   if (found.size() > 1) {
     std::vector<std::string> fields;
     for (const Constraint& constraint : found) fields.push_back(constraint.field);
-    return Invalid(found[1].field, absl::StrCat("cannot be given with ", found[0].field,
-                                                ": one constraint per request (",
-                                                absl::StrJoin(fields, ", "), ")"));
+    return InvalidField(found[1].field, absl::StrCat("cannot be given with ", found[0].field,
+                                                     ": one constraint per request (",
+                                                     absl::StrJoin(fields, ", "), ")"));
   }
   if (found.empty()) return std::nullopt;
   return found.front();

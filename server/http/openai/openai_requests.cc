@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "server/frontend/field_error.h"
 #include "server/http/openai/openai_constraints.h"
+#include "server/http/openai/openai_fields.h"
 
 namespace attnserve::server {
 namespace {
@@ -15,82 +15,72 @@ using json = nlohmann::ordered_json;
 using Field = FieldPath::Field;
 using Part = FieldPath::Part;
 
-absl::Status Invalid(const std::string& field, const std::string& problem) {
-  return FieldError(field, problem, "'");
-}
-
-// A field that is absent or null reads as its default.
-const json* Find(const json& body, const std::string& name) {
-  const auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
 absl::StatusOr<std::string> RequiredString(const json& body, const std::string& name) {
-  const json* value = Find(body, name);
-  if (value == nullptr) return Invalid(name, "is missing");
-  if (!value->is_string()) return Invalid(name, "must be a string");
+  const json* value = FindField(body, name);
+  if (value == nullptr) return InvalidField(name, "is missing");
+  if (!value->is_string()) return InvalidField(name, "must be a string");
   return value->get<std::string>();
 }
 
 absl::StatusOr<bool> Bool(const json& body, const std::string& name, bool otherwise) {
-  const json* value = Find(body, name);
+  const json* value = FindField(body, name);
   if (value == nullptr) return otherwise;
-  if (!value->is_boolean()) return Invalid(name, "must be true or false");
+  if (!value->is_boolean()) return InvalidField(name, "must be true or false");
   return value->get<bool>();
 }
 
 absl::StatusOr<int64_t> Int(const json& body, const std::string& name, int64_t otherwise,
                             int64_t min, int64_t max) {
-  const json* value = Find(body, name);
+  const json* value = FindField(body, name);
   if (value == nullptr) return otherwise;
-  if (!value->is_number_integer()) return Invalid(name, "must be an integer");
+  if (!value->is_number_integer()) return InvalidField(name, "must be an integer");
   // An unsigned value past int64's range is out of range too.
   if (value->is_number_unsigned() &&
       value->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return Invalid(name, absl::StrCat("must be in [", min, ", ", max, "]"));
+    return InvalidField(name, absl::StrCat("must be in [", min, ", ", max, "]"));
   }
   const int64_t number = value->get<int64_t>();
   if (number < min || number > max) {
-    return Invalid(name, absl::StrCat("= ", number, " must be in [", min, ", ", max, "]"));
+    return InvalidField(name, absl::StrCat("= ", number, " must be in [", min, ", ", max, "]"));
   }
   return number;
 }
 
 absl::StatusOr<float> Number(const json& body, const std::string& name, float otherwise) {
-  const json* value = Find(body, name);
+  const json* value = FindField(body, name);
   if (value == nullptr) return otherwise;
-  if (!value->is_number()) return Invalid(name, "must be a number");
+  if (!value->is_number()) return InvalidField(name, "must be a number");
   const double number = value->get<double>();
-  if (!std::isfinite(number) || std::abs(number) > 1e30) return Invalid(name, "is out of range");
+  if (!std::isfinite(number) || std::abs(number) > 1e30)
+    return InvalidField(name, "is out of range");
   return static_cast<float>(number);
 }
 
 // Fields of OpenAI's API the server does not implement: refused unless they ask for the default.
 absl::Status RefuseUnsupported(const json& body) {
   for (const char* name : {"frequency_penalty", "presence_penalty"}) {
-    if (const json* value = Find(body, name); value != nullptr) {
+    if (const json* value = FindField(body, name); value != nullptr) {
       if (!value->is_number() || value->get<double>() != 0.0) {
-        return Invalid(name, "is not supported: only 0");
+        return InvalidField(name, "is not supported: only 0");
       }
     }
   }
-  if (const json* value = Find(body, "repetition_penalty"); value != nullptr) {
+  if (const json* value = FindField(body, "repetition_penalty"); value != nullptr) {
     if (!value->is_number() || value->get<double>() != 1.0) {
-      return Invalid("repetition_penalty", "is not supported: only 1");
+      return InvalidField("repetition_penalty", "is not supported: only 1");
     }
   }
-  if (const json* value = Find(body, "logit_bias");
+  if (const json* value = FindField(body, "logit_bias");
       value != nullptr && !(value->is_object() && value->empty())) {
-    return Invalid("logit_bias", "is not supported");
+    return InvalidField("logit_bias", "is not supported");
   }
-  if (const json* value = Find(body, "best_of"); value != nullptr) {
+  if (const json* value = FindField(body, "best_of"); value != nullptr) {
     if (!value->is_number_integer() || value->get<int64_t>() != 1) {
-      return Invalid("best_of", "is not supported: only 1");
+      return InvalidField("best_of", "is not supported: only 1");
     }
   }
-  if (const json* value = Find(body, "suffix"); value != nullptr) {
-    return Invalid("suffix", "is not supported");
+  if (const json* value = FindField(body, "suffix"); value != nullptr) {
+    return InvalidField("suffix", "is not supported");
   }
   return absl::OkStatus();
 }
@@ -104,7 +94,7 @@ absl::StatusOr<std::vector<int64_t>> TokenIds(const json& list, const std::strin
     if (!id.is_number_integer() ||
         (id.is_number_unsigned() &&
          id.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
-      return Invalid(absl::StrCat(name, "[", i, "]"), "must be a token id");
+      return InvalidField(absl::StrCat(name, "[", i, "]"), "must be a token id");
     }
     ids.push_back(id.get<int64_t>());
   }
@@ -115,19 +105,20 @@ absl::StatusOr<std::vector<int64_t>> TokenIds(const json& list, const std::strin
 // list of lists of token ids.
 absl::StatusOr<std::vector<SequenceInput>> Sequences(const json& body, const std::string& name,
                                                      int64_t max_sequences) {
-  const json* value = Find(body, name);
-  if (value == nullptr) return Invalid(name, "is missing");
+  const json* value = FindField(body, name);
+  if (value == nullptr) return InvalidField(name, "is missing");
   if (value->is_string()) return std::vector{SequenceInput::Text(value->get<std::string>())};
   if (!value->is_array()) {
-    return Invalid(name, "must be a string, a list of strings or a list of token ids");
+    return InvalidField(name, "must be a string, a list of strings or a list of token ids");
   }
-  if (value->empty()) return Invalid(name, "is empty");
+  if (value->empty()) return InvalidField(name, "is empty");
   if (value->front().is_number()) {
     ASSIGN_OR_RETURN(auto ids, TokenIds(*value, name));
     return std::vector{SequenceInput::Tokens(std::move(ids))};
   }
   if (static_cast<int64_t>(value->size()) > max_sequences) {
-    return Invalid(name, absl::StrCat("has ", value->size(), " entries; at most ", max_sequences));
+    return InvalidField(name,
+                        absl::StrCat("has ", value->size(), " entries; at most ", max_sequences));
   }
   std::vector<SequenceInput> sequences;
   for (size_t i = 0; i < value->size(); ++i) {
@@ -138,20 +129,22 @@ absl::StatusOr<std::vector<SequenceInput>> Sequences(const json& body, const std
       ASSIGN_OR_RETURN(auto ids, TokenIds(entry, absl::StrCat(name, "[", i, "]")));
       sequences.push_back(SequenceInput::Tokens(std::move(ids)));
     } else {
-      return Invalid(absl::StrCat(name, "[", i, "]"), "must be a string or a list of token ids");
+      return InvalidField(absl::StrCat(name, "[", i, "]"),
+                          "must be a string or a list of token ids");
     }
   }
   return sequences;
 }
 
 absl::StatusOr<std::vector<std::string>> StopSequences(const json& body) {
-  const json* value = Find(body, "stop");
+  const json* value = FindField(body, "stop");
   if (value == nullptr) return std::vector<std::string>{};
   if (value->is_string()) return std::vector{value->get<std::string>()};
-  if (!value->is_array()) return Invalid("stop", "must be a string or a list of strings");
+  if (!value->is_array()) return InvalidField("stop", "must be a string or a list of strings");
   std::vector<std::string> stop;
   for (size_t i = 0; i < value->size() && i <= 64; ++i) {  // validation bounds the count
-    if (!(*value)[i].is_string()) return Invalid(absl::StrCat("stop[", i, "]"), "must be a string");
+    if (!(*value)[i].is_string())
+      return InvalidField(absl::StrCat("stop[", i, "]"), "must be a string");
     stop.push_back((*value)[i].get<std::string>());
   }
   if (value->size() > 64) stop.resize(65);  // enough for validation to refuse, naming the count
@@ -174,8 +167,8 @@ absl::StatusOr<OpenAiSampling> Sampling(const json& body, int64_t default_max_to
   // vLLM's -1 and llama.cpp's 0 both mean no top-k.
   ASSIGN_OR_RETURN(generate.top_k, Int(body, "top_k", 0, -1, kLarge));
   if (generate.top_k < 0) generate.top_k = 0;
-  if (const json* seed = Find(body, "seed"); seed != nullptr) {
-    if (!seed->is_number_integer()) return Invalid("seed", "must be an integer");
+  if (const json* seed = FindField(body, "seed"); seed != nullptr) {
+    if (!seed->is_number_integer()) return InvalidField("seed", "must be an integer");
     generate.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
                                                : static_cast<uint64_t>(seed->get<int64_t>());
   }
@@ -186,9 +179,9 @@ absl::StatusOr<OpenAiSampling> Sampling(const json& body, int64_t default_max_to
   ASSIGN_OR_RETURN(generate.constraint, ReadConstraint(body));
   ASSIGN_OR_RETURN(sampling.n, Int(body, "n", 1, 1, kMaxChoices));
   ASSIGN_OR_RETURN(sampling.stream, Bool(body, "stream", false));
-  if (const json* options = Find(body, "stream_options"); options != nullptr) {
-    if (!options->is_object()) return Invalid("stream_options", "must be an object");
-    if (!sampling.stream) return Invalid("stream_options", "needs \"stream\": true");
+  if (const json* options = FindField(body, "stream_options"); options != nullptr) {
+    if (!options->is_object()) return InvalidField("stream_options", "must be an object");
+    if (!sampling.stream) return InvalidField("stream_options", "needs \"stream\": true");
     ASSIGN_OR_RETURN(sampling.include_usage, Bool(*options, "include_usage", false));
   }
   return sampling;
@@ -197,25 +190,26 @@ absl::StatusOr<OpenAiSampling> Sampling(const json& body, int64_t default_max_to
 // A chat message's content as the template sees it: a string, or a list of text parts (kept as
 // a list: templates that take parts read them; others get them joined by the caller's choice).
 absl::Status CheckMessages(const json& messages) {
-  if (!messages.is_array()) return Invalid("messages", "must be a list of messages");
-  if (messages.empty()) return Invalid("messages", "is empty");
+  if (!messages.is_array()) return InvalidField("messages", "must be a list of messages");
+  if (messages.empty()) return InvalidField("messages", "is empty");
   for (size_t i = 0; i < messages.size(); ++i) {
     const json& message = messages[i];
     const std::string name = absl::StrCat("messages[", i, "]");
-    if (!message.is_object()) return Invalid(name, "must be an object");
-    const json* role = Find(message, "role");
-    if (role == nullptr || !role->is_string()) return Invalid(name + ".role", "must be a string");
-    const json* content = Find(message, "content");
+    if (!message.is_object()) return InvalidField(name, "must be an object");
+    const json* role = FindField(message, "role");
+    if (role == nullptr || !role->is_string())
+      return InvalidField(name + ".role", "must be a string");
+    const json* content = FindField(message, "content");
     if (content == nullptr || content->is_string()) continue;
     if (!content->is_array()) {
-      return Invalid(name + ".content", "must be a string or a list of content parts");
+      return InvalidField(name + ".content", "must be a string or a list of content parts");
     }
     for (size_t j = 0; j < content->size(); ++j) {
       const json& part = (*content)[j];
       const std::string part_name = absl::StrCat(name, ".content[", j, "]");
       if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
           !part["text"].is_string()) {
-        return Invalid(part_name, "must be a text part {\"type\": \"text\", \"text\": ...}");
+        return InvalidField(part_name, "must be a text part {\"type\": \"text\", \"text\": ...}");
       }
     }
   }
@@ -242,12 +236,12 @@ json FlattenContent(const json& messages) {
 absl::StatusOr<ChatRequest> ChatTemplateInput(const json& body) {
   ChatRequest chat;
   ASSIGN_OR_RETURN(chat.model, RequiredString(body, "model"));
-  const json* messages = Find(body, "messages");
-  if (messages == nullptr) return Invalid("messages", "is missing");
+  const json* messages = FindField(body, "messages");
+  if (messages == nullptr) return InvalidField("messages", "is missing");
   RETURN_IF_ERROR(CheckMessages(*messages));
   json context = json::object();
-  if (const json* kwargs = Find(body, "chat_template_kwargs"); kwargs != nullptr) {
-    if (!kwargs->is_object()) return Invalid("chat_template_kwargs", "must be an object");
+  if (const json* kwargs = FindField(body, "chat_template_kwargs"); kwargs != nullptr) {
+    if (!kwargs->is_object()) return InvalidField("chat_template_kwargs", "must be an object");
     context = *kwargs;
   }
   context["messages"] = FlattenContent(*messages);
@@ -256,12 +250,12 @@ absl::StatusOr<ChatRequest> ChatTemplateInput(const json& body) {
   context["add_generation_prompt"] = add_generation_prompt;
   ASSIGN_OR_RETURN(chat.tools, ReadTools(body));
   if (chat.tools.tools.is_array()) context["tools"] = chat.tools.tools;
-  if (const json* documents = Find(body, "documents"); documents != nullptr) {
+  if (const json* documents = FindField(body, "documents"); documents != nullptr) {
     context["documents"] = *documents;
   }
   chat.template_context = std::move(context);
-  if (const json* name = Find(body, "chat_template"); name != nullptr) {
-    if (!name->is_string()) return Invalid("chat_template", "must be a template's name");
+  if (const json* name = FindField(body, "chat_template"); name != nullptr) {
+    if (!name->is_string()) return InvalidField("chat_template", "must be a template's name");
     chat.template_name = name->get<std::string>();
   }
   return chat;
@@ -313,7 +307,7 @@ absl::StatusOr<CompletionRequest> ReadCompletionRequest(const json& body) {
   ASSIGN_OR_RETURN(request.sampling, Sampling(body, /*default_max_tokens=*/16));
   ASSIGN_OR_RETURN(request.prompts, Sequences(body, "prompt", 256 / request.sampling.n));
   ASSIGN_OR_RETURN(request.echo, Bool(body, "echo", false));
-  if (Find(body, "logprobs") != nullptr) {
+  if (FindField(body, "logprobs") != nullptr) {
     ASSIGN_OR_RETURN(request.logprobs, Int(body, "logprobs", 0, 0, 20));
     request.sampling.generate.top_logprobs = *request.logprobs;
   }
@@ -327,14 +321,14 @@ absl::StatusOr<ChatRequest> ReadChatRequest(const json& body) {
   ASSIGN_OR_RETURN(chat.sampling, Sampling(body, /*default_max_tokens=*/0));
   if (std::optional<GenerateInput::Constraint> forced = ToolConstraint(chat.tools)) {
     if (chat.sampling.generate.constraint) {
-      return Invalid(chat.sampling.generate.constraint->field,
-                     "cannot be given with a required or named tool_choice");
+      return InvalidField(chat.sampling.generate.constraint->field,
+                          "cannot be given with a required or named tool_choice");
     }
     chat.sampling.generate.constraint = std::move(forced);
   }
   ASSIGN_OR_RETURN(chat.logprobs, Bool(body, "logprobs", false));
   ASSIGN_OR_RETURN(const int64_t top, Int(body, "top_logprobs", 0, 0, 20));
-  if (top > 0 && !chat.logprobs) return Invalid("top_logprobs", "needs \"logprobs\": true");
+  if (top > 0 && !chat.logprobs) return InvalidField("top_logprobs", "needs \"logprobs\": true");
   chat.sampling.generate.top_logprobs = top;
   return chat;
 }
@@ -343,21 +337,22 @@ absl::StatusOr<EmbeddingRequest> ReadEmbeddingRequest(const json& body) {
   EmbeddingRequest request;
   ASSIGN_OR_RETURN(request.model, RequiredString(body, "model"));
   ASSIGN_OR_RETURN(request.inputs, Sequences(body, "input", 256));
-  if (const json* format = Find(body, "encoding_format"); format != nullptr) {
+  if (const json* format = FindField(body, "encoding_format"); format != nullptr) {
     if (*format == "base64") {
       request.base64 = true;
     } else if (*format != "float") {
-      return Invalid("encoding_format", "must be \"float\" or \"base64\"");
+      return InvalidField("encoding_format", "must be \"float\" or \"base64\"");
     }
   }
-  if (Find(body, "dimensions") != nullptr) return Invalid("dimensions", "is not supported");
+  if (FindField(body, "dimensions") != nullptr)
+    return InvalidField("dimensions", "is not supported");
   ASSIGN_OR_RETURN(request.normalize, Bool(body, "normalize", true));
   return request;
 }
 
 absl::StatusOr<TokenizeHttpRequest> ReadTokenizeRequest(const json& body) {
   TokenizeHttpRequest request;
-  if (Find(body, "messages") != nullptr) {
+  if (FindField(body, "messages") != nullptr) {
     ASSIGN_OR_RETURN(request.chat, ChatTemplateInput(body));
     request.model = request.chat->model;
     ASSIGN_OR_RETURN(request.add_special_tokens, Bool(body, "add_special_tokens", false));
@@ -372,9 +367,9 @@ absl::StatusOr<TokenizeHttpRequest> ReadTokenizeRequest(const json& body) {
 absl::StatusOr<DetokenizeHttpRequest> ReadDetokenizeRequest(const json& body) {
   DetokenizeHttpRequest request;
   ASSIGN_OR_RETURN(request.model, RequiredString(body, "model"));
-  const json* tokens = Find(body, "tokens");
-  if (tokens == nullptr) return Invalid("tokens", "is missing");
-  if (!tokens->is_array()) return Invalid("tokens", "must be a list of token ids");
+  const json* tokens = FindField(body, "tokens");
+  if (tokens == nullptr) return InvalidField("tokens", "is missing");
+  if (!tokens->is_array()) return InvalidField("tokens", "must be a list of token ids");
   ASSIGN_OR_RETURN(request.tokens, TokenIds(*tokens, "tokens"));
   return request;
 }

@@ -1,21 +1,12 @@
 #include "server/http/openai/openai_tools.h"
 
 #include "absl/strings/str_cat.h"
-#include "server/frontend/field_error.h"
+#include "server/http/openai/openai_fields.h"
 
 namespace attnserve::server {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-absl::Status Invalid(const std::string& field, const std::string& problem) {
-  return FieldError(field, problem, "'");
-}
-
-const json* Find(const json& body, const char* name) {
-  const auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
 
 // A function's parameters schema; a function without one takes an object of anything.
 json Parameters(const json& tool) {
@@ -29,29 +20,29 @@ json Parameters(const json& tool) {
 
 absl::StatusOr<ToolRequest> ReadTools(const json& body) {
   ToolRequest request;
-  if (const json* tools = Find(body, "tools")) {
-    if (!tools->is_array()) return Invalid("tools", "must be a list");
+  if (const json* tools = FindField(body, "tools")) {
+    if (!tools->is_array()) return InvalidField("tools", "must be a list");
     for (size_t i = 0; i < tools->size(); ++i) {
       const json& tool = (*tools)[i];
       const std::string name = absl::StrCat("tools[", i, "]");
       if (!tool.is_object() || tool.value("type", "") != "function" || !tool.contains("function") ||
           !tool["function"].is_object()) {
-        return Invalid(name, "must be {\"type\": \"function\", \"function\": {...}}");
+        return InvalidField(name, "must be {\"type\": \"function\", \"function\": {...}}");
       }
       const json& function = tool["function"];
       if (!function.contains("name") || !function["name"].is_string() ||
           function["name"].get<std::string>().empty()) {
-        return Invalid(name + ".function.name", "must be a non-empty string");
+        return InvalidField(name + ".function.name", "must be a non-empty string");
       }
-      if (const json* parameters = Find(function, "parameters");
+      if (const json* parameters = FindField(function, "parameters");
           parameters != nullptr && !parameters->is_object()) {
-        return Invalid(name + ".function.parameters", "must be a JSON schema (an object)");
+        return InvalidField(name + ".function.parameters", "must be a JSON schema (an object)");
       }
     }
     request.tools = *tools;
   }
   const bool listed = request.tools.is_array() && !request.tools.empty();
-  if (const json* choice = Find(body, "tool_choice")) {
+  if (const json* choice = FindField(body, "tool_choice")) {
     if (choice->is_string()) {
       const std::string mode = choice->get<std::string>();
       if (mode == "none") {
@@ -61,7 +52,8 @@ absl::StatusOr<ToolRequest> ReadTools(const json& body) {
       } else if (mode == "required") {
         request.choice = ToolRequest::Choice::kRequired;
       } else {
-        return Invalid("tool_choice", "must be \"none\", \"auto\", \"required\" or a function");
+        return InvalidField("tool_choice",
+                            "must be \"none\", \"auto\", \"required\" or a function");
       }
     } else if (choice->is_object() && choice->value("type", "") == "function" &&
                choice->contains("function") && (*choice)["function"].is_object() &&
@@ -72,22 +64,23 @@ absl::StatusOr<ToolRequest> ReadTools(const json& body) {
       bool found = false;
       for (const json& tool : request.tools) found |= tool["function"]["name"] == request.function;
       if (!found) {
-        return Invalid("tool_choice.function.name",
-                       absl::StrCat("names '", request.function.substr(0, 64),
-                                    "', which is not among the tools"));
+        return InvalidField("tool_choice.function.name",
+                            absl::StrCat("names '", request.function.substr(0, 64),
+                                         "', which is not among the tools"));
       }
     } else {
-      return Invalid("tool_choice",
-                     "must be \"none\", \"auto\", \"required\" or "
-                     "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+      return InvalidField("tool_choice",
+                          "must be \"none\", \"auto\", \"required\" or "
+                          "{\"type\": \"function\", \"function\": {\"name\": ...}}");
     }
     if (!listed && request.choice != ToolRequest::Choice::kNone &&
         request.choice != ToolRequest::Choice::kAuto) {
-      return Invalid("tool_choice", "needs \"tools\"");
+      return InvalidField("tool_choice", "needs \"tools\"");
     }
   }
-  if (const json* parallel = Find(body, "parallel_tool_calls")) {
-    if (!parallel->is_boolean()) return Invalid("parallel_tool_calls", "must be true or false");
+  if (const json* parallel = FindField(body, "parallel_tool_calls")) {
+    if (!parallel->is_boolean())
+      return InvalidField("parallel_tool_calls", "must be true or false");
     request.parallel = parallel->get<bool>();
   }
   return request;
