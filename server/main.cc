@@ -223,11 +223,10 @@ int Serve() {
     return 1;
   }
 
-  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<MetricsEndpoint> exposer;
   if (absl::GetFlag(FLAGS_metrics_port) > 0) {
-    auto started = StartMetricsEndpoint(
-        absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_metrics_port)),
-        {registry, process_metrics});
+    auto started = MetricsEndpoint::Start(
+        absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_metrics_port), {registry, process_metrics});
     if (!started.ok()) {
       std::cerr << "attnserve: " << started.status().message() << "\n";
       return 1;

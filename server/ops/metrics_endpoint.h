@@ -19,9 +19,24 @@ namespace attnserve::server {
 constexpr int kMetricsThreads = 8;
 constexpr int kMetricsRequestTimeoutMs = 2000;
 
-// Listens on `address` ("0.0.0.0:9090") and serves `collectables` at /metrics.
-absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetricsEndpoint(
-    const std::string& address,
-    const std::vector<std::shared_ptr<prometheus::Collectable>>& collectables);
+class MetricsEndpoint {
+ public:
+  // Listens on host:port ("0.0.0.0", 9090) and serves `collectables` at /metrics.
+  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
+      const std::string& host, int port,
+      const std::vector<std::shared_ptr<prometheus::Collectable>>& collectables);
+
+  // Stops at once. civetweb's listening thread looks at its stop flag only between polls of its
+  // sockets, which wait up to 2 s: a drained server took that long to exit. Connections to the
+  // port, until the stop is done, wake it.
+  ~MetricsEndpoint();
+
+ private:
+  MetricsEndpoint(std::string wake_host, std::unique_ptr<prometheus::Exposer> exposer)
+      : wake_host_(std::move(wake_host)), exposer_(std::move(exposer)) {}
+
+  std::string wake_host_;  // where a connection reaches the listening socket
+  std::unique_ptr<prometheus::Exposer> exposer_;
+};
 
 }  // namespace attnserve::server

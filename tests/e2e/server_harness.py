@@ -81,6 +81,7 @@ class Server:
              f"--metrics_port={self.metrics_port}", "--threads=1",
              f"--model_repository={models or os.environ['ATTNSERVE_MODELS']}", *flags],
             stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=preexec_fn)
+        self._wait_until_listening()
         target = f"127.0.0.1:{self.port}"
         options = [("grpc.ssl_target_name_override", "localhost")]
         self.channel = grpc.secure_channel(target, credentials, options) if credentials \
@@ -90,6 +91,20 @@ class Server:
                                           else self.channel)
         self.health = health_pb2_grpc.HealthStub(self.channel)
         self.wait_until_serving()
+
+    def _wait_until_listening(self, timeout=30):
+        # A channel made before the server listens has its first connections refused, and
+        # gRPC's reconnect backoff then held a TLS channel back for 15 s after the server was up.
+        # The kernel's socket tables say when the port listens (state 0A), without connecting;
+        # gRPC listens on an IPv6 socket, at 127.0.0.1 mapped (::ffff:127.0.0.1).
+        addresses = {f"{ip}:{self.port:04X}" for ip in ("0100007F", "0000000000000000FFFF00000100007F")}
+        deadline = time.time() + timeout
+        while time.time() < deadline and self.process.poll() is None:
+            for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+                with open(path) as table:
+                    if any(f[1] in addresses and f[3] == "0A" for f in map(str.split, table)):
+                        return
+            time.sleep(0.02)
 
     def wait_until_serving(self, timeout=30):
         deadline = time.time() + timeout
