@@ -63,6 +63,7 @@ def byte_to_char(text, offsets):
         for k in range(len(ch.encode("utf-8"))):
             index[position + k] = i
         position += len(ch.encode("utf-8"))
+    index[position] = len(text)  # the end of the text
     start, end = offsets
     if start in index and end in index:
         return (index[start], index[end])
@@ -431,6 +432,126 @@ class UnigramTest(ReferenceTest):
         self.assert_same(tokenizer)
         result = run_tool(tokenizer, ["€☃"])
         self.assertIn("unk_id", json.loads(result.stdout)["error"])
+
+
+class PairsAndTruncationTest(unittest.TestCase):
+    """Pairs (a reranker's query and document) and cut texts: the same ids, tokens, type ids and
+    offsets (each in its own text) as the reference's encode(first, second) under each truncation
+    strategy and direction, for each post-processor's pair template; where the reference refuses
+    a cut (only_second with a long first text), ours is an error too."""
+
+    PAIRS = [("what is the capital of France?", "Paris is the capital and largest city of France."),
+             ("", "an empty query"), ("an empty document", ""),
+             ("naïve café " * 9, "中文分词测试，你好世界！" * 3),
+             ("short", "The quick brown fox jumps over the lazy dog. " * 6),
+             ("emoji 😀👍🏽 family 👨‍👩‍👧‍👦", "  two  spaces  \t\ttabs\n lines  ")]
+
+    def requests(self):
+        out = []
+        for first, second in self.PAIRS:
+            out.append({"texts": [first, second]})
+            out.append({"texts": [first]})
+            for max_tokens in (6, 9, 16, 40):
+                for strategy in ("longest_first", "only_first", "only_second"):
+                    for direction in ("right", "left"):
+                        out.append({"texts": [first, second], "max_tokens": max_tokens,
+                                    "strategy": strategy, "direction": direction})
+                out.append({"texts": [second], "max_tokens": max_tokens, "direction": "left"})
+                out.append({"texts": [first], "max_tokens": max_tokens})
+        return out
+
+    def assert_pairs_same(self, tokenizer_json):
+        requests = self.requests()
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(tokenizer_json, f)
+        try:
+            result = subprocess.run([TOOL, f.name], capture_output=True, text=True, timeout=120,
+                                    input="".join(json.dumps(r) + "\n" for r in requests))
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        lines = result.stdout.splitlines()
+        self.assertEqual(len(lines), len(requests))
+        reference = Tokenizer.from_str(json.dumps(tokenizer_json))
+        reference.no_padding()
+        for request, line in zip(requests, lines):
+            ours = json.loads(line)
+            with self.subTest(**{k: str(v)[:40] for k, v in request.items()}):
+                if "max_tokens" in request:
+                    reference.enable_truncation(request["max_tokens"],
+                                                strategy=request.get("strategy", "longest_first"),
+                                                direction=request.get("direction", "right"))
+                else:
+                    reference.no_truncation()
+                try:
+                    expected = reference.encode(*request["texts"])
+                except Exception as error:  # the reference refuses the cut: so must we
+                    self.assertIn("error", ours, f"the reference refused it: {error}")
+                    continue
+                self.assertNotIn("error", ours)
+                self.assertEqual(ours["tokens"], expected.tokens)
+                self.assertEqual(ours["ids"], expected.ids)
+                self.assertEqual(ours["type_ids"], expected.type_ids)
+                offsets = [(0, 0) if sequence is None else
+                           byte_to_char(request["texts"][sequence], tuple(o))
+                           for o, sequence in zip(ours["offsets"], expected.sequence_ids)]
+                self.assertEqual(offsets, expected.offsets)
+
+    def test_bert_template(self):
+        self.assert_pairs_same(json.load(open(MINILM)))
+
+    def test_bert_processing(self):
+        tokenizer = json.load(open(MINILM))
+        tokenizer["post_processor"] = {"type": "BertProcessing", "sep": ["[SEP]", 102],
+                                       "cls": ["[CLS]", 101]}
+        self.assert_pairs_same(tokenizer)
+
+    def test_roberta_processing(self):
+        tokenizer = gpt2()
+        tokenizer["pre_tokenizer"]["add_prefix_space"] = True
+        tokenizer["added_tokens"] += [added("<s>", 50257), added("</s>", 50258)]
+        tokenizer["post_processor"] = {"type": "RobertaProcessing", "sep": ["</s>", 50258],
+                                       "cls": ["<s>", 50257], "trim_offsets": True,
+                                       "add_prefix_space": True}
+        self.assert_pairs_same(tokenizer)
+
+    def test_byte_level_then_a_template_as_xlm_roberta_and_llama_rerankers(self):
+        tokenizer = gpt2()
+        tokenizer["added_tokens"] += [added("<s>", 50257), added("</s>", 50258)]
+        specials = {name: {"id": name, "ids": [id], "tokens": [name]}
+                    for name, id in (("<s>", 50257), ("</s>", 50258))}
+        tokenizer["post_processor"] = {"type": "Sequence", "processors": [
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+             "use_regex": True},
+            {"type": "TemplateProcessing",
+             "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                        {"Sequence": {"id": "A", "type_id": 0}},
+                        {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+             "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                      {"Sequence": {"id": "A", "type_id": 0}},
+                      {"SpecialToken": {"id": "</s>", "type_id": 0}},
+                      {"SpecialToken": {"id": "</s>", "type_id": 0}},
+                      {"Sequence": {"id": "B", "type_id": 1}},
+                      {"SpecialToken": {"id": "</s>", "type_id": 1}}],
+             "special_tokens": specials}]}
+        self.assert_pairs_same(tokenizer)
+
+    def test_no_post_processor(self):
+        tokenizer = json.load(open(MINILM))
+        tokenizer["post_processor"] = None
+        self.assert_pairs_same(tokenizer)
+
+    def test_a_template_without_a_pair_refuses_pairs(self):
+        tokenizer = json.load(open(MINILM))
+        del tokenizer["post_processor"]["pair"]
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(tokenizer, f)
+        try:
+            result = subprocess.run([TOOL, f.name], capture_output=True, text=True, timeout=60,
+                                    input=json.dumps({"texts": ["a", "b"]}) + "\n")
+        finally:
+            os.unlink(f.name)
+        self.assertIn("no pair template", json.loads(result.stdout)["error"])
 
 
 class ComponentTest(ReferenceTest):

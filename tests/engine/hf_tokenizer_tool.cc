@@ -4,6 +4,10 @@
 // stdin (a JSON string) prints a JSON object with the ids, tokens, byte offsets and decoded text
 // (without and with the special tokens), or the error. A tokenizer that does not load: its error on
 // stderr, exit code 2.
+// A line holding an object instead, {"texts": [text] or [first, second], "max_tokens": N,
+// "strategy": "longest_first" | "only_first" | "only_second", "direction": "right" | "left"},
+// is encoded as one text or a pair with that truncation: {"ids", "tokens", "type_ids", "offsets"
+// (in each token's own text)} or {"error"}.
 // With --components instead of a file: each line of stdin is a JSON object {"normalizer": ...,
 // "pre_tokenizer": ..., "texts": [...]} (the components as tokenizer.json has them, null for
 // none), and the answer a line {"normalized": [...], "pieces": [[...], ...]}: per text, the
@@ -51,6 +55,32 @@ nlohmann::json RunComponents(const nlohmann::json& request) {
   return out;
 }
 
+// The answer to a request for one text or a pair, cut (see the top of this file).
+nlohmann::json RunTruncated(const attnserve::Tokenizer& tokenizer, const nlohmann::json& request) {
+  attnserve::Truncation truncation;
+  truncation.max_tokens = request.value("max_tokens", 0);
+  const std::string strategy = request.value("strategy", "longest_first");
+  truncation.strategy = strategy == "only_first" ? attnserve::Truncation::Strategy::kOnlyFirst
+                        : strategy == "only_second"
+                            ? attnserve::Truncation::Strategy::kOnlySecond
+                            : attnserve::Truncation::Strategy::kLongestFirst;
+  truncation.from_left = request.value("direction", "right") == "left";
+  const nlohmann::json& texts = request.at("texts");
+  const absl::StatusOr<attnserve::Encoding> encoded =
+      texts.size() == 1 ? tokenizer.EncodeTruncated(texts[0].get<std::string>(), truncation)
+                        : tokenizer.EncodePair(texts[0].get<std::string>(),
+                                               texts[1].get<std::string>(), truncation);
+  if (!encoded.ok()) return {{"error", encoded.status().message()}};
+  nlohmann::json out = {{"ids", encoded->ids},
+                        {"tokens", encoded->tokens},
+                        {"type_ids", encoded->type_ids},
+                        {"offsets", nlohmann::json::array()}};
+  for (const attnserve::ByteRange& range : encoded->offsets) {
+    out["offsets"].push_back({range.begin, range.end});
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,7 +113,12 @@ int main(int argc, char** argv) {
   }
   std::string line;
   while (std::getline(std::cin, line)) {
-    const std::string text = nlohmann::json::parse(line).get<std::string>();
+    const nlohmann::json request = nlohmann::json::parse(line);
+    if (request.is_object()) {
+      Print(RunTruncated(*tokenizer, request));
+      continue;
+    }
+    const std::string text = request.get<std::string>();
     const absl::StatusOr<attnserve::Encoding> encoded = tokenizer->Encode(text);
     nlohmann::json out;
     if (!encoded.ok()) {

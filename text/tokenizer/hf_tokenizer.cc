@@ -70,6 +70,14 @@ absl::StatusOr<HfTokenizer> HfTokenizer::FromJson(const std::string& text,
 
 absl::StatusOr<Encoding> HfTokenizer::Encode(const std::string& text,
                                              bool add_special_tokens) const {
+  ASSIGN_OR_RETURN(Encoding encoding, EncodeSequence(text));
+  if (post_processor_) {
+    return post_processor_->Process(std::move(encoding), text, add_special_tokens);
+  }
+  return encoding;
+}
+
+absl::StatusOr<Encoding> HfTokenizer::EncodeSequence(const std::string& text) const {
   // The gRPC API only carries valid UTF-8; anything else has no characters to tokenize.
   if (!unicode::IsValidUtf8(text)) {
     return absl::InvalidArgumentError("the text is not valid UTF-8");
@@ -122,10 +130,24 @@ absl::StatusOr<Encoding> HfTokenizer::Encode(const std::string& text,
       encoding.Add(token.id, token.value, offsets, false);
     }
   }
-  if (post_processor_) {
-    return post_processor_->Process(std::move(encoding), text, add_special_tokens);
-  }
   return encoding;
+}
+
+Encoding HfTokenizer::AddSpecialTokens(Encoding sequence, const std::string& text) const {
+  if (!post_processor_) return sequence;
+  return post_processor_->Process(std::move(sequence), text, /*add_special_tokens=*/true);
+}
+
+absl::StatusOr<Encoding> HfTokenizer::JoinPair(Encoding first, const std::string& first_text,
+                                               Encoding second,
+                                               const std::string& second_text) const {
+  if (!post_processor_) return attnserve::JoinPair(std::move(first), std::move(second), 1);
+  return post_processor_->ProcessPair(std::move(first), first_text, std::move(second), second_text,
+                                      /*add_special_tokens=*/true);
+}
+
+size_t HfTokenizer::AddedTokens(bool pair) const {
+  return post_processor_ ? post_processor_->AddedTokens(pair) : 0;
 }
 
 std::string HfTokenizer::IdToToken(int64_t id) const {

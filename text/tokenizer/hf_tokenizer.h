@@ -43,6 +43,13 @@ class HfTokenizer final : public Tokenizer {
   // A token's string: an added token's content or the model's vocabulary key; empty if unknown.
   std::string IdToToken(int64_t id) const;
 
+ protected:
+  absl::StatusOr<Encoding> EncodeSequence(const std::string& text) const override;
+  Encoding AddSpecialTokens(Encoding sequence, const std::string& text) const override;
+  absl::StatusOr<Encoding> JoinPair(Encoding first, const std::string& first_text, Encoding second,
+                                    const std::string& second_text) const override;
+  size_t AddedTokens(bool pair) const override;
+
  private:
   std::shared_ptr<const Normalizer> normalizer_;
   std::shared_ptr<const PreTokenizer> pre_tokenizer_;

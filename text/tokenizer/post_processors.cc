@@ -18,60 +18,100 @@ struct SpecialPiece {
   std::vector<std::string> tokens;
 };
 
-// The single-sequence template: special pieces around the sequence, in order.
+// A piece of a template: special tokens, or the first (0) or second (1) sequence; with the type
+// id its tokens get.
+struct TemplatePiece {
+  std::optional<SpecialPiece> special;
+  int sequence = 0;
+  uint8_t type_id = 0;
+};
+using Template = std::vector<TemplatePiece>;
+
+size_t SpecialTokens(const Template& pieces) {
+  size_t count = 0;
+  for (const TemplatePiece& piece : pieces) count += piece.special ? piece.special->ids.size() : 0;
+  return count;
+}
+
+// Special pieces around one sequence ("[CLS] $A [SEP]") or a pair ("[CLS] $A [SEP] $B:1 [SEP]:1").
 class TemplateProcessing final : public PostProcessor {
  public:
-  // nullopt in `pieces` stands for the sequence.
-  explicit TemplateProcessing(std::vector<std::optional<SpecialPiece>> pieces)
-      : pieces_(std::move(pieces)) {
-    // The usual template holds the sequence once: its specials then go around it in place.
-    if (std::count(pieces_.begin(), pieces_.end(), std::nullopt) != 1) return;
+  TemplateProcessing(Template single, Template pair)
+      : single_(std::move(single)), pair_(std::move(pair)) {
+    // The usual template holds the sequence once, all of type 0: its specials then go around it
+    // in place.
+    if (std::count_if(single_.begin(), single_.end(),
+                      [](const TemplatePiece& piece) { return !piece.special; }) != 1) {
+      return;
+    }
     Encoding* side = &before_;
-    for (const auto& piece : pieces_) {
-      if (!piece) {
+    for (const TemplatePiece& piece : single_) {
+      if (piece.type_id != 0) return;
+      if (!piece.special) {
         side = &after_;
         continue;
       }
-      for (size_t i = 0; i < piece->ids.size(); ++i) {
-        side->Add(piece->ids[i], piece->tokens[i], {0, 0}, true);
+      for (size_t i = 0; i < piece.special->ids.size(); ++i) {
+        side->Add(piece.special->ids[i], piece.special->tokens[i], {0, 0}, true);
       }
     }
     in_place_ = true;
   }
 
   Encoding Process(Encoding sequence, const std::string&, bool add_special_tokens) const override {
-    if (!add_special_tokens) return sequence;
     if (in_place_) {
-      Insert(before_, sequence, true);
-      Insert(after_, sequence, false);
+      if (add_special_tokens) {
+        Insert(before_, sequence, true);
+        Insert(after_, sequence, false);
+      }
       return sequence;
     }
+    Encoding none;
+    return Fill(single_, sequence, none, add_special_tokens);
+  }
+
+  absl::StatusOr<Encoding> ProcessPair(Encoding first, const std::string&, Encoding second,
+                                       const std::string&, bool add_special_tokens) const override {
+    if (pair_.empty()) {
+      return absl::InvalidArgumentError(
+          "the tokenizer's post_processor has no pair template: it does not encode pairs");
+    }
+    return Fill(pair_, first, second, add_special_tokens);
+  }
+
+  size_t AddedTokens(bool pair) const override { return SpecialTokens(pair ? pair_ : single_); }
+
+ private:
+  // The template's pieces in order, the sequences' tokens given the template's type ids; without
+  // special tokens, only the sequences.
+  static Encoding Fill(const Template& pieces, Encoding& first, Encoding& second,
+                       bool add_special_tokens) {
     Encoding out;
-    for (const auto& piece : pieces_) {
-      if (!piece) {
-        for (size_t i = 0; i < sequence.ids.size(); ++i) {
-          out.Add(sequence.ids[i], std::move(sequence.tokens[i]), sequence.offsets[i],
-                  sequence.special[i] != 0);
-        }
+    for (const TemplatePiece& piece : pieces) {
+      if (!piece.special) {
+        Encoding& sequence = piece.sequence == 0 ? first : second;
+        for (size_t i = 0; i < sequence.size(); ++i) out.AddFrom(sequence, i, piece.type_id);
         continue;
       }
-      for (size_t i = 0; i < piece->ids.size(); ++i) {
-        out.Add(piece->ids[i], piece->tokens[i], {0, 0}, true);
+      if (!add_special_tokens) continue;
+      for (size_t i = 0; i < piece.special->ids.size(); ++i) {
+        out.Add(piece.special->ids[i], piece.special->tokens[i], {0, 0}, true, piece.type_id);
       }
     }
     return out;
   }
 
- private:
   static void Insert(const Encoding& specials, Encoding& sequence, bool front) {
     const auto at = [&](auto& values) { return front ? values.begin() : values.end(); };
     sequence.ids.insert(at(sequence.ids), specials.ids.begin(), specials.ids.end());
     sequence.tokens.insert(at(sequence.tokens), specials.tokens.begin(), specials.tokens.end());
     sequence.offsets.insert(at(sequence.offsets), specials.offsets.begin(), specials.offsets.end());
     sequence.special.insert(at(sequence.special), specials.special.begin(), specials.special.end());
+    sequence.type_ids.insert(at(sequence.type_ids), specials.type_ids.begin(),
+                             specials.type_ids.end());
   }
 
-  const std::vector<std::optional<SpecialPiece>> pieces_;
+  const Template single_, pair_;
   bool in_place_ = false;
   Encoding before_, after_;  // the specials before and after the sequence, when in place
 };
@@ -114,6 +154,14 @@ class ByteLevelProcessing final : public PostProcessor {
     if (trim_offsets_) TrimOffsets(sequence, text, add_prefix_space_);
     return sequence;
   }
+  absl::StatusOr<Encoding> ProcessPair(Encoding first, const std::string& first_text,
+                                       Encoding second, const std::string& second_text,
+                                       bool) const override {
+    return JoinPair(Process(std::move(first), first_text, false),
+                    Process(std::move(second), second_text, false), 1);
+  }
+  size_t AddedTokens(bool) const override { return 0; }
+  bool JoinsPairs() const override { return false; }
 
  private:
   const bool trim_offsets_, add_prefix_space_;
@@ -131,6 +179,17 @@ class RobertaProcessing final : public PostProcessor {
     if (trim_offsets_) TrimOffsets(sequence, text, add_prefix_space_);
     return specials_.Process(std::move(sequence), text, add_special_tokens);
   }
+  absl::StatusOr<Encoding> ProcessPair(Encoding first, const std::string& first_text,
+                                       Encoding second, const std::string& second_text,
+                                       bool add_special_tokens) const override {
+    if (trim_offsets_) {
+      TrimOffsets(first, first_text, add_prefix_space_);
+      TrimOffsets(second, second_text, add_prefix_space_);
+    }
+    return specials_.ProcessPair(std::move(first), first_text, std::move(second), second_text,
+                                 add_special_tokens);
+  }
+  size_t AddedTokens(bool pair) const override { return specials_.AddedTokens(pair); }
 
  private:
   const TemplateProcessing specials_;
@@ -147,6 +206,30 @@ class PostProcessorSequence final : public PostProcessor {
       sequence = step->Process(std::move(sequence), text, add_special_tokens);
     }
     return sequence;
+  }
+  // Steps that keep the two sequences apart (ByteLevel's trimming) run on each; the first that
+  // joins them makes one sequence, which the steps after it process as one.
+  absl::StatusOr<Encoding> ProcessPair(Encoding first, const std::string& first_text,
+                                       Encoding second, const std::string& second_text,
+                                       bool add_special_tokens) const override {
+    std::optional<Encoding> joined;
+    for (const auto& step : steps_) {
+      if (joined) {
+        joined = step->Process(*std::move(joined), first_text, add_special_tokens);
+      } else if (step->JoinsPairs()) {
+        ASSIGN_OR_RETURN(joined, step->ProcessPair(std::move(first), first_text, std::move(second),
+                                                   second_text, add_special_tokens));
+      } else {
+        first = step->Process(std::move(first), first_text, add_special_tokens);
+        second = step->Process(std::move(second), second_text, add_special_tokens);
+      }
+    }
+    return joined ? *std::move(joined) : JoinPair(std::move(first), std::move(second), 1);
+  }
+  size_t AddedTokens(bool pair) const override {
+    size_t count = 0;
+    for (const auto& step : steps_) count += step->AddedTokens(pair);
+    return count;
   }
 
  private:
@@ -172,51 +255,96 @@ absl::StatusOr<SpecialPiece> PairPiece(const nlohmann::json& json, const char* n
   return SpecialPiece{{(*it)[1].get<int64_t>()}, {(*it)[0].get<std::string>()}};
 }
 
-absl::StatusOr<std::unique_ptr<PostProcessor>> TemplateFromJson(const nlohmann::json& json) {
-  const auto single = json.find("single");
+// One of TemplateProcessing's templates ("single" or "pair"); a missing pair template is empty.
+absl::StatusOr<Template> TemplateOf(const nlohmann::json& json, const char* name) {
+  const auto pieces_json = json.find(name);
   const auto specials = json.find("special_tokens");
-  if (single == json.end() || !single->is_array()) {
-    return absl::InvalidArgumentError("post_processor.single: an array is required");
+  if (pieces_json == json.end() && std::string(name) == "pair") return Template();
+  if (pieces_json == json.end() || !pieces_json->is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("post_processor.", name, ": an array is required"));
   }
-  std::vector<std::optional<SpecialPiece>> pieces;
-  for (size_t i = 0; i < single->size(); ++i) {
-    const nlohmann::json& piece = (*single)[i];
-    if (piece.contains("Sequence")) {
-      pieces.push_back(std::nullopt);
-      continue;
-    }
-    const std::string where = absl::StrCat("post_processor.single[", i, "]");
-    if (!piece.contains("SpecialToken") || !piece["SpecialToken"].contains("id") ||
-        !piece["SpecialToken"]["id"].is_string()) {
+  Template pieces;
+  for (size_t i = 0; i < pieces_json->size(); ++i) {
+    const nlohmann::json& piece = (*pieces_json)[i];
+    const std::string where = absl::StrCat("post_processor.", name, "[", i, "]");
+    const bool is_sequence = piece.is_object() && piece.contains("Sequence");
+    const nlohmann::json body =
+        !piece.is_object()
+            ? nlohmann::json()
+            : piece.value(is_sequence ? "Sequence" : "SpecialToken", nlohmann::json());
+    if (!body.is_object() || !body.contains("id") || !body["id"].is_string()) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": a Sequence or a SpecialToken with an id is required"));
     }
-    const std::string name = piece["SpecialToken"]["id"].get<std::string>();
-    if (specials == json.end() || !specials->is_object() || !specials->contains(name)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": special token \"", name, "\" is not in special_tokens"));
+    TemplatePiece out;
+    if (const auto type_id = body.find("type_id"); type_id != body.end()) {
+      if (!type_id->is_number_unsigned() || type_id->get<uint64_t>() > 255) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": type_id is not a small integer"));
+      }
+      out.type_id = static_cast<uint8_t>(type_id->get<uint64_t>());
     }
-    const nlohmann::json& special = (*specials)[name];
+    const std::string id = body["id"].get<std::string>();
+    if (is_sequence) {
+      if (id != "A" && id != "B") {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": a Sequence is A or B"));
+      }
+      out.sequence = id == "A" ? 0 : 1;
+      pieces.push_back(std::move(out));
+      continue;
+    }
+    if (specials == json.end() || !specials->is_object() || !specials->contains(id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": special token \"", id, "\" is not in special_tokens"));
+    }
+    const nlohmann::json& special = (*specials)[id];
     if (!special.contains("ids") || !special.contains("tokens") || !special["ids"].is_array() ||
         !special["tokens"].is_array() || special["ids"].size() != special["tokens"].size()) {
-      return absl::InvalidArgumentError(absl::StrCat("post_processor.special_tokens[\"", name,
+      return absl::InvalidArgumentError(absl::StrCat("post_processor.special_tokens[\"", id,
                                                      "\"]: ids and tokens of one length"));
     }
     SpecialPiece special_piece;
     for (size_t k = 0; k < special["ids"].size(); ++k) {
       if (!special["ids"][k].is_number_unsigned() || !special["tokens"][k].is_string()) {
-        return absl::InvalidArgumentError(absl::StrCat("post_processor.special_tokens[\"", name,
+        return absl::InvalidArgumentError(absl::StrCat("post_processor.special_tokens[\"", id,
                                                        "\"]: ids are integers, tokens strings"));
       }
       special_piece.ids.push_back(special["ids"][k].get<int64_t>());
       special_piece.tokens.push_back(special["tokens"][k].get<std::string>());
     }
-    pieces.push_back(std::move(special_piece));
+    out.special = std::move(special_piece);
+    pieces.push_back(std::move(out));
   }
-  return std::make_unique<TemplateProcessing>(std::move(pieces));
+  return pieces;
+}
+
+absl::StatusOr<std::unique_ptr<PostProcessor>> TemplateFromJson(const nlohmann::json& json) {
+  ASSIGN_OR_RETURN(Template single, TemplateOf(json, "single"));
+  ASSIGN_OR_RETURN(Template pair, TemplateOf(json, "pair"));
+  return std::make_unique<TemplateProcessing>(std::move(single), std::move(pair));
+}
+
+// BERT's and RoBERTa's fixed templates: "cls A sep" and "cls A sep B sep" (type 1 from B on), or
+// RoBERTa's "cls A sep sep B sep" (all type 0).
+TemplateProcessing FixedTemplate(const SpecialPiece& cls, const SpecialPiece& sep, bool roberta) {
+  const auto special = [](const SpecialPiece& piece, uint8_t type_id) {
+    return TemplatePiece{piece, 0, type_id};
+  };
+  const uint8_t b_type = roberta ? 0 : 1;
+  Template pair = {special(cls, 0), {std::nullopt, 0, 0}, special(sep, 0)};
+  if (roberta) pair.push_back(special(sep, 0));
+  pair.push_back({std::nullopt, 1, b_type});
+  pair.push_back(special(sep, b_type));
+  return TemplateProcessing({special(cls, 0), {std::nullopt, 0, 0}, special(sep, 0)},
+                            std::move(pair));
 }
 
 }  // namespace
+
+Encoding JoinPair(Encoding first, Encoding second, uint8_t second_type) {
+  for (size_t i = 0; i < second.size(); ++i) first.AddFrom(second, i, second_type);
+  return first;
+}
 
 absl::StatusOr<std::unique_ptr<PostProcessor>> PostProcessorFromJson(const nlohmann::json& json) {
   if (json.is_null()) return std::unique_ptr<PostProcessor>();
@@ -228,17 +356,15 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> PostProcessorFromJson(const nlohm
   if (type == "BertProcessing") {
     ASSIGN_OR_RETURN(SpecialPiece cls, PairPiece(json, "cls"));
     ASSIGN_OR_RETURN(SpecialPiece sep, PairPiece(json, "sep"));
-    return std::make_unique<TemplateProcessing>(
-        std::vector<std::optional<SpecialPiece>>{std::move(cls), std::nullopt, std::move(sep)});
+    return std::make_unique<TemplateProcessing>(FixedTemplate(cls, sep, /*roberta=*/false));
   }
   if (type == "RobertaProcessing") {
     ASSIGN_OR_RETURN(SpecialPiece cls, PairPiece(json, "cls"));
     ASSIGN_OR_RETURN(SpecialPiece sep, PairPiece(json, "sep"));
     ASSIGN_OR_RETURN(const bool trim_offsets, RequiredFlag(json, "trim_offsets"));
     ASSIGN_OR_RETURN(const bool add_prefix_space, RequiredFlag(json, "add_prefix_space"));
-    return std::make_unique<RobertaProcessing>(
-        TemplateProcessing({std::move(cls), std::nullopt, std::move(sep)}), trim_offsets,
-        add_prefix_space);
+    return std::make_unique<RobertaProcessing>(FixedTemplate(cls, sep, /*roberta=*/true),
+                                               trim_offsets, add_prefix_space);
   }
   if (type == "ByteLevel") {
     ASSIGN_OR_RETURN(const bool trim_offsets, RequiredFlag(json, "trim_offsets"));

@@ -13,9 +13,32 @@
 
 namespace attnserve {
 
+// How a text, or a pair of texts, is cut to fit a model's context, as the reference library's
+// truncation cuts it (before the special tokens are added, which count).
+struct Truncation {
+  // Which text of a pair loses tokens: the longer one, until both fit or are equally long
+  // (tokenizers' longest_first), only the first, or only the second (a reranker's document: the
+  // query stays whole).
+  enum class Strategy { kLongestFirst, kOnlyFirst, kOnlySecond };
+
+  size_t max_tokens = 0;  // the most tokens of the result, special tokens included; 0: no limit
+  Strategy strategy = Strategy::kLongestFirst;
+  bool from_left = false;  // tokens go from the start of a text (TEI's truncation_direction)
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
+
+  // Encode with the special tokens, cut to `truncation`. An error names a text that cannot be
+  // cut enough (a limit below the special tokens, only_second with a long first text).
+  absl::StatusOr<Encoding> EncodeTruncated(const std::string& text,
+                                           const Truncation& truncation) const;
+  // A pair (query and document, two sentences), joined as the tokenizer's pair template joins
+  // them ("[CLS] A [SEP] B [SEP]" with type ids 0 then 1, "<s> A </s></s> B </s>"), cut to
+  // `truncation`. Offsets are in each token's own text.
+  absl::StatusOr<Encoding> EncodePair(const std::string& first, const std::string& second,
+                                      const Truncation& truncation = {}) const;
 
   // The tokens of `text` with their byte ranges in it; `add_special_tokens` adds what the
   // tokenizer puts around a sequence (BERT's [CLS] and [SEP], Llama's <s>). An error
@@ -53,6 +76,21 @@ class Tokenizer {
   virtual std::map<std::string, int64_t> special_tokens() const = 0;
   // A token's id by its text (special tokens included), or -1.
   virtual int64_t TokenToId(const std::string& token) const = 0;
+
+ protected:
+  // What EncodeTruncated and EncodePair build on: a text's tokens before post-processing, then
+  // the special tokens (and offset trimming) of one sequence or a pair. The defaults add no
+  // special tokens and give the second text of a pair type 1.
+  virtual absl::StatusOr<Encoding> EncodeSequence(const std::string& text) const {
+    return Encode(text, /*add_special_tokens=*/false);
+  }
+  virtual Encoding AddSpecialTokens(Encoding sequence, const std::string& /*text*/) const {
+    return sequence;
+  }
+  virtual absl::StatusOr<Encoding> JoinPair(Encoding first, const std::string& first_text,
+                                            Encoding second, const std::string& second_text) const;
+  // How many special tokens one sequence (pair false) or a pair gets.
+  virtual size_t AddedTokens(bool /*pair*/) const { return 0; }
 };
 
 }  // namespace attnserve
