@@ -22,12 +22,15 @@ absl::StatusOr<std::unique_ptr<Encoder>> Encoder::Load(const ModelConfig& config
   if (config.pooling == Pooling::kPma) {
     ASSIGN_OR_RETURN(model->pma_, PoolingByAttention::Load(weights, "pool", block, 1));
   }
+  if (config.classifier.num_labels > 0) {
+    ASSIGN_OR_RETURN(model->head_, ClassificationHead::Load(weights, config));
+  }
   return model;
 }
 
 absl::StatusOr<PaddedBatch> EmbedInputs(const InputEmbedding& embedding, const ModelConfig& config,
                                         const ModelInputs& inputs) {
-  return config.token_inputs() ? embedding.EmbedTokens(inputs.tokens)
+  return config.token_inputs() ? embedding.EmbedTokens(inputs.tokens, {}, inputs.token_types)
                                : embedding.EmbedFeatures(inputs.features);
 }
 
@@ -140,9 +143,28 @@ absl::StatusOr<EmbedOutput> Encoder::Embed(const ModelInputs& inputs,
   return out;
 }
 
-absl::StatusOr<Tensor> Encoder::Pool(const PaddedBatch& states_batch,
+absl::StatusOr<Tensor> Encoder::Classify(const ModelInputs& inputs) const {
+  if (!head_) return absl::FailedPreconditionError("the model has no classification head");
+  ASSIGN_OR_RETURN(PaddedBatch states, States(inputs));
+  ASSIGN_OR_RETURN(Tensor pooled, Gather(states, head_->config().pooling));
+  return head_->Logits(pooled);
+}
+
+absl::StatusOr<Tensor> Encoder::Pool(const PaddedBatch& states,
                                      std::optional<Pooling> pooling) const {
-  const Pooling mode = pooling.value_or(config_.pooling);
+  ASSIGN_OR_RETURN(Tensor pooled, Gather(states, pooling.value_or(config_.pooling)));
+  if (config_.normalize) {
+    for (int64_t b = 0; b < pooled.dim(0); ++b) {
+      // As torch.nn.functional.normalize: x / max(||x||, 1e-12).
+      const int64_t dim = pooled.dim(1);
+      const float norm = std::sqrt(vec::Dot(pooled.row(b), pooled.row(b), dim));
+      vec::Scale(pooled.row(b), dim, 1.0f / std::max(norm, 1e-12f));
+    }
+  }
+  return pooled;
+}
+
+absl::StatusOr<Tensor> Encoder::Gather(const PaddedBatch& states_batch, Pooling mode) const {
   if (mode == Pooling::kNone || mode == Pooling::kCls) {
     return absl::InvalidArgumentError("this pooling does not give one vector per sequence");
   }
@@ -173,13 +195,6 @@ absl::StatusOr<Tensor> Encoder::Pool(const PaddedBatch& states_batch,
         const int64_t t = mode == Pooling::kFirst ? 0 : length - 1;
         std::memcpy(pooled.row(b), rows.row(t), dim * sizeof(float));
       }
-    }
-  }
-  if (config_.normalize) {
-    for (int64_t b = 0; b < batch; ++b) {
-      // As torch.nn.functional.normalize: x / max(||x||, 1e-12).
-      const float norm = std::sqrt(vec::Dot(pooled.row(b), pooled.row(b), dim));
-      vec::Scale(pooled.row(b), dim, 1.0f / std::max(norm, 1e-12f));
     }
   }
   return pooled;

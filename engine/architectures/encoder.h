@@ -11,6 +11,7 @@
 #include "engine/architectures/input_embedding.h"
 #include "engine/architectures/layer_stack.h"
 #include "engine/architectures/servable_model.h"
+#include "engine/blocks/classification_head.h"
 #include "engine/blocks/pooling_by_attention.h"
 
 namespace attnserve {
@@ -35,6 +36,9 @@ class Encoder final : public ServableModel {
   // The pooling step of Embed, on states from States.
   absl::StatusOr<Tensor> Pool(const PaddedBatch& states,
                               std::optional<Pooling> pooling = std::nullopt) const;
+  // The classification head's logits [B, num_labels] (FAILED_PRECONDITION without one).
+  absl::StatusOr<Tensor> Classify(const ModelInputs& inputs) const;
+  bool has_classifier() const { return head_.has_value(); }
 
   const ModelConfig& config() const { return config_; }
 
@@ -50,10 +54,14 @@ class Encoder final : public ServableModel {
                                                bool contributions) const override;
 
  private:
+  // One vector per sequence, by `mode`, not normalized.
+  absl::StatusOr<Tensor> Gather(const PaddedBatch& states, Pooling mode) const;
+
   ModelConfig config_;
   InputEmbedding embedding_;
   std::optional<LayerStack> stack_;
   std::optional<PoolingByAttention> pma_;
+  std::optional<ClassificationHead> head_;
 };
 
 }  // namespace attnserve

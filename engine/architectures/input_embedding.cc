@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/kernels/embedding.h"
+#include "engine/kernels/vector_ops.h"
 #include "engine/matmul.h"
 
 namespace attnserve {
@@ -33,6 +34,10 @@ absl::StatusOr<InputEmbedding> InputEmbedding::Load(WeightReader& weights,
                      weights.Take("embed_positions", {config.max_positions, config.model_dim}));
   } else if (config.positions == PositionKind::kSinusoidal) {
     embedding.positions_ = SinusoidalPositions(config.max_positions, config.model_dim);
+  }
+  if (config.token_types > 0) {
+    ASSIGN_OR_RETURN(embedding.types_,
+                     weights.Take("embed_token_types", {config.token_types, config.model_dim}));
   }
   if (config.embed_norm) {
     ASSIGN_OR_RETURN(embedding.norm_, Norm::Load(weights, "embed_norm", config.norm,
@@ -77,10 +82,15 @@ int64_t TokenCount(const TokenSequences& sequences) {
   return tokens;
 }
 
-absl::StatusOr<PaddedBatch> InputEmbedding::EmbedTokens(const TokenSequences& sequences,
-                                                        const std::vector<int64_t>& starts) const {
+absl::StatusOr<PaddedBatch> InputEmbedding::EmbedTokens(
+    const TokenSequences& sequences, const std::vector<int64_t>& starts,
+    const std::vector<std::vector<uint8_t>>& token_types) const {
   if (tokens_.empty() && quantized_tokens_.empty()) {
     return absl::InvalidArgumentError("this model takes feature vectors");
+  }
+  if (!token_types.empty() && token_types.size() != sequences.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(token_types.size(), " token type lists for ", sequences.size(), " sequences"));
   }
   PaddedBatch x{
       Tensor::Zeros({static_cast<int64_t>(sequences.size()), LongestSequence(sequences), dim_}),
@@ -95,9 +105,30 @@ absl::StatusOr<PaddedBatch> InputEmbedding::EmbedTokens(const TokenSequences& se
     if (!status.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", b, ": ", status.message()));
     }
+    if (!types_.empty()) RETURN_IF_ERROR(AddTokenTypes(b, token_types, rows));
   }
   RETURN_IF_ERROR(Finish(starts, x));
   return x;
+}
+
+absl::Status InputEmbedding::AddTokenTypes(size_t b,
+                                           const std::vector<std::vector<uint8_t>>& token_types,
+                                           Tensor& rows) const {
+  const int64_t length = rows.dim(0);
+  const std::vector<uint8_t>* types = token_types.empty() ? nullptr : &token_types[b];
+  if (types != nullptr && static_cast<int64_t>(types->size()) != length) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sequence ", b, ": ", types->size(), " token types for ", length, " tokens"));
+  }
+  for (int64_t t = 0; t < length; ++t) {
+    const int64_t type = types == nullptr ? 0 : (*types)[t];
+    if (type >= types_.dim(0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", b, ": token type ", type, " of a model with ", types_.dim(0)));
+    }
+    vec::Axpy(1.0f, types_.row(type), rows.row(t), dim_);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<PaddedBatch> InputEmbedding::EmbedFeatures(const PaddedBatch& features) const {

@@ -21,6 +21,9 @@ using TokenSequences = std::vector<std::vector<int64_t>>;
 struct ModelInputs {
   TokenSequences tokens;
   PaddedBatch features;
+  // Per token of `tokens`, its type (a pair's segment, as the tokenizer gives it) for models
+  // with token_types; empty: every token type 0.
+  std::vector<std::vector<uint8_t>> token_types = {};
 };
 
 // The most tokens in one of the sequences: the time axis of their padded batch.
@@ -34,8 +37,9 @@ class InputEmbedding {
 
   // Token ids to a padded batch [B, T, dim]; sequence b's first token is at position starts[b]
   // (empty: all 0). Ids outside the vocabulary and positions past max_positions are refused.
-  absl::StatusOr<PaddedBatch> EmbedTokens(const TokenSequences& sequences,
-                                          const std::vector<int64_t>& starts = {}) const;
+  absl::StatusOr<PaddedBatch> EmbedTokens(
+      const TokenSequences& sequences, const std::vector<int64_t>& starts = {},
+      const std::vector<std::vector<uint8_t>>& token_types = {}) const;
   // Feature vectors [B, T, input_dim] to [B, T, dim].
   absl::StatusOr<PaddedBatch> EmbedFeatures(const PaddedBatch& features) const;
 
@@ -45,6 +49,9 @@ class InputEmbedding {
   const QuantizedWeight& quantized_token_table() const { return quantized_tokens_; }
 
  private:
+  // Adds each token's type row to sequence b's `rows` (type 0 without token_types).
+  absl::Status AddTokenTypes(size_t b, const std::vector<std::vector<uint8_t>>& token_types,
+                             Tensor& rows) const;
   // Adds the positions and applies embed_norm.
   absl::Status Finish(const std::vector<int64_t>& starts, PaddedBatch& x) const;
 
@@ -54,6 +61,7 @@ class InputEmbedding {
   QuantizedWeight quantized_tokens_;
   LinearWeights input_proj_;
   Tensor positions_;  // learned or sinusoidal table; empty for alibi / none
+  Tensor types_;      // embed_token_types [token_types, dim]; empty for none
   std::optional<Norm> norm_;
 };
 

@@ -1,10 +1,10 @@
-// BERT, RoBERTa and DistilBERT checkpoints (transformers' modeling_bert.py, modeling_roberta.py,
-// modeling_distilbert.py): absolute learned positions, token type embeddings (type 0 for a single
-// sequence, folded into the position table), a LayerNorm over the embeddings, post-norm blocks.
+// BERT, RoBERTa, XLM-RoBERTa and DistilBERT checkpoints (transformers' modeling_bert.py,
+// modeling_roberta.py, modeling_distilbert.py): absolute learned positions, token type embeddings
+// (type 1 for the second text of a pair), a LayerNorm over the embeddings, post-norm blocks, and
+// the *ForSequenceClassification heads.
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/importers/hf_importers.h"
-#include "engine/kernels/vector_ops.h"
 
 namespace attnserve {
 namespace {
@@ -31,11 +31,61 @@ const BertNames kDistilBert = {"embeddings.",       "transformer.layer.", ".atte
                                ".sa_layer_norm",    ".ffn.lin1",          ".ffn.lin2",
                                ".output_layer_norm"};
 
+// A *ForSequenceClassification checkpoint's head, on the first token's state: BERT's pooler
+// (tanh) and classifier, RoBERTa's and XLM-R's classifier.dense (tanh) and classifier.out_proj,
+// DistilBERT's pre_classifier (relu) and classifier. Their names are outside the base model's
+// prefix, but for BERT's pooler.
+absl::Status TakeClassifier(const std::string& model_type, HfTensors& tensors,
+                            ImportedModel& model) {
+  ClassifierConfig& head = model.config.classifier;
+  const int64_t d = model.config.model_dim, labels = head.num_labels;
+  head.pooling = Pooling::kFirst;
+  head.dense = true;
+  std::string dense, out;
+  if (model_type == "bert") {
+    ASSIGN_OR_RETURN(model.tensors["classifier.dense.weight"],
+                     tensors.Take("pooler.dense.weight", {d, d}));
+    ASSIGN_OR_RETURN(model.tensors["classifier.dense.bias"],
+                     tensors.Take("pooler.dense.bias", {d}));
+    head.dense_activation = ClassifierConfig::DenseActivation::kTanh;
+    out = "classifier";
+  } else if (model_type == "distilbert") {
+    head.dense_activation = ClassifierConfig::DenseActivation::kRelu;
+    dense = "pre_classifier";
+    out = "classifier";
+  } else {  // roberta, xlm-roberta
+    head.dense_activation = ClassifierConfig::DenseActivation::kTanh;
+    dense = "classifier.dense";
+    out = "classifier.out_proj";
+  }
+  const std::string prefix = tensors.prefix();
+  tensors.set_prefix("");
+  absl::Status status = absl::OkStatus();
+  const auto take = [&](const std::string& from, const std::string& to, const Shape& shape) {
+    if (!status.ok()) return;
+    absl::StatusOr<Tensor> tensor = tensors.Take(from, shape);
+    if (tensor.ok()) {
+      model.tensors[to] = *std::move(tensor);
+    } else {
+      status = tensor.status();
+    }
+  };
+  if (!dense.empty()) {
+    take(dense + ".weight", "classifier.dense.weight", {d, d});
+    take(dense + ".bias", "classifier.dense.bias", {d});
+  }
+  take(out + ".weight", "classifier.out.weight", {labels, d});
+  take(out + ".bias", "classifier.out.bias", {labels});
+  tensors.set_prefix(prefix);
+  return status;
+}
+
 }  // namespace
 
 absl::Status ImportBertFamily(const std::string& model_type, FieldReader& read, HfTensors& tensors,
                               ImportedModel& model) {
   const bool distil = model_type == "distilbert";
+  const bool roberta = model_type == "roberta" || model_type == "xlm-roberta";
   const BertNames& names = distil ? kDistilBert : kBert;
   ModelConfig& c = model.config;
   c.architecture = "encoder";
@@ -56,8 +106,8 @@ absl::Status ImportBertFamily(const std::string& model_type, FieldReader& read, 
       if (read.Bool(field, false)) read.Fail(field, "is true: only the encoder is served");
     }
   }
-  if (model_type == "roberta") {
-    // RoBERTa numbers positions after the padding index: the first token is at pad + 1.
+  if (roberta) {
+    // RoBERTa and XLM-R number positions after the padding index: the first token is at pad + 1.
     first_position = read.Int("pad_token_id", 0, positions - 2, 1) + 1;
   }
   RETURN_IF_ERROR(read.status());
@@ -69,7 +119,7 @@ absl::Status ImportBertFamily(const std::string& model_type, FieldReader& read, 
   c.positions = PositionKind::kLearned;
   c.max_positions = positions - first_position;
 
-  const std::string prefix = distil ? "distilbert." : model_type + ".";
+  const std::string prefix = distil ? "distilbert." : roberta ? "roberta." : model_type + ".";
   tensors.set_prefix(tensors.Has(prefix + names.embeddings + "word_embeddings.weight") ? prefix
                                                                                        : "");
   const int64_t d = c.model_dim;
@@ -79,15 +129,12 @@ absl::Status ImportBertFamily(const std::string& model_type, FieldReader& read, 
                    tensors.Take(e + "word_embeddings.weight", {c.vocab_size, d}));
   ASSIGN_OR_RETURN(const Tensor table,
                    tensors.Take(e + "position_embeddings.weight", {positions, d}));
-  Tensor position_table = table.Slice(0, first_position, c.max_positions).Clone();
+  out["embed_positions"] = table.Slice(0, first_position, c.max_positions).Clone();
   if (type_rows > 0) {
-    ASSIGN_OR_RETURN(const Tensor types,
+    c.token_types = type_rows;
+    ASSIGN_OR_RETURN(out["embed_token_types"],
                      tensors.Take(e + "token_type_embeddings.weight", {type_rows, d}));
-    for (int64_t p = 0; p < c.max_positions; ++p) {
-      vec::Axpy(1.0f, types.row(0), position_table.row(p), d);
-    }
   }
-  out["embed_positions"] = position_table;
   // A norm's weight and bias, under either of the names transformers has used for them.
   auto take_norm = [&](const std::string& from, const std::string& to) -> absl::Status {
     ASSIGN_OR_RETURN(Tensor weight, tensors.TakeEither({from + ".weight", from + ".gamma"}, {d}));
@@ -120,6 +167,7 @@ absl::Status ImportBertFamily(const std::string& model_type, FieldReader& read, 
       RETURN_IF_ERROR(status);
     }
   }
+  if (c.classifier.num_labels > 0) RETURN_IF_ERROR(TakeClassifier(model_type, tensors, model));
   // Heads for other tasks (masked LM, BERT's pooler) and buffers of position and type ids.
   return tensors.CheckAllTaken(
       {"pooler.", "cls.", "lm_head.", "vocab_transform.", "vocab_layer_norm.", "vocab_projector."},

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/importers/hf_importers.h"
@@ -99,6 +101,54 @@ absl::Status ReadSentenceTransformers(const std::string& directory, ModelConfig&
   return absl::OkStatus();
 }
 
+// A *ForSequenceClassification checkpoint (config.json's architectures): its number of labels
+// (num_labels, or id2label's size) and their names, id2label's values in the order of their ids.
+absl::Status ReadSequenceClassifier(const Json& config, const std::string& config_path,
+                                    ClassifierConfig& classifier) {
+  const auto architectures = config.find("architectures");
+  if (architectures == config.end() || !architectures->is_array() || architectures->empty() ||
+      !(*architectures)[0].is_string() ||
+      !absl::EndsWith((*architectures)[0].get<std::string>(), "ForSequenceClassification")) {
+    return absl::OkStatus();
+  }
+  const auto id2label = config.find("id2label");
+  if (id2label != config.end() && id2label->is_object()) {
+    std::map<int64_t, std::string> names;
+    for (const auto& [id, name] : id2label->items()) {
+      int64_t index = 0;
+      if (!absl::SimpleAtoi(id, &index) || index < 0 || index >= (1 << 20) || !name.is_string()) {
+        return absl::InvalidArgumentError(absl::StrCat(config_path, ": field id2label: \"", id,
+                                                       "\" is not a label id with a name"));
+      }
+      names[index] = name.get<std::string>();
+    }
+    for (const auto& [index, name] : names) {
+      if (index != static_cast<int64_t>(classifier.labels.size())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(config_path, ": field id2label: the ids are not 0 to ", names.size() - 1));
+      }
+      classifier.labels.push_back(name);
+    }
+  }
+  // transformers leaves its default, two labels LABEL_0 and LABEL_1, out of config.json.
+  FieldReader read(config, config_path);
+  classifier.num_labels =
+      read.Int("num_labels", 1, 1 << 20,
+               classifier.labels.empty() ? 2 : static_cast<int64_t>(classifier.labels.size()));
+  RETURN_IF_ERROR(read.status());
+  if (classifier.labels.empty()) {
+    for (int64_t i = 0; i < classifier.num_labels; ++i) {
+      classifier.labels.push_back(absl::StrCat("LABEL_", i));
+    }
+  }
+  if (static_cast<int64_t>(classifier.labels.size()) != classifier.num_labels) {
+    return absl::InvalidArgumentError(absl::StrCat(config_path, ": field num_labels is ",
+                                                   classifier.num_labels, " but id2label has ",
+                                                   classifier.labels.size(), " labels"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Json> ReadJsonFile(const std::string& path) {
@@ -138,17 +188,24 @@ absl::StatusOr<ImportedModel> ImportHuggingFace(const std::string& directory, co
   const std::string config_path = directory + "/config.json";
   FieldReader read(config, config_path);
   const std::string model_type = read.String("model_type", "");
-  const bool bert_family =
-      model_type == "bert" || model_type == "roberta" || model_type == "distilbert";
+  const bool bert_family = model_type == "bert" || model_type == "roberta" ||
+                           model_type == "xlm-roberta" || model_type == "distilbert";
   const bool llama_family =
       model_type == "llama" || model_type == "mistral" || model_type == "qwen2";
   if (!bert_family && !llama_family && model_type != "gpt2") {
     return absl::InvalidArgumentError(absl::StrCat(
         config_path, ": model_type \"", model_type,
-        "\" is not supported; supported: bert, roberta, distilbert, gpt2, llama, mistral, qwen2"));
+        "\" is not supported; supported: bert, roberta, xlm-roberta, distilbert, gpt2, llama, "
+        "mistral, qwen2"));
   }
   ASSIGN_OR_RETURN(HfTensors tensors, HfTensors::Open(directory));
   ImportedModel model;
+  RETURN_IF_ERROR(ReadSequenceClassifier(config, config_path, model.config.classifier));
+  if (model.config.classifier.num_labels > 0 && !bert_family) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config_path, ": a sequence classifier of model_type \"", model_type,
+                     "\" is not supported (bert, roberta, xlm-roberta and distilbert are)"));
+  }
   RETURN_IF_ERROR(bert_family    ? ImportBertFamily(model_type, read, tensors, model)
                   : llama_family ? ImportLlamaFamily(model_type, read, tensors, model)
                                  : ImportGpt2(read, tensors, model));

@@ -11,7 +11,8 @@
 
 namespace attnserve {
 
-// bert, roberta, distilbert: post-norm encoders with a LayerNorm over the embeddings.
+// bert, roberta, xlm-roberta, distilbert: post-norm encoders with a LayerNorm over the
+// embeddings; with model.config.classifier.num_labels set, the sequence classification head too.
 absl::Status ImportBertFamily(const std::string& model_type, FieldReader& read, HfTensors& tensors,
                               ImportedModel& model);
 

@@ -19,6 +19,7 @@ class HfTensors {
 
   // Names are read after `prefix` (a task model's "bert.", "transformer.").
   void set_prefix(std::string prefix) { prefix_ = std::move(prefix); }
+  const std::string& prefix() const { return prefix_; }
   bool Has(const std::string& name) const;
   // The tensor `name`, which must have `shape`; errors name its file.
   absl::StatusOr<Tensor> Take(const std::string& name, const Shape& shape);

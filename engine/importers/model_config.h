@@ -26,6 +26,22 @@ struct TokenizerConfig {
   std::vector<int64_t> end_of_text_ids;
 };
 
+// A sequence classification head (a cross-encoder's, a classifier's): one vector per sequence
+// (its first or last token's state, or their mean), through an optional dense layer and
+// activation (BERT's pooler: tanh; RoBERTa's classifier.dense: tanh; DistilBERT's
+// pre_classifier: relu), to num_labels logits. Tensors classifier.dense.{weight,bias} and
+// classifier.out.{weight,bias} (the bias optional).
+struct ClassifierConfig {
+  enum class DenseActivation { kNone, kTanh, kRelu, kGelu };
+
+  int64_t num_labels = 0;  // 0: the model has no classification head
+  Pooling pooling = Pooling::kFirst;
+  bool dense = false;
+  DenseActivation dense_activation = DenseActivation::kTanh;
+  bool out_bias = true;
+  std::vector<std::string> labels;  // the name of each logit (id2label); may be empty
+};
+
 struct ModelConfig {
   static constexpr int kFormatVersion = 1;
 
@@ -58,12 +74,16 @@ struct ModelConfig {
   bool tie_embeddings = false;       // causal_lm, seq2seq
   Pooling pooling = Pooling::kMean;  // encoder (mean|first|last|pma|none), next_word (cls|pma)
   bool normalize = false;            // encoder
-  int64_t num_decoder_layers = 0;    // seq2seq
-  int64_t num_latents = 0;           // perceiver_io
-  int64_t num_outputs = 0;           // perceiver_io: output queries
-  int64_t output_dim = 0;            // perceiver_io, set_transformer
-  int64_t num_inducing = 0;          // set_transformer: ISAB inducing points; 0 = SAB blocks
-  int64_t num_seeds = 0;             // set_transformer: PMA seeds
+  // encoder: rows of embed_token_types, each token's added to it (BERT's token_type_ids: 1 for
+  // the second text of a pair); 0: none.
+  int64_t token_types = 0;
+  ClassifierConfig classifier;     // encoder
+  int64_t num_decoder_layers = 0;  // seq2seq
+  int64_t num_latents = 0;         // perceiver_io
+  int64_t num_outputs = 0;         // perceiver_io: output queries
+  int64_t output_dim = 0;          // perceiver_io, set_transformer
+  int64_t num_inducing = 0;        // set_transformer: ISAB inducing points; 0 = SAB blocks
+  int64_t num_seeds = 0;           // set_transformer: PMA seeds
   TokenizerConfig tokenizer;
   WeightFormat weights;  // a load option (LoadOptions), not read from config.json
 

@@ -27,10 +27,14 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
-from transformers import (BertConfig, BertForMaskedLM, BertModel, DistilBertConfig,  # noqa: E402
+from tokenizers import Tokenizer  # noqa: E402
+from transformers import (BertConfig, BertForMaskedLM, BertForSequenceClassification,  # noqa: E402
+                          BertModel, DistilBertConfig, DistilBertForSequenceClassification,
                           DistilBertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig,
-                          LlamaForCausalLM, MistralConfig, MistralForCausalLM, Phi3Config,
-                          Qwen2Config, Qwen2ForCausalLM, RobertaConfig, RobertaModel)
+                          LlamaForCausalLM, LlamaForSequenceClassification, MistralConfig,
+                          MistralForCausalLM, Phi3Config, Qwen2Config, Qwen2ForCausalLM,
+                          RobertaConfig, RobertaForSequenceClassification, RobertaModel,
+                          XLMRobertaConfig, XLMRobertaForSequenceClassification)
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
 from transformers.models.phi3.modeling_phi3 import Phi3LongRoPEScaledRotaryEmbedding  # noqa: E402
 
@@ -175,6 +179,103 @@ class HfModelTest(unittest.TestCase):
         directory = self.directory("distilbert")
         save(model, directory, self.wordpiece)
         self.check_encoder(model, directory, sequences(30522, 4))
+
+    def check_classifier(self, model, directory, batch, token_types=None):
+        """The head's logits for each sequence (pairs with their token types) within 1e-5 of
+        transformers', and each sequence's labels ranked alike."""
+        options = {"token_types": token_types} if token_types else {}
+        ours = run_engine(directory, batch, **options)
+        ids, mask = padded(batch)
+        kwargs = {"token_type_ids": padded(token_types)[0]} if token_types else {}
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask, **kwargs).logits
+        self.assert_close(ours["logits"], logits, 1e-5, "logits")
+        self.assertEqual(np.argsort(ours["logits"], axis=1).tolist(),
+                         np.argsort(logits.numpy(), axis=1).tolist())
+        self.assertEqual(ours["labels"], [model.config.id2label[i]
+                                          for i in range(model.config.num_labels)])
+        return ours
+
+    def pairs(self, tokenizer_json):
+        """Queries and documents encoded as pairs by the reference tokenizer: ids, type ids."""
+        tokenizer = Tokenizer.from_str(json.dumps(tokenizer_json))
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        encodings = [tokenizer.encode(query, document) for query, document in (
+            ("what is a cat?", "a cat is a small domesticated carnivorous mammal"),
+            ("capital of france", "paris"),
+            ("", "an empty query and a longer document about nothing in particular"))]
+        return [e.ids for e in encodings], [e.type_ids for e in encodings]
+
+    def test_bert_cross_encoder_on_pairs(self):
+        # One label (a reranker's relevance), the second text's tokens of type 1.
+        config = BertConfig(vocab_size=30522, hidden_size=48, num_hidden_layers=2,
+                            num_attention_heads=4, intermediate_size=80, max_position_embeddings=64,
+                            type_vocab_size=2, num_labels=1)
+        model = randomize(BertForSequenceClassification(config), 21)
+        directory = self.directory("bert_cross_encoder")
+        save(model, directory, self.wordpiece)
+        batch, token_types = self.pairs(self.wordpiece)
+        self.assertIn(1, token_types[0])
+        ours = self.check_classifier(model, directory, batch, token_types)
+        # Without the types, the scores differ: they are read.
+        alone = run_engine(directory, batch)
+        self.assertGreater(np.max(np.abs(np.subtract(alone["logits"], ours["logits"]))), 1e-3)
+
+    def test_bert_classifier_with_named_labels(self):
+        config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
+                            id2label={0: "negative", 1: "neutral", 2: "positive"},
+                            label2id={"negative": 0, "neutral": 1, "positive": 2})
+        model = randomize(BertForSequenceClassification(config), 22)
+        directory = self.directory("bert_classifier")
+        save(model, directory, self.wordpiece)
+        ours = self.check_classifier(model, directory, sequences(30522, 22))
+        self.assertEqual(ours["labels"], ["negative", "neutral", "positive"])
+
+    def test_roberta_and_xlm_roberta_classifiers(self):
+        for name, config_class, model_class in (
+                ("roberta", RobertaConfig, RobertaForSequenceClassification),
+                ("xlm_roberta", XLMRobertaConfig, XLMRobertaForSequenceClassification)):
+            with self.subTest(model=name):
+                config = config_class(vocab_size=50265, hidden_size=32, num_hidden_layers=2,
+                                      num_attention_heads=4, intermediate_size=64,
+                                      max_position_embeddings=40, type_vocab_size=1,
+                                      pad_token_id=1, num_labels=2)
+                model = randomize(model_class(config), 23)
+                directory = self.directory(f"{name}_classifier")
+                save(model, directory, self.byte_level)
+                batch, _ = self.pairs(self.byte_level)
+                self.check_classifier(model, directory, batch)
+
+    def test_distilbert_classifier(self):
+        config = DistilBertConfig(vocab_size=30522, dim=32, n_layers=2, n_heads=4, hidden_dim=72,
+                                  max_position_embeddings=40, num_labels=4)
+        model = randomize(DistilBertForSequenceClassification(config), 24)
+        directory = self.directory("distilbert_classifier")
+        save(model, directory, self.wordpiece)
+        self.check_classifier(model, directory, sequences(30522, 24))
+
+    def test_classifier_refusals(self):
+        config = LlamaConfig(vocab_size=320, hidden_size=32, num_hidden_layers=1,
+                             num_attention_heads=4, intermediate_size=64, num_labels=2)
+        directory = self.directory("llama_classifier")
+        save(randomize(LlamaForSequenceClassification(config), 25), directory,
+             self.byte_fallback)
+        code, message = engine_error(directory)
+        self.assertEqual(code, 2)
+        self.assertIn('a sequence classifier of model_type "llama" is not supported', message)
+        # A head whose tensor is missing is named.
+        config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
+                            num_attention_heads=2, intermediate_size=64, num_labels=2)
+        directory = self.directory("bert_classifier_broken")
+        save(randomize(BertForSequenceClassification(config), 26), directory, self.wordpiece)
+        weights = load_file(os.path.join(directory, "model.safetensors"))
+        del weights["classifier.bias"]
+        save_file(weights, os.path.join(directory, "model.safetensors"), {"format": "pt"})
+        code, message = engine_error(directory)
+        self.assertEqual(code, 2)
+        self.assertIn("classifier.bias", message)
 
     def test_half_and_bfloat16_checkpoints_are_widened(self):
         # Saved in float16 and bfloat16, served in float32: equal to transformers on the same
@@ -553,8 +654,8 @@ class HfModelTest(unittest.TestCase):
             original = json.load(f)
         for change, expected in [
                 ({"model_type": "t5"},
-                 'model_type "t5" is not supported; supported: bert, roberta, distilbert, gpt2, '
-                 'llama, mistral, qwen2'),
+                 'model_type "t5" is not supported; supported: bert, roberta, xlm-roberta, '
+                 'distilbert, gpt2, llama, mistral, qwen2'),
                 ({"num_attention_heads": 3}, "num_attention_heads is 3, which does not divide 16"),
                 ({"hidden_act": "swish"}, "field hidden_act is \"swish\""),
                 ({"position_embedding_type": "relative_key"}, "field position_embedding_type"),

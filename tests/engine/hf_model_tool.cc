@@ -1,6 +1,8 @@
 // Runs a model directory for tests/engine/hf_model_reference_test.py: reads one JSON object from
 // stdin, {"sequences": [[ids], ...]}, runs the model on them as one padded batch and prints a JSON
-// object. An encoder gives each sequence's states ([T][dim], unpadded) and pooled embedding; a
+// object. An encoder gives each sequence's states ([T][dim], unpadded) and pooled embedding, and
+// with a classification head each sequence's logits and the labels' names ("token_types":
+// [[type per token], ...] gives the tokens their types, a pair's segments); a
 // causal LM gives each sequence's logits at every position ([T][vocab]) from one pass, and those
 // of each position again from decoding with the cache (the prompt's first token, then one token at
 // a time). With "generate": N, a causal LM also gives each sequence's N greedy continuation
@@ -137,7 +139,11 @@ int main(int argc, char** argv) {
   const int64_t generate = request.value("generate", 0);
   json out;
   if (const attnserve::Encoder* encoder = (*model)->As<attnserve::Encoder>()) {
-    auto states = encoder->States({sequences, {}});
+    attnserve::ModelInputs inputs{sequences, {}, {}};
+    if (request.contains("token_types")) {
+      inputs.token_types = request["token_types"].get<std::vector<std::vector<uint8_t>>>();
+    }
+    auto states = encoder->States(inputs);
     if (!states.ok()) return Fail(states.status());
     auto pooled = encoder->Pool(*states);
     if (!pooled.ok()) return Fail(pooled.status());
@@ -145,6 +151,12 @@ int main(int argc, char** argv) {
       out["states"].push_back(Rows(states->values.Select(b), states->lengths[b]));
     }
     out["embeddings"] = Rows(*pooled, pooled->dim(0));
+    if (encoder->has_classifier()) {
+      auto logits = encoder->Classify(inputs);
+      if (!logits.ok()) return Fail(logits.status());
+      out["logits"] = Rows(*logits, logits->dim(0));
+      out["labels"] = encoder->config().classifier.labels;
+    }
   } else if (const attnserve::CausalLM* lm = (*model)->As<attnserve::CausalLM>();
              lm != nullptr && request.contains("rotary")) {
     const attnserve::ModelConfig& config = lm->config();
