@@ -4,7 +4,8 @@
 // refused; every token's range lies inside the text; GPT-2's and Llama 2's round-trip text
 // exactly; decoded text is valid UTF-8; streamed pieces are valid UTF-8 and add up to the
 // decoded text (for arbitrary ids, with GPT-2's only; for text, except the Unigram's when the
-// text spells a byte token).
+// text spells a byte token); a pair of its halves and the text cut to limits keep within them
+// (CheckPairsAndTruncation).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -198,6 +199,42 @@ void CheckStream(const attnserve::HfTokenizer& tokenizer, const std::vector<int6
   }
 }
 
+// The text split in two as a pair and cut to a few limits: within each limit, every token's
+// range inside its own text, type ids 0 then 1 for BERT's template; a template without a pair
+// (Llama 2's) refuses pairs.
+void CheckPairsAndTruncation(const attnserve::HfTokenizer& tokenizer, const std::string& text,
+                             size_t whole, bool no_pair_template) {
+  size_t middle = text.size() / 2;
+  while (middle > 0 && (static_cast<uint8_t>(text[middle]) & 0xC0) == 0x80) --middle;
+  const std::string first = text.substr(0, middle), second = text.substr(middle);
+  for (size_t max_tokens : {size_t{0}, size_t{4}, size_t{7}, whole / 2 + 3}) {
+    for (auto strategy : {attnserve::Truncation::Strategy::kLongestFirst,
+                          attnserve::Truncation::Strategy::kOnlyFirst,
+                          attnserve::Truncation::Strategy::kOnlySecond}) {
+      const attnserve::Truncation truncation{max_tokens, strategy, max_tokens % 2 == 1};
+      const auto pair = tokenizer.EncodePair(first, second, truncation);
+      if (no_pair_template) {
+        Require(!pair.ok(), "a tokenizer without a pair template encoded a pair");
+        continue;
+      }
+      if (!pair.ok()) continue;  // a limit too small for the specials or the kept text
+      Require(max_tokens == 0 || pair->size() <= max_tokens, "a pair is longer than its limit");
+      Require(pair->type_ids.size() == pair->size(), "a pair's type ids do not match its tokens");
+      for (size_t i = 0; i < pair->size(); ++i) {
+        Require(pair->offsets[i].end <= std::max(first.size(), second.size()),
+                "a pair token's range is outside its text");
+        Require(i == 0 || pair->type_ids[i] >= pair->type_ids[i - 1],
+                "a pair's type ids go back from 1 to 0");
+      }
+    }
+    const auto cut = tokenizer.EncodeTruncated(text, {max_tokens, {}, max_tokens % 2 == 0});
+    if (cut.ok()) {
+      Require(max_tokens == 0 || cut->size() <= max_tokens, "a cut text is longer than its limit");
+      Require(max_tokens != 0 || cut->size() == whole, "an uncut text lost tokens");
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -226,6 +263,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // stream cannot follow past its held tokens (text_stream.h).
     const bool unigram_reads_a_byte_token = k == 3 && absl::StrContains(text, "<0x");
     CheckStream(tokenizer, encoding->ids, /*exact=*/!unigram_reads_a_byte_token);
+
+    CheckPairsAndTruncation(tokenizer, text, encoding->size(), k == 1);
 
     // The bytes as ids, two bytes each: any id sequence decodes and streams.
     std::vector<int64_t> ids;
