@@ -359,7 +359,8 @@ void Executor::RunEmbed(const std::vector<std::shared_ptr<Task>>& tasks) {
       continue;
     }
     task->embed().embeddings =
-        MakeEmbeddings(values, rows, task->embed().normalize, output->contributions, lengths);
+        MakeEmbeddings(values, rows, {task->embed().normalize, task->embed().dimensions},
+                       output->contributions, lengths);
     task->Finish(absl::OkStatus());
   }
 }

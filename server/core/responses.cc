@@ -136,11 +136,12 @@ ScoreResult MakeScoreResult(const Tensor& logits, const std::vector<int64_t>& id
 }
 
 std::vector<Embedding> MakeEmbeddings(const Tensor& output, const std::vector<int64_t>& rows,
-                                      bool normalize,
+                                      const EmbeddingShaping& shaping,
                                       const std::map<int64_t, Tensor>& contributions,
                                       const std::vector<int64_t>& lengths) {
   std::vector<Embedding> embeddings(rows.size());
-  const int64_t width = output.dim(2);
+  const int64_t width =
+      shaping.dimensions > 0 ? std::min(shaping.dimensions, output.dim(2)) : output.dim(2);
   for (size_t b = 0; b < rows.size(); ++b) {
     Embedding& embedding = embeddings[b];
     for (const auto& [layer, per_head] : contributions) {
@@ -157,7 +158,7 @@ std::vector<Embedding> MakeEmbeddings(const Tensor& output, const std::vector<in
       const float* row = output.Select(static_cast<int64_t>(b)).row(r);
       double norm = 0.0;
       for (int64_t i = 0; i < width; ++i) norm += double(row[i]) * row[i];
-      const float scale = normalize ? 1.0f / std::max(std::sqrt(norm), 1e-12) : 1.0f;
+      const float scale = shaping.normalize ? 1.0f / std::max(std::sqrt(norm), 1e-12) : 1.0f;
       for (int64_t i = 0; i < width; ++i) embedding.values.push_back(row[i] * scale);
     }
   }

@@ -29,10 +29,17 @@ NextTokenRow MakeNextTokenRow(const float* logits, int64_t vocab, int64_t input_
 ScoreResult MakeScoreResult(const Tensor& logits, const std::vector<int64_t>& ids,
                             const Tokenizer& tokenizer);
 
-// Embeddings from output [B, rows, width] with each sequence's row count, optionally
-// L2-normalized, and per-head contributions [B, T, H, width] of the layers asked for.
+// What a request asks of its vectors: the first `dimensions` values of each (0: all), then
+// L2-normalized when `normalize`.
+struct EmbeddingShaping {
+  bool normalize = false;
+  int64_t dimensions = 0;
+};
+
+// Embeddings from output [B, rows, width] with each sequence's row count, shaped, and per-head
+// contributions [B, T, H, width] of the layers asked for.
 std::vector<Embedding> MakeEmbeddings(const Tensor& output, const std::vector<int64_t>& rows,
-                                      bool normalize,
+                                      const EmbeddingShaping& shaping,
                                       const std::map<int64_t, Tensor>& contributions,
                                       const std::vector<int64_t>& lengths);
 

@@ -75,6 +75,7 @@ struct EmbedJob {
   ModelInputs inputs;
   std::optional<Pooling> pooling;  // nullopt: the model's
   bool normalize = false;
+  int64_t dimensions = 0;            // the first values of each vector kept; 0: all
   std::vector<int64_t> head_layers;  // layers whose per-head contributions to return
   // Per-token states go out padded to the longest input (an Open Inference Protocol tensor), so
   // the answer's size follows the longest, not each input's length.

@@ -58,6 +58,9 @@ struct EmbedInput {
   std::vector<FeatureSetInput> feature_sets;  // models of feature-set inputs
   std::optional<Pooling> pooling;             // nullopt: the model's
   bool normalize = false;
+  // Keeps each vector's first `dimensions` values (a Matryoshka model's shorter embedding),
+  // normalized after the cut when `normalize`; 0: all of them.
+  int64_t dimensions = 0;
   std::vector<int64_t> head_layers;  // layers whose per-head contributions to return
 };
 
@@ -114,6 +117,7 @@ struct FieldPath {
     kTopLogprobs,
     kPooling,
     kHeadLayers,
+    kDimensions,
   };
   enum class Part { kWhole, kText, kTokenIds, kValues, kWidth };
 

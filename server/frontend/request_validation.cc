@@ -31,6 +31,8 @@ const char* ParameterName(FieldPath::Field field) {
       return "pooling";
     case Field::kHeadLayers:
       return "head_contribution_layers";
+    case Field::kDimensions:
+      return "dimensions";
     case Field::kSequences:
     case Field::kSequence:
     case Field::kPrompt:
@@ -264,6 +266,19 @@ absl::Status ValidateEmbed(const EmbedInput& input, const FieldNames& names,
     job.pooling = Pooling::kNone;
   }
   job.normalize = input.normalize;
+  if (input.dimensions != 0) {
+    if (!model.servable->gives_token_states()) {
+      return InvalidField(
+          names, {Field::kDimensions},
+          "applies to encoder models; " + worker.name() + " is a " + config.architecture);
+    }
+    if (input.dimensions < 1 || input.dimensions > config.model_dim) {
+      return InvalidField(names, {Field::kDimensions},
+                          absl::StrCat("= ", input.dimensions, " is not in [1, ", config.model_dim,
+                                       "], the widths of ", worker.name(), "'s embeddings"));
+    }
+    job.dimensions = input.dimensions;
+  }
   for (size_t i = 0; i < input.head_layers.size(); ++i) {
     const int64_t layer = input.head_layers[i];
     const FieldPath path{Field::kHeadLayers, static_cast<int64_t>(i)};

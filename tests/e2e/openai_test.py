@@ -8,6 +8,7 @@ Run by the project's venv Python (openai, transformers, jinja2).
 import base64
 import http.client
 import json
+import math
 import os
 import socket
 import struct
@@ -298,6 +299,32 @@ class OpenAiApiTest(unittest.TestCase):
         values = struct.unpack("<384f", base64.b64decode(body["data"][0]["embedding"]))
         self.assertEqual(values, tuple(struct.unpack("<384f", struct.pack(
             "<384f", *reply.embeddings[0].values))))
+
+    def test_embeddings_cut_to_dimensions(self):
+        # A Matryoshka request: the first 64 values, renormalized (OpenAI's and vLLM's
+        # `dimensions`); the same through attnserve.v1; a width past the model's is refused.
+        texts = ["The quick brown fox.", "a"]
+        answer = self.client.embeddings.create(model="minilm", input=texts, dimensions=64)
+        full = self.server.stub.Embed(pb.EmbedRequest(
+            model="minilm", sequences=[pb.Sequence(text=t) for t in texts]), timeout=30)
+        cut = self.server.stub.Embed(pb.EmbedRequest(
+            model="minilm", sequences=[pb.Sequence(text=t) for t in texts], normalize=True,
+            dimensions=64), timeout=30)
+        for got, whole, v1 in zip(answer.data, full.embeddings, cut.embeddings):
+            self.assertEqual((len(got.embedding), v1.width), (64, 64))
+            head = whole.values[:64]
+            norm = math.sqrt(sum(v * v for v in head))
+            for a, b, c in zip(got.embedding, head, v1.values):
+                self.assertAlmostEqual(a, b / norm, places=6)
+                self.assertEqual(a, c)
+        status, body = self.raw("POST", "/v1/embeddings",
+                                {"model": "minilm", "input": "x", "dimensions": 385})
+        self.assertEqual(status, 400)
+        self.assertIn("dimensions", body["error"]["message"])
+        self.assertIn("384", body["error"]["message"])
+        status, body = self.raw("POST", "/v1/embeddings",
+                                {"model": "minilm", "input": "x", "dimensions": 0})
+        self.assertEqual(status, 400)
 
     def test_tokenize_and_detokenize(self):
         status, body = self.raw("POST", "/tokenize", {"model": "demo", "prompt": "Hé!"})

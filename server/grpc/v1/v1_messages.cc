@@ -40,6 +40,7 @@ const char* FieldName(Field field) {
     case Field::kTopLogprobs:
     case Field::kPooling:
     case Field::kHeadLayers:
+    case Field::kDimensions:
       break;  // ParameterName's
   }
   return "";
@@ -153,6 +154,7 @@ absl::StatusOr<EmbedInput> ReadInput(const v1::EmbedRequest& request) {
                           absl::StrCat("= ", request.pooling(), " is not a known pooling"));
   }
   input.normalize = request.normalize();
+  input.dimensions = request.dimensions();
   input.head_layers.assign(request.head_contribution_layers().begin(),
                            request.head_contribution_layers().end());
   return input;

@@ -344,8 +344,7 @@ absl::StatusOr<EmbeddingRequest> ReadEmbeddingRequest(const json& body) {
       return InvalidField("encoding_format", "must be \"float\" or \"base64\"");
     }
   }
-  if (FindField(body, "dimensions") != nullptr)
-    return InvalidField("dimensions", "is not supported");
+  ASSIGN_OR_RETURN(request.dimensions, Int(body, "dimensions", 0, 1, 1 << 20));
   ASSIGN_OR_RETURN(request.normalize, Bool(body, "normalize", true));
   return request;
 }
@@ -405,6 +404,7 @@ std::string OpenAiFieldNames::Name(const FieldPath& path) const {
     case Field::kTopLogprobs:
     case Field::kPooling:
     case Field::kHeadLayers:
+    case Field::kDimensions:
       break;  // ParameterName's
   }
   return list_;

@@ -51,8 +51,9 @@ struct ChatRequest {
 struct EmbeddingRequest {
   std::string model;
   std::vector<SequenceInput> inputs;
-  bool base64 = false;    // encoding_format
-  bool normalize = true;  // as OpenAI's embeddings are; an extension field turns it off
+  bool base64 = false;     // encoding_format
+  bool normalize = true;   // as OpenAI's embeddings are; an extension field turns it off
+  int64_t dimensions = 0;  // the first values of each vector kept, renormalized; 0: all
 };
 
 // vLLM's /tokenize: a prompt, or messages through the chat template.

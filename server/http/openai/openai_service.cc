@@ -373,6 +373,7 @@ void OpenAiService::Embeddings(const HttpRequest& request,
   EmbedInput input;
   input.sequences = std::move(read->inputs);
   input.normalize = read->normalize;
+  input.dimensions = read->dimensions;
   admission_.Start(
       OriginOf(request), model, "Embed", TaskKind::kEmbed, absl::OkStatus(),
       [&](const EngineLoop& worker, Task& task) {
