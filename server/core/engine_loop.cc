@@ -224,12 +224,25 @@ bool EngineLoop::AwaitWork(std::unique_lock<std::mutex>& lock) {
   const auto ready = [&] {
     return scheduler_.has_waiting() || scheduler_.HasRunnable() || draining_;
   };
-  // Every stream paused: nothing to do until one resumes, or the first deadline passes.
+  // Every stream paused: nothing to do until one resumes, or the first deadline passes. A stream
+  // paused while the answer writer still held its events runs again once the writer delivered
+  // them; the writer cannot resume it (the loop may be gone by then), so while it holds answers
+  // the loop looks every millisecond, and once more after. A stream paused because its client
+  // does not read waits for the client's Resume.
   const absl::Time deadline = scheduler_.earliest_deadline();
-  if (deadline == absl::InfiniteFuture()) {
-    work_ready_.wait(lock, ready);
-  } else {
-    work_ready_.wait_until(lock, absl::ToChronoTime(deadline), ready);
+  while (!ready()) {
+    if (scheduler_.paused() > 0 && scheduler_.ResumeSent() > 0) break;
+    const absl::Time now = absl::Now();
+    if (now >= deadline) break;
+    const bool writer_holds_answers =
+        scheduler_.paused() > 0 && handed_over_->load(std::memory_order_acquire) > 0;
+    const absl::Time wake =
+        writer_holds_answers ? std::min(deadline, now + absl::Milliseconds(1)) : deadline;
+    if (wake == absl::InfiniteFuture()) {
+      work_ready_.wait(lock);
+    } else {
+      work_ready_.wait_until(lock, absl::ToChronoTime(wake));
+    }
   }
   // Nothing decoding: give a lone request a moment's company, so concurrent ones share a batch.
   if (!runnable && scheduler_.waiting() > 0) {

@@ -114,6 +114,18 @@ bool Scheduler::Resume(const Task& task) {
   return false;
 }
 
+int64_t Scheduler::ResumeSent() {
+  int64_t resumed = 0;
+  for (Sequence& g : running_) {
+    if (g.state == SequenceState::kPaused && g.task->Unsent() < options_.max_unsent_events) {
+      g.state = Unpaused(g);
+      --paused_;
+      ++resumed;
+    }
+  }
+  return resumed;
+}
+
 absl::Time Scheduler::earliest_deadline() const {
   absl::Time earliest = absl::InfiniteFuture();
   for (const Sequence& g : running_) earliest = std::min(earliest, g.task->deadline);

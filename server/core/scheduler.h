@@ -168,6 +168,9 @@ class Scheduler {
   // The client of `task` read: its paused stream runs again once fewer than max_unsent_events
   // of its events are unsent. True when it did.
   bool Resume(const Task& task);
+  // Every paused stream with fewer than max_unsent_events unsent runs again (its events left
+  // the answer writer, which does not resume streams itself); how many did.
+  int64_t ResumeSent();
   // Plans the next step at `now`.
   StepPlan Schedule(absl::Time now);
   // Takes a step's results back and decides which generations end here, where cancellations

@@ -35,6 +35,7 @@ class RecordingSink final : public TaskSink {
 
   void Send(GenerationEvent event) override {
     if (clock_) clock_->fetch_add(1);
+    absl::SleepFor(send_delay_);  // a slow client write, on the delivering thread
     std::lock_guard lock(mutex_);
     events_.push_back(std::move(event));
     changed_.notify_all();
@@ -45,6 +46,7 @@ class RecordingSink final : public TaskSink {
     statuses_.push_back(std::move(status));
     changed_.notify_all();
   }
+  void set_send_delay(absl::Duration delay) { send_delay_ = delay; }
   int completed_at() {
     std::lock_guard lock(mutex_);
     return completed_at_;
@@ -74,6 +76,7 @@ class RecordingSink final : public TaskSink {
   std::vector<absl::Status> statuses_;
   std::atomic<int>* const clock_;
   int completed_at_ = -1;
+  absl::Duration send_delay_;
 };
 
 // A call whose client reads only once told to: its events wait unsent until then. Each read
@@ -314,6 +317,39 @@ TEST_F(EngineLoopTest, AnswersDeliveredByTheAnswerWriterComeInOrderAndEndOnce) {
     for (size_t e = 0; e + 1 < events.size(); ++e) EXPECT_FALSE(events[e].finished);
   }
   EXPECT_EQ(Gauge(metrics_.active_sequences), 0);
+}
+
+TEST_F(EngineLoopTest, StreamsPausedBehindASlowAnswerWriterRunAgainOnceItDelivers) {
+  // Six streams whose every event takes the answer writer 3 ms to deliver: the engine makes
+  // them faster than that, so each stream soon has max_unsent_events undelivered and is paused.
+  // Nobody reads on their behalf (a RecordingSink never resumes): the loop must see the writer
+  // catch up. Before it did, such streams stayed paused for good (a CI run hung here).
+  AnswerWriter writer;
+  EngineLoopOptions options;
+  options.answers = &writer;
+  auto worker = StartWorker(options);
+  std::vector<Call> calls;
+  for (int i = 0; i < 6; ++i) {
+    calls.push_back(MakeCall(TaskKind::kGenerate, i, /*generate_tokens=*/40));
+    calls.back().task->generate().options.ignore_eos = true;
+    calls.back().sink->set_send_delay(absl::Milliseconds(3));
+  }
+  std::atomic<bool> done = false;
+  double most_paused = 0;
+  std::thread watcher([&] {
+    while (!done) {
+      most_paused = std::max(most_paused, Gauge(metrics_.paused_streams));
+      absl::SleepFor(absl::Microseconds(200));
+    }
+  });
+  for (Call& call : calls) ASSERT_TRUE(worker->Submit(call.task).ok());
+  for (Call& call : calls) {
+    EXPECT_TRUE(call.sink->Wait().ok());
+    EXPECT_EQ(call.sink->events().size(), 41u);  // 40 tokens, then the end
+  }
+  done = true;
+  watcher.join();
+  EXPECT_GT(most_paused, 0) << "no stream was paused: the test tests nothing";
 }
 
 TEST_F(EngineLoopTest, CancelledGenerationsEndAndFreeTheirSequences) {
