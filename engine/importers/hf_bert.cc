@@ -38,46 +38,29 @@ const BertNames kDistilBert = {"embeddings.",       "transformer.layer.", ".atte
 absl::Status TakeClassifier(const std::string& model_type, HfTensors& tensors,
                             ImportedModel& model) {
   ClassifierConfig& head = model.config.classifier;
-  const int64_t d = model.config.model_dim, labels = head.num_labels;
+  const int64_t d = model.config.model_dim;
+  const bool bert = model_type == "bert", distil = model_type == "distilbert";
   head.pooling = Pooling::kFirst;
   head.dense = true;
-  std::string dense, out;
-  if (model_type == "bert") {
-    ASSIGN_OR_RETURN(model.tensors["classifier.dense.weight"],
-                     tensors.Take("pooler.dense.weight", {d, d}));
-    ASSIGN_OR_RETURN(model.tensors["classifier.dense.bias"],
-                     tensors.Take("pooler.dense.bias", {d}));
-    head.dense_activation = ClassifierConfig::DenseActivation::kTanh;
-    out = "classifier";
-  } else if (model_type == "distilbert") {
-    head.dense_activation = ClassifierConfig::DenseActivation::kRelu;
-    dense = "pre_classifier";
-    out = "classifier";
-  } else {  // roberta, xlm-roberta
-    head.dense_activation = ClassifierConfig::DenseActivation::kTanh;
-    dense = "classifier.dense";
-    out = "classifier.out_proj";
-  }
-  const std::string prefix = tensors.prefix();
-  tensors.set_prefix("");
-  absl::Status status = absl::OkStatus();
-  const auto take = [&](const std::string& from, const std::string& to, const Shape& shape) {
-    if (!status.ok()) return;
-    absl::StatusOr<Tensor> tensor = tensors.Take(from, shape);
-    if (tensor.ok()) {
-      model.tensors[to] = *std::move(tensor);
-    } else {
-      status = tensor.status();
+  head.dense_activation =
+      distil ? ClassifierConfig::DenseActivation::kRelu : ClassifierConfig::DenseActivation::kTanh;
+  // A linear layer's weight and bias, [rows, d] and [rows], under the engine's name `to`.
+  const auto take = [&](const std::string& from, bool prefixed, const std::string& to,
+                        int64_t rows) -> absl::Status {
+    for (const auto& [suffix, shape] :
+         {std::pair<std::string, Shape>{".weight", {rows, d}}, {".bias", {rows}}}) {
+      ASSIGN_OR_RETURN(model.tensors[to + suffix],
+                       prefixed ? tensors.Take(from + suffix, shape)
+                                : tensors.TakeOutsidePrefix(from + suffix, shape));
     }
+    return absl::OkStatus();
   };
-  if (!dense.empty()) {
-    take(dense + ".weight", "classifier.dense.weight", {d, d});
-    take(dense + ".bias", "classifier.dense.bias", {d});
-  }
-  take(out + ".weight", "classifier.out.weight", {labels, d});
-  take(out + ".bias", "classifier.out.bias", {labels});
-  tensors.set_prefix(prefix);
-  return status;
+  RETURN_IF_ERROR(take(bert     ? "pooler.dense"
+                       : distil ? "pre_classifier"
+                                : "classifier.dense",
+                       /*prefixed=*/bert, "classifier.dense", d));
+  return take(bert || distil ? "classifier" : "classifier.out_proj", /*prefixed=*/false,
+              "classifier.out", head.num_labels);
 }
 
 }  // namespace

@@ -62,7 +62,10 @@ absl::StatusOr<HfTensors> HfTensors::Open(const std::string& directory) {
 bool HfTensors::Has(const std::string& name) const { return file_of_.count(prefix_ + name) > 0; }
 
 absl::StatusOr<Tensor> HfTensors::Take(const std::string& name, const Shape& shape) {
-  const std::string full = prefix_ + name;
+  return TakeOutsidePrefix(prefix_ + name, shape);
+}
+
+absl::StatusOr<Tensor> HfTensors::TakeOutsidePrefix(const std::string& full, const Shape& shape) {
   auto file = file_of_.find(full);
   if (file == file_of_.end()) {
     return absl::InvalidArgumentError(absl::StrCat(first_path(), ": missing tensor '", full,

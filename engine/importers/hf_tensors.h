@@ -19,10 +19,11 @@ class HfTensors {
 
   // Names are read after `prefix` (a task model's "bert.", "transformer.").
   void set_prefix(std::string prefix) { prefix_ = std::move(prefix); }
-  const std::string& prefix() const { return prefix_; }
   bool Has(const std::string& name) const;
   // The tensor `name`, which must have `shape`; errors name its file.
   absl::StatusOr<Tensor> Take(const std::string& name, const Shape& shape);
+  // The same for `name` itself, not after the prefix (a task model's head beside its base).
+  absl::StatusOr<Tensor> TakeOutsidePrefix(const std::string& name, const Shape& shape);
   // The first of `names` that the checkpoint has (LayerNorm's "weight" or older "gamma").
   absl::StatusOr<Tensor> TakeEither(const std::vector<std::string>& names, const Shape& shape);
 

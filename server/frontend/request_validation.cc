@@ -251,27 +251,26 @@ absl::Status ValidateEmbed(const EmbedInput& input, const FieldNames& names,
       features.lengths.push_back(static_cast<int64_t>(set.values.size()) / set.width);
     }
   }
+  // Pooling, dimensions and head contributions shape an encoder's states.
+  const auto not_an_encoder = [&](const FieldPath& path) {
+    return InvalidField(
+        names, path,
+        "applies to encoder models; " + worker.name() + " is a " + config.architecture);
+  };
+  const bool encoder = model.servable->gives_token_states();
   if (input.pooling) {
-    if (!model.servable->gives_token_states()) {
-      return InvalidField(
-          names, {Field::kPooling},
-          "applies to encoder models; " + worker.name() + " is a " + config.architecture);
-    }
+    if (!encoder) return not_an_encoder({Field::kPooling});
     if (*input.pooling == Pooling::kPma && config.pooling != Pooling::kPma) {
       return InvalidField(names, {Field::kPooling}, "PMA needs a model trained with PMA pooling");
     }
     job.pooling = input.pooling;
   }
-  if (model.servable->gives_token_states() && !job.pooling && config.pooling == Pooling::kNone) {
+  if (encoder && !job.pooling && config.pooling == Pooling::kNone) {
     job.pooling = Pooling::kNone;
   }
   job.normalize = input.normalize;
   if (input.dimensions != 0) {
-    if (!model.servable->gives_token_states()) {
-      return InvalidField(
-          names, {Field::kDimensions},
-          "applies to encoder models; " + worker.name() + " is a " + config.architecture);
-    }
+    if (!encoder) return not_an_encoder({Field::kDimensions});
     if (input.dimensions < 1 || input.dimensions > config.model_dim) {
       return InvalidField(names, {Field::kDimensions},
                           absl::StrCat("= ", input.dimensions, " is not in [1, ", config.model_dim,
@@ -282,11 +281,7 @@ absl::Status ValidateEmbed(const EmbedInput& input, const FieldNames& names,
   for (size_t i = 0; i < input.head_layers.size(); ++i) {
     const int64_t layer = input.head_layers[i];
     const FieldPath path{Field::kHeadLayers, static_cast<int64_t>(i)};
-    if (!model.servable->gives_token_states()) {
-      return InvalidField(
-          names, path,
-          "applies to encoder models; " + worker.name() + " is a " + config.architecture);
-    }
+    if (!encoder) return not_an_encoder(path);
     if (layer < 0 || layer >= model.servable->num_layers()) {
       return InvalidField(names, path,
                           absl::StrCat("= ", layer, " is not a layer of ", worker.name(), " [0, ",

@@ -247,21 +247,26 @@ LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,
                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
+def roberta(trim_offsets=True):
+    """RoBERTa's layout of GPT-2's tokenizer: a prefix space, <s> A </s> around each text."""
+    tokenizer = gpt2()
+    tokenizer["pre_tokenizer"]["add_prefix_space"] = True
+    tokenizer["added_tokens"] += [added("<s>", 50257), added("</s>", 50258),
+                                  added("<mask>", 50259, lstrip=True)]
+    tokenizer["post_processor"] = {"type": "RobertaProcessing", "sep": ["</s>", 50258],
+                                   "cls": ["<s>", 50257], "trim_offsets": trim_offsets,
+                                   "add_prefix_space": True}
+    return tokenizer
+
+
 class ByteLevelBpeTest(ReferenceTest):
     def test_gpt2(self):
         self.assert_same(gpt2())
 
     def test_roberta_style(self):
-        tokenizer = gpt2()
-        tokenizer["pre_tokenizer"]["add_prefix_space"] = True
-        tokenizer["added_tokens"] += [added("<s>", 50257), added("</s>", 50258),
-                                      added("<mask>", 50259, lstrip=True)]
         for trim in (True, False):
             with self.subTest(trim_offsets=trim):
-                tokenizer["post_processor"] = {"type": "RobertaProcessing", "sep": ["</s>", 50258],
-                                               "cls": ["<s>", 50257], "trim_offsets": trim,
-                                               "add_prefix_space": True}
-                self.assert_same(tokenizer)
+                self.assert_same(roberta(trim))
 
     def test_llama3_style(self):
         tokenizer = gpt2()
@@ -507,13 +512,7 @@ class PairsAndTruncationTest(unittest.TestCase):
         self.assert_pairs_same(tokenizer)
 
     def test_roberta_processing(self):
-        tokenizer = gpt2()
-        tokenizer["pre_tokenizer"]["add_prefix_space"] = True
-        tokenizer["added_tokens"] += [added("<s>", 50257), added("</s>", 50258)]
-        tokenizer["post_processor"] = {"type": "RobertaProcessing", "sep": ["</s>", 50258],
-                                       "cls": ["<s>", 50257], "trim_offsets": True,
-                                       "add_prefix_space": True}
-        self.assert_pairs_same(tokenizer)
+        self.assert_pairs_same(roberta())
 
     def test_byte_level_then_a_template_as_xlm_roberta_and_llama_rerankers(self):
         tokenizer = gpt2()
