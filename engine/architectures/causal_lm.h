@@ -86,7 +86,10 @@ class CausalLM final : public ServableModel {
   const ModelConfig& config() const { return config_; }
 
   // ServableModel: NextToken, Score and Generate.
-  bool Answers(ModelMethod method) const override { return method != ModelMethod::kEmbed; }
+  bool Answers(ModelMethod method) const override {
+    return method == ModelMethod::kNextToken || method == ModelMethod::kGenerate ||
+           method == ModelMethod::kScore;
+  }
   int64_t num_layers() const override { return config_.num_layers; }
   absl::StatusOr<Tensor> NextTokenLogits(const TokenSequences& sources,
                                          const TokenSequences& sequences) const override;

@@ -145,9 +145,23 @@ absl::StatusOr<EmbedOutput> Encoder::Embed(const ModelInputs& inputs,
 
 absl::StatusOr<Tensor> Encoder::Classify(const ModelInputs& inputs) const {
   if (!head_) return absl::FailedPreconditionError("the model has no classification head");
-  ASSIGN_OR_RETURN(PaddedBatch states, States(inputs));
-  ASSIGN_OR_RETURN(Tensor pooled, Gather(states, head_->config().pooling));
-  return head_->Logits(pooled);
+  const auto batch = static_cast<int64_t>(inputs.tokens.size());
+  Tensor logits = Tensor::Zeros({batch, head_->config().num_labels});
+  for (const std::vector<size_t>& group : EmbedPasses(inputs, false)) {
+    ModelInputs part;
+    for (size_t i : group) {
+      part.tokens.push_back(inputs.tokens[i]);
+      if (!inputs.token_types.empty()) part.token_types.push_back(inputs.token_types[i]);
+    }
+    ASSIGN_OR_RETURN(PaddedBatch states, States(part));
+    ASSIGN_OR_RETURN(Tensor pooled, Gather(states, head_->config().pooling));
+    ASSIGN_OR_RETURN(Tensor part_logits, head_->Logits(pooled));
+    for (size_t j = 0; j < group.size(); ++j) {
+      std::memcpy(logits.row(static_cast<int64_t>(group[j])),
+                  part_logits.row(static_cast<int64_t>(j)), logits.dim(1) * sizeof(float));
+    }
+  }
+  return logits;
 }
 
 absl::StatusOr<Tensor> Encoder::Pool(const PaddedBatch& states,

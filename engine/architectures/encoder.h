@@ -36,18 +36,20 @@ class Encoder final : public ServableModel {
   // The pooling step of Embed, on states from States.
   absl::StatusOr<Tensor> Pool(const PaddedBatch& states,
                               std::optional<Pooling> pooling = std::nullopt) const;
-  // The classification head's logits [B, num_labels] (FAILED_PRECONDITION without one).
-  absl::StatusOr<Tensor> Classify(const ModelInputs& inputs) const;
   bool has_classifier() const { return head_.has_value(); }
 
   const ModelConfig& config() const { return config_; }
 
-  // ServableModel: Embed, pooled or per token, with per-head contributions.
-  bool Answers(ModelMethod method) const override { return method == ModelMethod::kEmbed; }
+  // ServableModel: Embed, pooled or per token, with per-head contributions; Classify with a
+  // classification head (FAILED_PRECONDITION without one).
+  bool Answers(ModelMethod method) const override {
+    return method == ModelMethod::kEmbed || (method == ModelMethod::kClassify && head_);
+  }
   bool gives_token_states() const override { return true; }
   int64_t num_layers() const override { return static_cast<int64_t>(stack_->layers().size()); }
   absl::StatusOr<EmbedOutput> Embed(const ModelInputs& inputs, std::optional<Pooling> pooling,
                                     const std::vector<int64_t>& contribution_layers) const override;
+  absl::StatusOr<Tensor> Classify(const ModelInputs& inputs) const override;
   // Token sequences run in groups of similar length (without contributions, which come from
   // one pass).
   std::vector<std::vector<size_t>> EmbedPasses(const ModelInputs& inputs,

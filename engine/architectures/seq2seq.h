@@ -53,7 +53,10 @@ class Seq2Seq final : public ServableModel {
   const ModelConfig& config() const { return config_; }
 
   // ServableModel: NextToken, Score and Generate, each with a source.
-  bool Answers(ModelMethod method) const override { return method != ModelMethod::kEmbed; }
+  bool Answers(ModelMethod method) const override {
+    return method == ModelMethod::kNextToken || method == ModelMethod::kGenerate ||
+           method == ModelMethod::kScore;
+  }
   bool takes_sources() const override { return true; }
   int64_t num_layers() const override { return config_.num_layers; }
   absl::StatusOr<Tensor> NextTokenLogits(const TokenSequences& sources,

@@ -43,6 +43,10 @@ absl::StatusOr<EmbedOutput> ServableModel::Embed(const ModelInputs&, std::option
   return NotAnswered("Embed");
 }
 
+absl::StatusOr<Tensor> ServableModel::Classify(const ModelInputs&) const {
+  return NotAnswered("Classify");
+}
+
 std::optional<KvBlockShape> ServableModel::CacheShape(int64_t) const { return std::nullopt; }
 
 absl::StatusOr<std::unique_ptr<GenerationState>> ServableModel::Start(const std::vector<int64_t>&,

@@ -19,7 +19,7 @@
 
 namespace attnserve {
 
-enum class ModelMethod { kNextToken, kGenerate, kScore, kEmbed };
+enum class ModelMethod { kNextToken, kGenerate, kScore, kEmbed, kClassify };
 
 struct DecoderState;
 
@@ -70,9 +70,12 @@ class ServableModel {
   virtual absl::StatusOr<EmbedOutput> Embed(const ModelInputs& inputs,
                                             std::optional<Pooling> pooling,
                                             const std::vector<int64_t>& contribution_layers) const;
-  // The engine passes Embed makes for these inputs: the indices of the sequences each pass
-  // takes, padded to its longest. One pass of all of them unless the model says otherwise; the
-  // server counts a request's work and memory from these.
+  // Classify: the classification head's logits [B, num_labels] (config.classifier), before its
+  // score activation, the sequences run in EmbedPasses' groups.
+  virtual absl::StatusOr<Tensor> Classify(const ModelInputs& inputs) const;
+  // The engine passes Embed (and Classify) makes for these inputs: the indices of the sequences
+  // each pass takes, padded to its longest. One pass of all of them unless the model says
+  // otherwise; the server counts a request's work and memory from these.
   virtual std::vector<std::vector<size_t>> EmbedPasses(const ModelInputs& inputs,
                                                        bool contributions) const;
 

@@ -8,6 +8,26 @@
 
 namespace attnserve {
 
+std::vector<float> ClassScores(const float* logits, int64_t count,
+                               ClassifierConfig::ScoreActivation activation) {
+  std::vector<float> scores(logits, logits + count);
+  switch (activation) {
+    case ClassifierConfig::ScoreActivation::kNone:
+      break;
+    case ClassifierConfig::ScoreActivation::kSigmoid:
+      for (float& s : scores) s = 1.0f / (1.0f + std::exp(-s));
+      break;
+    case ClassifierConfig::ScoreActivation::kSoftmax: {
+      const float most = *std::max_element(scores.begin(), scores.end());
+      double sum = 0;
+      for (float& s : scores) sum += (s = std::exp(s - most));
+      for (float& s : scores) s = static_cast<float>(s / sum);
+      break;
+    }
+  }
+  return scores;
+}
+
 absl::StatusOr<ClassificationHead> ClassificationHead::Load(WeightReader& weights,
                                                             const ModelConfig& config) {
   ClassificationHead head;

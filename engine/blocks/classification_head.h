@@ -4,12 +4,19 @@
 // classifier, a decoder's score layer.
 #pragma once
 
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "engine/importers/model_config.h"
 #include "engine/importers/weight_reader.h"
 #include "engine/matmul.h"
 
 namespace attnserve {
+
+// One sequence's scores from its logits, by `activation`: as they are, each through a sigmoid,
+// or a softmax over all of them.
+std::vector<float> ClassScores(const float* logits, int64_t count,
+                               ClassifierConfig::ScoreActivation activation);
 
 class ClassificationHead {
  public:

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -101,6 +102,45 @@ absl::Status ReadSentenceTransformers(const std::string& directory, ModelConfig&
   return absl::OkStatus();
 }
 
+// The activation a classifier's scores take: the one a sentence-transformers CrossEncoder names
+// (v3's sbert_ce_default_activation_function, v4's sentence_transformers.activation_fn), else as
+// transformers' text-classification pipeline and text-embeddings-inference apply them: a sigmoid
+// for one label or multi-label classification, a softmax over several.
+absl::Status ReadScoreActivation(const Json& config, const std::string& config_path,
+                                 ClassifierConfig& classifier) {
+  using ScoreActivation = ClassifierConfig::ScoreActivation;
+  std::string field = "sbert_ce_default_activation_function";
+  const Json* named = nullptr;
+  if (auto it = config.find(field); it != config.end() && it->is_string()) named = &*it;
+  if (auto it = config.find("sentence_transformers"); it != config.end() && it->is_object()) {
+    if (auto fn = it->find("activation_fn"); fn != it->end() && fn->is_string()) {
+      named = &*fn;
+      field = "sentence_transformers.activation_fn";
+    }
+  }
+  if (named != nullptr) {
+    const std::string name = named->get<std::string>();
+    static const auto* const kKnown = new std::map<std::string, ScoreActivation>{
+        {"torch.nn.modules.activation.Sigmoid", ScoreActivation::kSigmoid},
+        {"torch.nn.modules.linear.Identity", ScoreActivation::kNone},
+        {"torch.nn.modules.activation.Softmax", ScoreActivation::kSoftmax}};
+    const auto known = kKnown->find(name);
+    if (known == kKnown->end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(config_path, ": field ", field, ": \"", name.substr(0, 128),
+                       "\" is not supported (Sigmoid, Identity and Softmax are)"));
+    }
+    classifier.score_activation = known->second;
+    return absl::OkStatus();
+  }
+  const auto problem = config.find("problem_type");
+  const bool multi_label = problem != config.end() && *problem == "multi_label_classification";
+  classifier.score_activation = multi_label || classifier.num_labels == 1
+                                    ? ScoreActivation::kSigmoid
+                                    : ScoreActivation::kSoftmax;
+  return absl::OkStatus();
+}
+
 // A *ForSequenceClassification checkpoint (config.json's architectures): its number of labels
 // (num_labels, or id2label's size) and their names, id2label's values in the order of their ids.
 absl::Status ReadSequenceClassifier(const Json& config, const std::string& config_path,
@@ -146,7 +186,7 @@ absl::Status ReadSequenceClassifier(const Json& config, const std::string& confi
                                                    classifier.num_labels, " but id2label has ",
                                                    classifier.labels.size(), " labels"));
   }
-  return absl::OkStatus();
+  return ReadScoreActivation(config, config_path, classifier);
 }
 
 }  // namespace

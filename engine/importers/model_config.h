@@ -33,6 +33,8 @@ struct TokenizerConfig {
 // classifier.out.{weight,bias} (the bias optional).
 struct ClassifierConfig {
   enum class DenseActivation { kNone, kTanh, kRelu, kGelu };
+  // What turns logits into the scores a caller gets unless it asks for raw ones.
+  enum class ScoreActivation { kNone, kSigmoid, kSoftmax };
 
   int64_t num_labels = 0;  // 0: the model has no classification head
   Pooling pooling = Pooling::kFirst;
@@ -40,6 +42,7 @@ struct ClassifierConfig {
   DenseActivation dense_activation = DenseActivation::kTanh;
   bool out_bias = true;
   std::vector<std::string> labels;  // the name of each logit (id2label); may be empty
+  ScoreActivation score_activation = ScoreActivation::kSoftmax;
 };
 
 struct ModelConfig {

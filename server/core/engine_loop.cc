@@ -25,6 +25,8 @@ const char* MethodName(TaskKind kind) {
       return "Score";
     case TaskKind::kEmbed:
       return "Embed";
+    case TaskKind::kClassify:
+      return "Classify";
     case TaskKind::kGenerate:
       return "Generate";
   }
@@ -45,6 +47,9 @@ int64_t InputTokens(const Task& task) {
     case TaskKind::kEmbed:
       tokens = TokenCount(task.embed().inputs.tokens);
       for (int64_t length : task.embed().inputs.features.lengths) tokens += length;
+      break;
+    case TaskKind::kClassify:
+      tokens = TokenCount(task.classify().inputs.tokens);
       break;
     case TaskKind::kGenerate:
       tokens = TokenCount(task.generate().sequences) + TokenCount(task.generate().sources);

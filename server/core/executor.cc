@@ -8,6 +8,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "engine/blocks/classification_head.h"
 #include "server/core/responses.h"
 #include "server/core/sampling.h"
 
@@ -52,7 +53,7 @@ Executor::Result Executor::Run(const StepPlan& plan) {
     if (auto it = generations_.find(id); it != generations_.end()) it->second.state.reset();
   }
   // Unary requests, one engine call per kind.
-  std::vector<std::shared_ptr<Task>> next_token, score, embed;
+  std::vector<std::shared_ptr<Task>> next_token, score, embed, classify;
   for (const auto& task : plan.unary) {
     switch (task->kind) {
       case TaskKind::kNextToken:
@@ -64,6 +65,9 @@ Executor::Result Executor::Run(const StepPlan& plan) {
       case TaskKind::kEmbed:
         embed.push_back(task);
         break;
+      case TaskKind::kClassify:
+        classify.push_back(task);
+        break;
       case TaskKind::kGenerate:
         break;
     }
@@ -71,6 +75,7 @@ Executor::Result Executor::Run(const StepPlan& plan) {
   if (!next_token.empty()) RunNextToken(next_token);
   if (!score.empty()) RunScore(score);
   if (!embed.empty()) RunEmbeds(std::move(embed));
+  if (!classify.empty()) RunClassify(classify);
 
   // Generations: new ones, engine states for those that have none, then the decode batch and
   // the prompt chunks.
@@ -361,6 +366,48 @@ void Executor::RunEmbed(const std::vector<std::shared_ptr<Task>>& tasks) {
     task->embed().embeddings =
         MakeEmbeddings(values, rows, {task->embed().normalize, task->embed().dimensions},
                        output->contributions, lengths);
+    task->Finish(absl::OkStatus());
+  }
+}
+
+void Executor::RunClassify(const std::vector<std::shared_ptr<Task>>& tasks) {
+  ModelInputs inputs;
+  const bool typed = model_.config.token_types > 0;
+  int64_t input_tokens = 0;
+  for (const auto& task : tasks) {
+    const ModelInputs& own = task->classify().inputs;
+    inputs.tokens.insert(inputs.tokens.end(), own.tokens.begin(), own.tokens.end());
+    for (size_t i = 0; typed && i < own.tokens.size(); ++i) {
+      inputs.token_types.push_back(own.token_types.empty()
+                                       ? std::vector<uint8_t>(own.tokens[i].size(), 0)
+                                       : own.token_types[i]);
+    }
+    input_tokens += task->input_tokens;
+  }
+  metrics_.batch_size.Add({{"model", name_}, {"method", "Classify"}})
+      .Observe(static_cast<double>(inputs.tokens.size()));
+  step_tokens_.Observe(static_cast<double>(input_tokens));
+  auto logits = model_.servable->Classify(inputs);
+  if (!logits.ok()) {
+    for (const auto& task : tasks) task->Finish(EngineFailure(logits.status()));
+    return;
+  }
+  const ClassifierConfig& head = model_.config.classifier;
+  int64_t row = 0;
+  for (const auto& task : tasks) {
+    ClassifyJob& job = task->classify();
+    const auto count = static_cast<int64_t>(job.inputs.tokens.size());
+    absl::Status finite = Finite(logits->row(row), count * head.num_labels);
+    if (!finite.ok()) {
+      row += count;
+      task->Finish(std::move(finite));
+      continue;
+    }
+    for (int64_t b = 0; b < count; ++b, ++row) {
+      job.scores.push_back(ClassScores(
+          logits->row(row), head.num_labels,
+          job.raw_scores ? ClassifierConfig::ScoreActivation::kNone : head.score_activation));
+    }
     task->Finish(absl::OkStatus());
   }
 }

@@ -58,6 +58,8 @@ class Executor {
   // an engine call; the others run alone.
   void RunEmbeds(std::vector<std::shared_ptr<Task>> tasks);
   void RunEmbed(const std::vector<std::shared_ptr<Task>>& tasks);
+  // Classify requests share one engine call (which runs their sequences by length).
+  void RunClassify(const std::vector<std::shared_ptr<Task>>& tasks);
   // Feeds one batch, then samples for the sequences fed in full.
   void Feed(const std::vector<Feed>& feeds, Result& result);
   // Samples from one row of logits and streams the token (an end-of-text token has no text to

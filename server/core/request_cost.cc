@@ -34,6 +34,10 @@ RequestCost CostOf(const Task& task, const Model& model) {
       call.head_layers = static_cast<int64_t>(task.embed().head_layers.size());
       break;
     }
+    case TaskKind::kClassify:
+      call.batch = static_cast<int64_t>(task.classify().inputs.tokens.size());
+      call.time = LongestSequence(task.classify().inputs.tokens);
+      break;
     case TaskKind::kGenerate:
       call.batch = 1;
       call.time = LongestSequence(task.generate().sequences);
@@ -44,9 +48,12 @@ RequestCost CostOf(const Task& task, const Model& model) {
   }
   cost.tokens = call.batch * call.time;
   cost.activation_bytes = ActivationBytes(model.config, call);
-  if (task.kind == TaskKind::kEmbed && model.config.token_inputs()) {
-    const TokenSequences& tokens = task.embed().inputs.tokens;
-    const auto passes = model.servable->EmbedPasses(task.embed().inputs, call.head_layers > 0);
+  // Embed and Classify run sequences of token ids in passes of similar length.
+  const ModelInputs* grouped = task.kind == TaskKind::kClassify ? &task.classify().inputs
+                               : task.kind == TaskKind::kEmbed  ? &task.embed().inputs
+                                                                : nullptr;
+  if (grouped != nullptr && model.config.token_inputs()) {
+    const auto passes = model.servable->EmbedPasses(*grouped, call.head_layers > 0);
     if (passes.size() > 1) {
       cost.passes = static_cast<int64_t>(passes.size());
       cost.tokens = 0;
@@ -56,7 +63,7 @@ RequestCost CostOf(const Task& task, const Model& model) {
         part.batch = static_cast<int64_t>(pass.size());
         part.time = 0;
         for (size_t i : pass) {
-          part.time = std::max(part.time, static_cast<int64_t>(tokens[i].size()));
+          part.time = std::max(part.time, static_cast<int64_t>(grouped->tokens[i].size()));
         }
         cost.tokens += part.batch * part.time;
         cost.activation_bytes =

@@ -62,6 +62,18 @@ int64_t ResponseBytesBound(const Task& task, const Model& model) {
       const int64_t messages = batch * (1 + static_cast<int64_t>(job.head_layers.size()));
       return kEnvelope + 4 * floats + messages * (4 * kFraming + 4 * kVarint);
     }
+    case TaskKind::kClassify: {
+      // Each label's index, name and score; the texts the answer repeats.
+      int64_t label_bytes = 0;
+      for (const std::string& label : c.classifier.labels) {
+        label_bytes = std::max(label_bytes, static_cast<int64_t>(label.size()));
+      }
+      const int64_t entry = 2 * kFraming + kVarint + label_bytes + kFloat;
+      const ClassifyJob& job = task.classify();
+      return kEnvelope + job.echoed_bytes +
+             static_cast<int64_t>(job.inputs.tokens.size()) *
+                 (2 * kFraming + kVarint + c.classifier.num_labels * entry);
+    }
     case TaskKind::kGenerate: {
       // Streamed one event at a time; the scheduler bounds the events waiting to be sent.
       const int64_t event = kEnvelope + kFraming + kVarint +

@@ -1,6 +1,6 @@
 // A request on its way from a protocol's handler to a model's engine loop, and its result on the
 // way back: where it stands (its client, deadline, engine call, answer bytes), the calls that
-// reach the scheduler (cancel, resume), its method's inputs and results (one of four jobs), and
+// reach the scheduler (cancel, resume), its method's inputs and results (one of five jobs), and
 // the sink its answers go to. No thread waits for it: the engine fills in the result and hands
 // it to the task's sink, the call that asked, which answers its client. Generation results go out
 // as a stream of events, delivered off the engine thread (server/core/step_answers.h).
@@ -26,7 +26,7 @@
 
 namespace attnserve::server {
 
-enum class TaskKind { kNextToken, kScore, kEmbed, kGenerate };
+enum class TaskKind { kNextToken, kScore, kEmbed, kClassify, kGenerate };
 
 struct GenerateOptions {
   int64_t max_tokens = 64;
@@ -83,6 +83,17 @@ struct EmbedJob {
   std::vector<Embedding> embeddings;  // per sequence
 };
 
+struct ClassifyJob {
+  ModelInputs inputs;       // token ids, and their types for models that take them
+  bool raw_scores = false;  // the logits, not the model's score activation of them
+  // Bytes of the request's texts its answer repeats (a rerank's documents), which the answer's
+  // bound counts.
+  int64_t echoed_bytes = 0;
+  std::vector<std::vector<float>> scores;  // per sequence, one per label
+  // The model's names of its labels (config.classifier.labels), which outlive the task.
+  const std::vector<std::string>* labels = nullptr;
+};
+
 struct GenerateJob {
   TokenSequences sequences;  // one: the prompt
   TokenSequences sources;    // encoder-decoder models: its source
@@ -131,6 +142,8 @@ struct Task {
   const ScoreJob& score() const { return std::get<ScoreJob>(job_); }
   EmbedJob& embed() { return std::get<EmbedJob>(job_); }
   const EmbedJob& embed() const { return std::get<EmbedJob>(job_); }
+  ClassifyJob& classify() { return std::get<ClassifyJob>(job_); }
+  const ClassifyJob& classify() const { return std::get<ClassifyJob>(job_); }
   GenerateJob& generate() { return std::get<GenerateJob>(job_); }
   const GenerateJob& generate() const { return std::get<GenerateJob>(job_); }
 
@@ -157,7 +170,7 @@ struct Task {
   }
 
  private:
-  using AnyJob = std::variant<NextTokenJob, ScoreJob, EmbedJob, GenerateJob>;
+  using AnyJob = std::variant<NextTokenJob, ScoreJob, EmbedJob, ClassifyJob, GenerateJob>;
   static AnyJob Job(TaskKind kind) {
     switch (kind) {
       case TaskKind::kNextToken:
@@ -166,6 +179,8 @@ struct Task {
         return ScoreJob{};
       case TaskKind::kEmbed:
         return EmbedJob{};
+      case TaskKind::kClassify:
+        return ClassifyJob{};
       case TaskKind::kGenerate:
         break;
     }

@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "engine/architectures/encoder.h"
 #include "text/structured/constraint_spec.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace attnserve::server {
 
@@ -33,6 +34,14 @@ struct SequenceInput {
   static SequenceInput Tokens(std::vector<int64_t> ids) {
     return {Kind::kTokens, {}, std::move(ids)};
   }
+};
+
+// What to do with a text longer than the model's context: refuse it (the default), or cut it as
+// the tokenizer library would (a pair's longer text first, or only its second, from either end).
+struct TextTruncation {
+  bool enabled = false;
+  Truncation::Strategy strategy = Truncation::Strategy::kLongestFirst;
+  bool from_left = false;
 };
 
 struct FeatureSetInput {
@@ -62,6 +71,21 @@ struct EmbedInput {
   // normalized after the cut when `normalize`; 0: all of them.
   int64_t dimensions = 0;
   std::vector<int64_t> head_layers;  // layers whose per-head contributions to return
+  TextTruncation truncation;         // of texts
+};
+
+// Classify: texts (or token ids) for a model's classification head, or pairs of texts (a query
+// and a document for a cross-encoder, two sentences), each joined by the tokenizer's pair template.
+struct ClassifyInput {
+  struct Item {
+    SequenceInput text;
+    std::optional<std::string> pair;  // the second text of a pair
+  };
+  std::vector<Item> items;
+  bool raw_scores = false;  // logits, not the model's activation of them
+  TextTruncation truncation;
+  // Bytes of the request's texts that its answer repeats (a rerank's returned documents).
+  int64_t echoed_bytes = 0;
 };
 
 struct GenerateInput {
@@ -118,8 +142,10 @@ struct FieldPath {
     kPooling,
     kHeadLayers,
     kDimensions,
+    kQuery,      // a rerank's
+    kDocuments,  // a rerank's
   };
-  enum class Part { kWhole, kText, kTokenIds, kValues, kWidth };
+  enum class Part { kWhole, kText, kPairText, kTokenIds, kValues, kWidth };
 
   Field field;
   int64_t row = -1;  // an entry of a list field

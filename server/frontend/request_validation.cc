@@ -42,6 +42,8 @@ const char* ParameterName(FieldPath::Field field) {
     case Field::kText:
     case Field::kIds:
     case Field::kStop:
+    case Field::kQuery:
+    case Field::kDocuments:
       break;
   }
   return nullptr;
@@ -58,14 +60,22 @@ constexpr int kMaxStopBytes = 256;
 // As OpenAI's API allows.
 constexpr int64_t kMaxTopLogprobs = 20;
 
-// Token ids of one sequence: text through the model's tokenizer, or ids checked against the
-// vocabulary; non-empty and within the model's context.
+// Token ids of one sequence: text through the model's tokenizer (cut to the context when
+// `truncation` says so), or ids checked against the vocabulary; non-empty and within the
+// model's context.
 absl::StatusOr<std::vector<int64_t>> Resolve(const SequenceInput& sequence, FieldPath path,
-                                             const FieldNames& names, const EngineLoop& worker) {
+                                             const FieldNames& names, const EngineLoop& worker,
+                                             const TextTruncation& truncation = {}) {
   const Model& model = worker.model();
   std::vector<int64_t> ids;
   switch (sequence.kind) {
     case SequenceInput::Kind::kText: {
+      if (truncation.enabled && sequence.add_special_tokens) {
+        ASSIGN_OR_RETURN(Encoding encoded,
+                         EncodeInput(sequence.text, nullptr, truncation, path, names, worker));
+        ids = std::move(encoded.ids);
+        break;
+      }
       ASSIGN_OR_RETURN(auto encoded, EncodeText(sequence.text, {path.field, path.row, Part::kText},
                                                 names, worker, sequence.add_special_tokens));
       ids = std::move(encoded);
@@ -142,11 +152,11 @@ std::vector<SequenceInput> ListOf(const std::optional<SequenceInput>& source) {
   return source ? std::vector<SequenceInput>{*source} : std::vector<SequenceInput>{};
 }
 
-absl::Status CheckCount(const FieldNames& names, Field field, size_t count) {
+absl::Status CheckCount(const FieldNames& names, Field field, size_t count,
+                        size_t most = kMaxSequences) {
   if (count == 0) return InvalidField(names, {field}, "is empty");
-  if (count > kMaxSequences) {
-    return InvalidField(names, {field},
-                        absl::StrCat("has ", count, " entries; at most ", kMaxSequences));
+  if (count > most) {
+    return InvalidField(names, {field}, absl::StrCat("has ", count, " entries; at most ", most));
   }
   return absl::OkStatus();
 }
@@ -201,8 +211,8 @@ absl::Status ValidateEmbed(const EmbedInput& input, const FieldNames& names,
     RETURN_IF_ERROR(CheckCount(names, Field::kSequences, input.sequences.size()));
     for (size_t i = 0; i < input.sequences.size(); ++i) {
       ASSIGN_OR_RETURN(
-          auto ids,
-          Resolve(input.sequences[i], {Field::kSequences, static_cast<int64_t>(i)}, names, worker));
+          auto ids, Resolve(input.sequences[i], {Field::kSequences, static_cast<int64_t>(i)}, names,
+                            worker, input.truncation));
       job.inputs.tokens.push_back(std::move(ids));
     }
   } else {
@@ -292,6 +302,40 @@ absl::Status ValidateEmbed(const EmbedInput& input, const FieldNames& names,
     }
     job.head_layers.push_back(layer);
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateClassify(const ClassifyInput& input, const FieldNames& names,
+                              const EngineLoop& worker, Task& task) {
+  ClassifyJob& job = task.classify();
+  RETURN_IF_ERROR(CheckCount(names, Field::kSequences, input.items.size(), kMaxClassifyItems));
+  const bool typed = worker.model().config.token_types > 0;
+  for (size_t i = 0; i < input.items.size(); ++i) {
+    const ClassifyInput::Item& item = input.items[i];
+    const FieldPath path{Field::kSequences, static_cast<int64_t>(i)};
+    if (!item.pair) {
+      ASSIGN_OR_RETURN(auto ids, Resolve(item.text, path, names, worker, input.truncation));
+      if (typed) job.inputs.token_types.emplace_back(ids.size(), 0);
+      job.inputs.tokens.push_back(std::move(ids));
+      continue;
+    }
+    if (item.text.kind != SequenceInput::Kind::kText) {
+      return InvalidField(names, path, "is the first of a pair: it must be text, not token ids");
+    }
+    ASSIGN_OR_RETURN(Encoding encoding, EncodeInput(item.text.text, &*item.pair, input.truncation,
+                                                    path, names, worker));
+    if (static_cast<int64_t>(encoding.size()) > worker.max_context()) {
+      return InvalidField(
+          names, path,
+          absl::StrCat("has ", encoding.size(), " tokens as a pair; model ", worker.name(),
+                       " takes at most ", worker.max_context(), " (or ask for truncation)"));
+    }
+    if (typed) job.inputs.token_types.push_back(std::move(encoding.type_ids));
+    job.inputs.tokens.push_back(std::move(encoding.ids));
+  }
+  job.raw_scores = input.raw_scores;
+  job.echoed_bytes = input.echoed_bytes;
+  job.labels = &worker.model().config.classifier.labels;
   return absl::OkStatus();
 }
 

@@ -13,6 +13,8 @@ namespace attnserve::server {
 
 // Sequences (or feature sets) one request may hold.
 inline constexpr int kMaxSequences = 256;
+// Texts or pairs one Classify may hold (a rerank's documents: Cohere's API takes 1,000).
+inline constexpr int kMaxClassifyItems = 1000;
 // Stop sequences one Generate may hold.
 inline constexpr int kMaxStopSequences = 16;
 
@@ -22,6 +24,8 @@ absl::Status ValidateScore(const ScoreInput& input, const FieldNames& names,
                            const EngineLoop& worker, Task& task);
 absl::Status ValidateEmbed(const EmbedInput& input, const FieldNames& names,
                            const EngineLoop& worker, Task& task);
+absl::Status ValidateClassify(const ClassifyInput& input, const FieldNames& names,
+                              const EngineLoop& worker, Task& task);
 absl::Status ValidateGenerate(const GenerateInput& input, const FieldNames& names,
                               const EngineLoop& worker, Task& task);
 

@@ -40,6 +40,26 @@ absl::StatusOr<std::vector<int64_t>> EncodeText(const std::string& text, const F
   return std::move(encoding->ids);
 }
 
+absl::StatusOr<Encoding> EncodeInput(const std::string& text, const std::string* pair,
+                                     const TextTruncation& truncation, const FieldPath& path,
+                                     const FieldNames& names, const EngineLoop& worker) {
+  const FieldPath first{path.field, path.row, FieldPath::Part::kText};
+  RETURN_IF_ERROR(CheckLength(text, first, names, worker));
+  const FieldPath second{path.field, path.row, FieldPath::Part::kPairText};
+  if (pair != nullptr) RETURN_IF_ERROR(CheckLength(*pair, second, names, worker));
+  const Tokenizer& tokenizer = *worker.model().tokenizer;
+  Truncation cut;
+  if (truncation.enabled) {
+    cut = {.max_tokens = static_cast<size_t>(worker.max_context()),
+           .strategy = truncation.strategy,
+           .from_left = truncation.from_left};
+  }
+  auto encoding = pair != nullptr ? tokenizer.EncodePair(text, *pair, cut)
+                                  : tokenizer.EncodeTruncated(text, cut);
+  if (!encoding.ok()) return Named(pair != nullptr ? path : first, names, encoding.status());
+  return encoding;
+}
+
 absl::StatusOr<std::vector<TokenSpan>> Tokenize(const TokenizeInput& input, const FieldNames& names,
                                                 const EngineLoop& worker) {
   const FieldPath text{Field::kText};

@@ -19,6 +19,14 @@ absl::StatusOr<std::vector<int64_t>> EncodeText(const std::string& text, const F
                                                 const FieldNames& names, const EngineLoop& worker,
                                                 bool add_special_tokens = true);
 
+// A text, or a pair of texts (`pair` not null), encoded with the tokenizer's special tokens (a
+// pair as its template joins them, with type ids), cut to the model's context when `truncation`
+// is enabled (else uncut: the caller refuses what does not fit). Errors name the field: `path`,
+// its kPairText part for the second text of a pair.
+absl::StatusOr<Encoding> EncodeInput(const std::string& text, const std::string* pair,
+                                     const TextTruncation& truncation, const FieldPath& path,
+                                     const FieldNames& names, const EngineLoop& worker);
+
 // Refused, naming the limit, when the answer could pass the message limit.
 absl::StatusOr<std::vector<TokenSpan>> Tokenize(const TokenizeInput& input, const FieldNames& names,
                                                 const EngineLoop& worker);

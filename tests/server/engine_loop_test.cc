@@ -157,6 +157,9 @@ Call MakeCall(TaskKind kind, int seed, int64_t generate_tokens = 8,
     case TaskKind::kEmbed:
       call.task->embed().inputs.tokens = {ids};
       break;
+    case TaskKind::kClassify:
+      call.task->classify().inputs.tokens = {ids};
+      break;
     case TaskKind::kGenerate:
       call.task->generate().sequences = {ids};
       call.task->generate().options.max_tokens = generate_tokens;

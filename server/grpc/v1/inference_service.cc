@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "server/frontend/request_validation.h"
+#include "server/frontend/rerank.h"
 #include "server/frontend/tokenization.h"
 #include "server/grpc/v1/v1_messages.h"
 #include "server/grpc/wire_format.h"
@@ -59,6 +60,7 @@ void Describe(const EngineLoop& worker, v1::ModelInfo& info) {
     }
   }
   for (const std::string& method : SupportedMethods(worker.model())) info.add_methods(method);
+  for (const std::string& label : c.classifier.labels) info.add_labels(label);
 }
 
 }  // namespace
@@ -176,6 +178,46 @@ grpc::ServerUnaryReactor* InferenceService::Embed(grpc::CallbackServerContext* c
         message.set_model(model);
         return EncodeMessage(message);
       });
+}
+
+grpc::ServerUnaryReactor* InferenceService::Classify(grpc::CallbackServerContext* context,
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
+  return Unary<v1::ClassifyRequest, ClassifyInput>(
+      context, "Classify", TaskKind::kClassify, *request, response, ValidateClassify,
+      [](const std::string& model, Task& task) {
+        v1::ClassifyResponse message = ClassifyMessage(task.classify());
+        message.set_model(model);
+        return EncodeMessage(message);
+      });
+}
+
+grpc::ServerUnaryReactor* InferenceService::Rerank(grpc::CallbackServerContext* context,
+                                                   const grpc::ByteBuffer* bytes,
+                                                   grpc::ByteBuffer* response) {
+  // The answer repeats the request's documents: the call keeps the request.
+  auto request = std::make_shared<v1::RerankRequest>();
+  absl::Status prepared = DecodeRequest(*bytes, *request);
+  absl::StatusOr<RerankInput> input = absl::UnknownError("not read");
+  if (prepared.ok()) {
+    input = ReadInput(*request);
+    prepared = input.status();
+  }
+  auto* call = new UnaryCall(
+      CallScope(admission_.metrics(), admission_.ModelLabel(request->model()), "Rerank"), response,
+      [request](Task& task) {
+        v1::RerankResponse message = RerankMessage(task.classify(), *request);
+        message.set_model(request->model());
+        return EncodeMessage(message);
+      },
+      admission_.answers());
+  admission_.Start(
+      OriginOf(*context, admission_), request->model(), "Rerank", TaskKind::kClassify, prepared,
+      [&](const EngineLoop& worker, Task& task) {
+        return ValidateRerank(*input, V1FieldNames(), worker, task);
+      },
+      call);
+  return call;
 }
 
 template <typename Request, typename Input, typename Answer>

@@ -17,8 +17,11 @@ using RawInferenceService = v1::Inference::WithRawCallbackMethod_ListModels<
     v1::Inference::WithRawCallbackMethod_GetModel<v1::Inference::WithRawCallbackMethod_NextToken<
         v1::Inference::WithRawCallbackMethod_Embed<v1::Inference::WithRawCallbackMethod_Generate<
             v1::Inference::WithRawCallbackMethod_Score<
-                v1::Inference::WithRawCallbackMethod_Tokenize<
-                    v1::Inference::WithRawCallbackMethod_Detokenize<v1::Inference::Service>>>>>>>>;
+                v1::Inference::WithRawCallbackMethod_Classify<
+                    v1::Inference::WithRawCallbackMethod_Rerank<
+                        v1::Inference::WithRawCallbackMethod_Tokenize<
+                            v1::Inference::WithRawCallbackMethod_Detokenize<
+                                v1::Inference::Service>>>>>>>>>>;
 
 class InferenceService final : public RawInferenceService {
  public:
@@ -41,6 +44,12 @@ class InferenceService final : public RawInferenceService {
   grpc::ServerUnaryReactor* Score(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
                                   grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Rerank(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   // Answered on the calling thread (server/frontend/tokenization.h).
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
                                      const grpc::ByteBuffer* request,

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "server/frontend/field_error.h"
 
 namespace attnserve::server {
@@ -32,6 +33,10 @@ const char* FieldName(Field field) {
       return "ids";
     case Field::kStop:
       return "stop";
+    case Field::kQuery:
+      return "query";
+    case Field::kDocuments:
+      return "documents";
     case Field::kTopK:
     case Field::kTemperature:
     case Field::kTopP:
@@ -90,8 +95,10 @@ std::string V1FieldNames::Name(const FieldPath& path) const {
   if (path.field == Field::kIds) {
     return path.element >= 0 ? absl::StrCat(name, "[", path.element, "]") : name;
   }
+  if (path.part == Part::kPairText) return absl::StrCat("text_pairs[", path.row, "]");
   if (path.row >= 0) absl::StrAppend(&name, "[", path.row, "]");
   switch (path.part) {
+    case Part::kPairText:
     case Part::kWhole:
       break;
     case Part::kText:
@@ -208,6 +215,52 @@ absl::StatusOr<GenerateInput> ReadInput(const v1::GenerateRequest& request) {
   return input;
 }
 
+namespace {
+
+absl::StatusOr<TextTruncation> ReadTruncation(v1::Truncation truncation) {
+  switch (truncation) {
+    case v1::TRUNCATION_NONE:
+      return TextTruncation{};
+    case v1::TRUNCATION_END:
+      return TextTruncation{.enabled = true};
+    case v1::TRUNCATION_START:
+      return TextTruncation{.enabled = true, .from_left = true};
+    default:
+      break;
+  }
+  return FieldError("truncation", absl::StrCat("= ", truncation, " is not a known truncation"));
+}
+
+}  // namespace
+
+absl::StatusOr<ClassifyInput> ReadInput(const v1::ClassifyRequest& request) {
+  ClassifyInput input;
+  if (!request.text_pairs().empty() && request.text_pairs_size() != request.sequences_size()) {
+    return FieldError("text_pairs", absl::StrCat("has ", request.text_pairs_size(),
+                                                 " texts; give one per sequence (",
+                                                 request.sequences_size(), ") or none"));
+  }
+  for (int i = 0; i < request.sequences_size(); ++i) {
+    ClassifyInput::Item& item = input.items.emplace_back();
+    item.text = ReadSequence(request.sequences(i));
+    if (!request.text_pairs().empty()) item.pair = request.text_pairs(i);
+  }
+  input.raw_scores = request.raw_scores();
+  ASSIGN_OR_RETURN(input.truncation, ReadTruncation(request.truncation()));
+  return input;
+}
+
+absl::StatusOr<RerankInput> ReadInput(const v1::RerankRequest& request) {
+  if (request.top_n() < 0) return FieldError("top_n", "must not be negative");
+  ASSIGN_OR_RETURN(const TextTruncation truncation, ReadTruncation(request.truncation()));
+  return RerankInput{.query = request.query(),
+                     .documents = {request.documents().begin(), request.documents().end()},
+                     .raw_scores = request.raw_scores(),
+                     .truncate = truncation.enabled,
+                     .truncate_from_left = truncation.from_left,
+                     .echo_scale = request.return_documents() ? 1 : 0};
+}
+
 absl::StatusOr<TokenizeInput> ReadInput(const v1::TokenizeRequest& request) {
   return TokenizeInput{request.text(), request.omit_special_tokens()};
 }
@@ -287,6 +340,35 @@ v1::GenerateResponse GenerateMessage(const GenerationEvent& event) {
     token->set_log_probability(event.log_probability);
   }
   return message;
+}
+
+v1::ClassifyResponse ClassifyMessage(const ClassifyJob& job) {
+  v1::ClassifyResponse response;
+  static const std::vector<std::string> kNoLabels;
+  const std::vector<std::string>& labels = job.labels != nullptr ? *job.labels : kNoLabels;
+  for (size_t b = 0; b < job.scores.size(); ++b) {
+    v1::Classification* classification = response.add_classifications();
+    classification->set_tokens(static_cast<int64_t>(job.inputs.tokens[b].size()));
+    for (size_t i = 0; i < job.scores[b].size(); ++i) {
+      v1::LabelScore* score = classification->add_scores();
+      score->set_index(static_cast<int32_t>(i));
+      if (i < labels.size()) score->set_label(labels[i]);
+      score->set_score(job.scores[b][i]);
+    }
+  }
+  return response;
+}
+
+v1::RerankResponse RerankMessage(const ClassifyJob& job, const v1::RerankRequest& request) {
+  v1::RerankResponse response;
+  for (const RankedDocument& ranked : Rank(job.scores, request.top_n())) {
+    v1::RerankResult* result = response.add_results();
+    result->set_index(static_cast<int32_t>(ranked.index));
+    result->set_score(ranked.score);
+    if (request.return_documents()) result->set_document(request.documents(ranked.index));
+  }
+  response.set_tokens(TokenCount(job.inputs.tokens));
+  return response;
 }
 
 v1::TokenizeResponse TokenizeMessage(std::vector<TokenSpan>& tokens) {

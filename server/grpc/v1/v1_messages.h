@@ -9,7 +9,9 @@
 #include "absl/status/statusor.h"
 #include "proto/attnserve/v1/inference.pb.h"
 #include "server/core/results.h"
+#include "server/core/task.h"
 #include "server/frontend/method_inputs.h"
+#include "server/frontend/rerank.h"
 
 namespace attnserve::server {
 
@@ -25,6 +27,8 @@ absl::StatusOr<NextTokenInput> ReadInput(const v1::NextTokenRequest& request);
 absl::StatusOr<ScoreInput> ReadInput(const v1::ScoreRequest& request);
 absl::StatusOr<EmbedInput> ReadInput(const v1::EmbedRequest& request);
 absl::StatusOr<GenerateInput> ReadInput(const v1::GenerateRequest& request);
+absl::StatusOr<ClassifyInput> ReadInput(const v1::ClassifyRequest& request);
+absl::StatusOr<RerankInput> ReadInput(const v1::RerankRequest& request);
 absl::StatusOr<TokenizeInput> ReadInput(const v1::TokenizeRequest& request);
 absl::StatusOr<DetokenizeInput> ReadInput(const v1::DetokenizeRequest& request);
 
@@ -33,6 +37,9 @@ v1::NextTokenResponse NextTokenMessage(std::vector<NextTokenRow>& rows);
 v1::ScoreResponse ScoreMessage(ScoreResult& result);
 v1::EmbedResponse EmbedMessage(std::vector<Embedding>& embeddings);
 v1::GenerateResponse GenerateMessage(const GenerationEvent& event);
+v1::ClassifyResponse ClassifyMessage(const ClassifyJob& job);
+// The ranking of the request's documents, each with its text when the request asks.
+v1::RerankResponse RerankMessage(const ClassifyJob& job, const v1::RerankRequest& request);
 v1::TokenizeResponse TokenizeMessage(std::vector<TokenSpan>& tokens);
 
 }  // namespace attnserve::server

@@ -381,7 +381,8 @@ std::string OpenAiFieldNames::Name(const FieldPath& path) const {
     case Field::kPrompt:
     case Field::kText: {
       const int64_t row = path.row >= 0 ? path.row : row_;
-      std::string name = row >= 0 ? absl::StrCat(list_, "[", row, "]") : list_;
+      const std::string& list = path.part == Part::kPairText ? pairs_ : list_;
+      std::string name = row >= 0 ? absl::StrCat(list, "[", row, "]") : list;
       if (path.part == Part::kTokenIds && path.element >= 0) {
         absl::StrAppend(&name, "[", path.element, "]");
       }
@@ -396,6 +397,10 @@ std::string OpenAiFieldNames::Name(const FieldPath& path) const {
       return "input";
     case Field::kStop:
       return path.row >= 0 ? absl::StrCat("stop[", path.row, "]") : "stop";
+    case Field::kQuery:
+      return "query";
+    case Field::kDocuments:
+      return path.row >= 0 ? absl::StrCat(list_, "[", path.row, "]") : list_;
     case Field::kTopK:
     case Field::kTemperature:
     case Field::kTopP:

@@ -83,12 +83,15 @@ absl::StatusOr<DetokenizeHttpRequest> ReadDetokenizeRequest(const nlohmann::orde
 // "input", "messages") and `row` the entry of it one choice or input came from (-1: none).
 class OpenAiFieldNames final : public FieldNames {
  public:
-  OpenAiFieldNames(std::string list, int64_t row) : list_(std::move(list)), row_(row) {}
+  // `pairs`: the list of the second texts of pairs (vLLM's score's "text_2"), when there is one.
+  OpenAiFieldNames(std::string list, int64_t row, std::string pairs = "")
+      : list_(std::move(list)), row_(row), pairs_(std::move(pairs)) {}
   std::string Name(const FieldPath& path) const override;
 
  private:
   std::string list_;
   int64_t row_;
+  std::string pairs_;
 };
 
 }  // namespace attnserve::server
