@@ -25,6 +25,7 @@
 #include "server/grpc/v1/inference_service.h"
 #include "server/http/http_server.h"
 #include "server/http/openai/openai_service.h"
+#include "server/http/tei/tei_service.h"
 #include "server/ops/cpu_quota.h"
 #include "server/ops/environment_flags.h"
 #include "server/ops/memory_trimmer.h"
@@ -293,6 +294,8 @@ int Serve() {
   }
   // The OpenAI-compatible API, on its own port, through the same admission.
   OpenAiService openai(admission);
+  TeiService tei(admission);
+  HttpApis http_apis(admission, {&tei, &openai});
   std::unique_ptr<HttpServer> http;
   if (const int http_port = absl::GetFlag(FLAGS_http_port); http_port > 0) {
     HttpLimits limits;
@@ -305,7 +308,7 @@ int Serve() {
     const std::string http_host = absl::GetFlag(FLAGS_http_host).empty()
                                       ? absl::GetFlag(FLAGS_host)
                                       : absl::GetFlag(FLAGS_http_host);
-    auto started = HttpServer::Start(http_host, http_port, limits, openai, *tls);
+    auto started = HttpServer::Start(http_host, http_port, limits, http_apis, *tls);
     if (!started.ok()) {
       std::cerr << "attnserve: " << started.status().message() << "\n";
       return 1;

@@ -65,6 +65,11 @@ absl::StatusOr<Tensor> Encoder::Embed(const ModelInputs& inputs,
 
 namespace {
 
+// Padded tokens one pass takes at most (one longer sequence runs alone): past a few thousand
+// tokens a larger pass gains no speed, and its activations (attention scores grow with the
+// square of the length) would bound what a request of many long texts may hold.
+constexpr int64_t kPassTokens = 8192;
+
 // The sequences' indices in groups of similar length, shortest first. A padded batch costs the
 // engine its padding's work too: a group's padding stays under a quarter of its tokens.
 std::vector<std::vector<size_t>> LengthGroups(const TokenSequences& sequences) {
@@ -77,7 +82,7 @@ std::vector<std::vector<size_t>> LengthGroups(const TokenSequences& sequences) {
   for (size_t i : order) {
     const auto length = static_cast<int64_t>(sequences[i].size());
     const auto padded = static_cast<int64_t>(groups.back().size() + 1) * length;
-    if (!groups.back().empty() && 4 * padded > 5 * (tokens + length)) {
+    if (!groups.back().empty() && (4 * padded > 5 * (tokens + length) || padded > kPassTokens)) {
       groups.emplace_back();
       tokens = 0;
     }

@@ -102,6 +102,34 @@ absl::Status ReadSentenceTransformers(const std::string& directory, ModelConfig&
   return absl::OkStatus();
 }
 
+// config_sentence_transformers.json's prompts, by name, and the default one.
+absl::Status ReadPrompts(const std::string& directory, ModelConfig& config) {
+  const std::string path = directory + "/config_sentence_transformers.json";
+  if (!std::filesystem::exists(path)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const Json settings, ReadJsonFile(path));
+  if (!settings.is_object()) return absl::InvalidArgumentError(path + ": not a JSON object");
+  if (const auto prompts = settings.find("prompts");
+      prompts != settings.end() && !prompts->is_null()) {
+    if (!prompts->is_object()) {
+      return absl::InvalidArgumentError(path + ": field prompts is not an object");
+    }
+    for (const auto& [name, text] : prompts->items()) {
+      if (!text.is_string()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": field prompts.", name, " is not a string"));
+      }
+      config.prompts[name] = text.get<std::string>();
+    }
+  }
+  config.default_prompt_name = StringField(settings, "default_prompt_name");
+  if (!config.default_prompt_name.empty() && !config.prompts.contains(config.default_prompt_name)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": default_prompt_name \"",
+                                                   config.default_prompt_name,
+                                                   "\" is not one of its prompts"));
+  }
+  return absl::OkStatus();
+}
+
 // The activation a classifier's scores take: the one a sentence-transformers CrossEncoder names
 // (v3's sbert_ce_default_activation_function, v4's sentence_transformers.activation_fn), else as
 // transformers' text-classification pipeline and text-embeddings-inference apply them: a sigmoid
@@ -251,6 +279,7 @@ absl::StatusOr<ImportedModel> ImportHuggingFace(const std::string& directory, co
                                  : ImportGpt2(read, tensors, model));
   if (bert_family) {
     RETURN_IF_ERROR(ReadSentenceTransformers(directory, model.config));
+    RETURN_IF_ERROR(ReadPrompts(directory, model.config));
     RETURN_IF_ERROR(ReadMaxSequenceLength(directory, model));
   }
   if (!std::filesystem::exists(directory + "/tokenizer.json")) {

@@ -77,6 +77,11 @@ struct ModelConfig {
   bool tie_embeddings = false;       // causal_lm, seq2seq
   Pooling pooling = Pooling::kMean;  // encoder (mean|first|last|pma|none), next_word (cls|pma)
   bool normalize = false;            // encoder
+  // sentence-transformers' named prompts (config_sentence_transformers.json's "prompts", e.g.
+  // "query" -> "query: "), put before a text whose request names one; and the one every text
+  // gets unless a request names another (default_prompt_name; empty: none).
+  std::map<std::string, std::string> prompts;
+  std::string default_prompt_name;
   // encoder: rows of embed_token_types, each token's added to it (BERT's token_type_ids: 1 for
   // the second text of a pair); 0: none.
   int64_t token_types = 0;

@@ -72,6 +72,9 @@ struct EmbedInput {
   int64_t dimensions = 0;
   std::vector<int64_t> head_layers;  // layers whose per-head contributions to return
   TextTruncation truncation;         // of texts
+  // The model's prompt (config_sentence_transformers.json) put before each text; empty: its
+  // default prompt, if it has one.
+  std::string prompt_name;
 };
 
 // Classify: texts (or token ids) for a model's classification head, or pairs of texts (a query
@@ -79,7 +82,7 @@ struct EmbedInput {
 struct ClassifyInput {
   struct Item {
     SequenceInput text;
-    std::optional<std::string> pair;  // the second text of a pair
+    std::optional<std::string> pair = {};  // the second text of a pair
   };
   std::vector<Item> items;
   bool raw_scores = false;  // logits, not the model's activation of them
@@ -142,6 +145,7 @@ struct FieldPath {
     kPooling,
     kHeadLayers,
     kDimensions,
+    kPromptName,
     kQuery,      // a rerank's
     kDocuments,  // a rerank's
   };

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "server/frontend/field_error.h"
 #include "server/frontend/tokenization.h"
@@ -33,6 +34,8 @@ const char* ParameterName(FieldPath::Field field) {
       return "head_contribution_layers";
     case Field::kDimensions:
       return "dimensions";
+    case Field::kPromptName:
+      return "prompt_name";
     case Field::kSequences:
     case Field::kSequence:
     case Field::kPrompt:
@@ -152,6 +155,14 @@ std::vector<SequenceInput> ListOf(const std::optional<SequenceInput>& source) {
   return source ? std::vector<SequenceInput>{*source} : std::vector<SequenceInput>{};
 }
 
+// " (a, b)": its prompts' names; or ", which has none".
+std::string PromptNames(const ModelConfig& config) {
+  if (config.prompts.empty()) return ", which has none";
+  std::vector<std::string> names;
+  for (const auto& [name, text] : config.prompts) names.push_back(name);
+  return absl::StrCat(" (", absl::StrJoin(names, ", "), ")");
+}
+
 absl::Status CheckCount(const FieldNames& names, Field field, size_t count,
                         size_t most = kMaxSequences) {
   if (count == 0) return InvalidField(names, {field}, "is empty");
@@ -209,10 +220,21 @@ absl::Status ValidateEmbed(const EmbedInput& input, const FieldNames& names,
                           "given, but model " + worker.name() + " takes token ids");
     }
     RETURN_IF_ERROR(CheckCount(names, Field::kSequences, input.sequences.size()));
+    const std::string& prompt_name =
+        input.prompt_name.empty() ? config.default_prompt_name : input.prompt_name;
+    const auto prompt = config.prompts.find(prompt_name);
+    if (!prompt_name.empty() && prompt == config.prompts.end()) {
+      return InvalidField(names, {Field::kPromptName},
+                          absl::StrCat("\"", prompt_name.substr(0, 128), "\" is not a prompt of ",
+                                       worker.name(), PromptNames(config)));
+    }
     for (size_t i = 0; i < input.sequences.size(); ++i) {
+      const SequenceInput& sequence = input.sequences[i];
+      const bool prompted = !prompt_name.empty() && sequence.kind == SequenceInput::Kind::kText;
       ASSIGN_OR_RETURN(
-          auto ids, Resolve(input.sequences[i], {Field::kSequences, static_cast<int64_t>(i)}, names,
-                            worker, input.truncation));
+          auto ids,
+          Resolve(prompted ? SequenceInput::Text(prompt->second + sequence.text) : sequence,
+                  {Field::kSequences, static_cast<int64_t>(i)}, names, worker, input.truncation));
       job.inputs.tokens.push_back(std::move(ids));
     }
   } else {

@@ -1,11 +1,13 @@
-// libFuzzer target: arbitrary bodies through the OpenAI-compatible API's service, in process,
-// as the HTTP server hands them over: the first byte picks the endpoint, the rest is the body
-// (JSON or not). The repository (ATTNSERVE_FUZZ_MODELS) holds a causal LM, an encoder-decoder and
-// an encoder, without chat templates (a chat call is refused naming that, after its body is read).
+// libFuzzer target: arbitrary bodies through the HTTP port's APIs (OpenAI's and vLLM's,
+// text-embeddings-inference's), in process, as the HTTP server hands them over: the first byte
+// picks the endpoint, the rest is the body (JSON or not). The repository (ATTNSERVE_FUZZ_MODELS)
+// holds a causal LM, an encoder-decoder and an encoder, without chat templates (a chat call is
+// refused naming that, after its body is read).
 //
 // Every call must be answered once: 200 with a JSON body or a stream of events ending in
 // `data: [DONE]`, or an error in OpenAI's shape with a status that names a refusal (400, 404,
-// 405, 413, 429), never a crash, a 500 or silence; and nothing may be left queued or running.
+// 405, 413, 429), or in TEI's for its endpoints (422 too), never a crash, a 500 or silence; and
+// nothing may be left queued or running.
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -14,14 +16,16 @@
 #include <string>
 
 #include "server/grpc/v1/inference_service.h"
+#include "server/http/http_apis.h"
 #include "server/http/openai/openai_service.h"
+#include "server/http/tei/tei_service.h"
 #include "tests/fuzz/in_process_server.h"
 
 namespace attnserve::server {
 namespace {
 
 InProcessServer* the_server = nullptr;
-OpenAiService* service = nullptr;
+HttpApis* service = nullptr;
 
 // Records the answer, from whichever thread gives it.
 class RecordingResponder final : public HttpResponder {
@@ -62,8 +66,8 @@ class RecordingResponder final : public HttpResponder {
   void OnGone(std::function<void()>) override {}
   void OnWritten(std::function<void()>) override {}
 
-  // Waits for the answer, then checks it.
-  void RequireAnswer(const std::string& what) {
+  // Waits for the answer, then checks it: an error in TEI's shape when `tei`.
+  void RequireAnswer(const std::string& what, bool tei) {
     std::unique_lock lock(mutex_);
     Require(done_.wait_for(lock, std::chrono::seconds(60), [&] { return answered_; }),
             what + " was not answered within 60 s");
@@ -72,6 +76,13 @@ class RecordingResponder final : public HttpResponder {
     const auto body = nlohmann::json::parse(body_, nullptr, /*allow_exceptions=*/false);
     Require(!body.is_discarded(), what + " answered invalid JSON: " + body_.substr(0, 200));
     if (status_ == 200) return;
+    if (tei) {
+      Require(status_ == 413 || status_ == 422 || status_ == 429 || status_ == 404,
+              what + " answered " + std::to_string(status_) + ": " + body_.substr(0, 300));
+      Require(body.contains("error") && body["error"].is_string() && body.contains("error_type"),
+              what + " answered an error not in TEI's shape: " + body_.substr(0, 300));
+      return;
+    }
     Require(status_ == 400 || status_ == 404 || status_ == 405 || status_ == 413 || status_ == 429,
             what + " answered " + std::to_string(status_) + ": " + body_.substr(0, 300));
     Require(body.contains("error") && body["error"].value("code", 0) == status_ &&
@@ -93,24 +104,36 @@ class RecordingResponder final : public HttpResponder {
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   using namespace attnserve::server;
   the_server = StartInProcessServer<InferenceService>();
-  service = new OpenAiService(*the_server->admission);
+  static OpenAiService openai(*the_server->admission);
+  static TeiService tei(*the_server->admission);
+  service = new HttpApis(*the_server->admission, {&tei, &openai});
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace attnserve::server;
   if (size == 0) return 0;
-  static const char* const kPaths[] = {"/v1/completions", "/v1/chat/completions", "/v1/embeddings",
-                                       "/tokenize",       "/detokenize",          "/v1/models"};
-  const char* path = kPaths[data[0] % 6];
+  // The last six are TEI's, but for /v1/rerank and /v1/score; the sixth and the last are GETs.
+  static const char* const kPaths[] = {"/v1/completions", "/v1/chat/completions",
+                                       "/v1/embeddings",  "/tokenize",
+                                       "/detokenize",     "/v1/models",
+                                       "/v1/rerank",      "/v1/score",
+                                       "/embed",          "/rerank",
+                                       "/predict",        "/info"};
+  const int endpoint = data[0] % 12;
+  const char* path = kPaths[endpoint];
   HttpRequest request;
-  request.method = data[0] % 6 == 5 ? "GET" : "POST";
+  request.method = endpoint == 5 || endpoint == 11 ? "GET" : "POST";
   request.target = path;
   request.client = "ipv4:127.0.0.1:1";
   request.body.assign(reinterpret_cast<const char*>(data) + 1, size - 1);
+  const auto parsed = nlohmann::json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  const bool request_body_has_inputs = parsed.is_object() && parsed.contains("inputs");
   auto responder = std::make_shared<RecordingResponder>();
   service->Handle(std::move(request), responder);
-  responder->RequireAnswer(path);
+  // vLLM's /tokenize and TEI's share the path: TEI's takes "inputs".
+  const bool tei = endpoint >= 8 || (endpoint == 3 && request_body_has_inputs);
+  responder->RequireAnswer(path, tei);
   // The scheduler frees what ended before the answer goes out (docs/serving.md).
   the_server->RequireNothingOutstanding();
   return 0;

@@ -642,6 +642,19 @@ TEST_F(EngineLoopTest, EmbedBudgetsCountTheGroupsTheEngineRuns) {
       << refused;
 }
 
+TEST(EmbedPassesTest, APassHoldsAtMost8192PaddedTokens) {
+  // 40 texts of 500 tokens (a rerank's documents): three passes of 16, 16 and 8, so that
+  // activations stay bounded however many texts a request holds.
+  auto model = LoadModel(ATTNSERVE_GOLDEN_DIR "/model_encoder_softmax_learned_mean_rms_norm_pre");
+  ASSERT_TRUE(model.ok()) << model.status();
+  ModelInputs inputs;
+  inputs.tokens.assign(40, std::vector<int64_t>(500, 7));
+  const auto passes = (*model)->servable->EmbedPasses(inputs, false);
+  ASSERT_EQ(passes.size(), 3u);
+  EXPECT_EQ(passes[0].size(), 16u);
+  EXPECT_EQ(passes[2].size(), 8u);
+}
+
 TEST_F(EngineLoopTest, AnswersThatWouldHoldNaNAreInternalErrors) {
   // Finite weights whose values overflow: the final norm scales every state by 3e38, so the
   // logits are infinite and their log-softmax NaN. No answer may carry that as OK.

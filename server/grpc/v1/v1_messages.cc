@@ -46,6 +46,7 @@ const char* FieldName(Field field) {
     case Field::kPooling:
     case Field::kHeadLayers:
     case Field::kDimensions:
+    case Field::kPromptName:
       break;  // ParameterName's
   }
   return "";

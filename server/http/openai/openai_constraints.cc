@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/http/openai/openai_fields.h"
+#include "server/http/json_fields.h"
 
 namespace attnserve::server {
 namespace {

@@ -5,8 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/frontend/request_validation.h"
+#include "server/http/json_fields.h"
 #include "server/http/openai/openai_constraints.h"
-#include "server/http/openai/openai_fields.h"
 
 namespace attnserve::server {
 namespace {
@@ -14,47 +15,6 @@ namespace {
 using json = nlohmann::ordered_json;
 using Field = FieldPath::Field;
 using Part = FieldPath::Part;
-
-absl::StatusOr<std::string> RequiredString(const json& body, const std::string& name) {
-  const json* value = FindField(body, name);
-  if (value == nullptr) return InvalidField(name, "is missing");
-  if (!value->is_string()) return InvalidField(name, "must be a string");
-  return value->get<std::string>();
-}
-
-absl::StatusOr<bool> Bool(const json& body, const std::string& name, bool otherwise) {
-  const json* value = FindField(body, name);
-  if (value == nullptr) return otherwise;
-  if (!value->is_boolean()) return InvalidField(name, "must be true or false");
-  return value->get<bool>();
-}
-
-absl::StatusOr<int64_t> Int(const json& body, const std::string& name, int64_t otherwise,
-                            int64_t min, int64_t max) {
-  const json* value = FindField(body, name);
-  if (value == nullptr) return otherwise;
-  if (!value->is_number_integer()) return InvalidField(name, "must be an integer");
-  // An unsigned value past int64's range is out of range too.
-  if (value->is_number_unsigned() &&
-      value->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return InvalidField(name, absl::StrCat("must be in [", min, ", ", max, "]"));
-  }
-  const int64_t number = value->get<int64_t>();
-  if (number < min || number > max) {
-    return InvalidField(name, absl::StrCat("= ", number, " must be in [", min, ", ", max, "]"));
-  }
-  return number;
-}
-
-absl::StatusOr<float> Number(const json& body, const std::string& name, float otherwise) {
-  const json* value = FindField(body, name);
-  if (value == nullptr) return otherwise;
-  if (!value->is_number()) return InvalidField(name, "must be a number");
-  const double number = value->get<double>();
-  if (!std::isfinite(number) || std::abs(number) > 1e30)
-    return InvalidField(name, "is out of range");
-  return static_cast<float>(number);
-}
 
 // Fields of OpenAI's API the server does not implement: refused unless they ask for the default.
 absl::Status RefuseUnsupported(const json& body) {
@@ -373,6 +333,55 @@ absl::StatusOr<DetokenizeHttpRequest> ReadDetokenizeRequest(const json& body) {
   return request;
 }
 
+absl::StatusOr<RerankHttpRequest> ReadRerankRequest(const json& body) {
+  RerankHttpRequest request;
+  ASSIGN_OR_RETURN(request.model, RequiredString(body, "model"));
+  ASSIGN_OR_RETURN(request.input.query, RequiredString(body, "query"));
+  const json* documents = FindField(body, "documents");
+  if (documents == nullptr) return InvalidField("documents", "is missing");
+  if (!documents->is_array()) return InvalidField("documents", "must be a list");
+  if (documents->size() > kMaxClassifyItems) {
+    return InvalidField("documents", absl::StrCat("has ", documents->size(), " entries; at most ",
+                                                  kMaxClassifyItems));
+  }
+  for (size_t i = 0; i < documents->size(); ++i) {
+    const json& document = (*documents)[i];
+    const json* text = document.is_object() ? FindField(document, "text") : &document;
+    if (text == nullptr || !text->is_string()) {
+      return InvalidField(absl::StrCat("documents[", i, "]"),
+                          "must be a string or an object with a string \"text\"");
+    }
+    request.input.documents.push_back(text->get<std::string>());
+  }
+  ASSIGN_OR_RETURN(request.top_n, Int(body, "top_n", 0, 0, 1 << 30));
+  ASSIGN_OR_RETURN(request.return_documents, Bool(body, "return_documents", true));
+  ASSIGN_OR_RETURN(request.input.raw_scores, Bool(body, "raw_scores", false));
+  request.input.truncate = true;
+  // JSON may escape a byte as six ("\u0001"); the answer's bound is scaled by four.
+  request.input.echo_scale = request.return_documents ? 2 : 0;
+  return request;
+}
+
+absl::StatusOr<ScoreHttpRequest> ReadScoreRequest(const json& body) {
+  ScoreHttpRequest request;
+  ASSIGN_OR_RETURN(request.model, RequiredString(body, "model"));
+  ASSIGN_OR_RETURN(auto firsts, Strings(body, "text_1", kMaxClassifyItems));
+  ASSIGN_OR_RETURN(auto seconds, Strings(body, "text_2", kMaxClassifyItems));
+  if (firsts.size() != 1 && firsts.size() != seconds.size()) {
+    return InvalidField("text_1",
+                        absl::StrCat("has ", firsts.size(), " texts; give one, or one per text_2 (",
+                                     seconds.size(), ")"));
+  }
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    request.input.items.push_back(
+        {SequenceInput::Text(firsts[firsts.size() == 1 ? 0 : i]), std::move(seconds[i])});
+  }
+  ASSIGN_OR_RETURN(request.input.raw_scores, Bool(body, "raw_scores", false));
+  request.input.truncation = {
+      .enabled = true, .strategy = Truncation::Strategy::kOnlySecond, .from_left = false};
+  return request;
+}
+
 std::string OpenAiFieldNames::Name(const FieldPath& path) const {
   if (const char* parameter = ParameterName(path.field)) return parameter;
   switch (path.field) {
@@ -410,6 +419,7 @@ std::string OpenAiFieldNames::Name(const FieldPath& path) const {
     case Field::kPooling:
     case Field::kHeadLayers:
     case Field::kDimensions:
+    case Field::kPromptName:
       break;  // ParameterName's
   }
   return list_;

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/frontend/method_inputs.h"
+#include "server/frontend/rerank.h"
 #include "server/http/openai/openai_tools.h"
 
 namespace attnserve::server {
@@ -78,6 +79,24 @@ absl::StatusOr<ChatRequest> ReadChatRequest(const nlohmann::ordered_json& body);
 absl::StatusOr<EmbeddingRequest> ReadEmbeddingRequest(const nlohmann::ordered_json& body);
 absl::StatusOr<TokenizeHttpRequest> ReadTokenizeRequest(const nlohmann::ordered_json& body);
 absl::StatusOr<DetokenizeHttpRequest> ReadDetokenizeRequest(const nlohmann::ordered_json& body);
+
+// Cohere's, Jina's and vLLM's rerank: a query and its documents (strings, or objects with a
+// "text"); documents too long for the context lose their end.
+struct RerankHttpRequest {
+  std::string model;
+  RerankInput input;
+  int64_t top_n = 0;             // 0: all
+  bool return_documents = true;  // as vLLM and Jina answer; Cohere's clients ask
+};
+
+// vLLM's score: text_1 (one for all, or one per text_2) paired with each of text_2.
+struct ScoreHttpRequest {
+  std::string model;
+  ClassifyInput input;
+};
+
+absl::StatusOr<RerankHttpRequest> ReadRerankRequest(const nlohmann::ordered_json& body);
+absl::StatusOr<ScoreHttpRequest> ReadScoreRequest(const nlohmann::ordered_json& body);
 
 // The API's names for the core's fields; `list` names the request's list field ("prompt",
 // "input", "messages") and `row` the entry of it one choice or input came from (-1: none).

@@ -10,7 +10,9 @@
 #include "common/status_macros.h"
 #include "server/core/request_cost.h"
 #include "server/frontend/request_validation.h"
+#include "server/frontend/rerank.h"
 #include "server/frontend/tokenization.h"
+#include "server/http/http_unary_call.h"
 #include "server/http/openai/chat_prompt.h"
 #include "server/http/openai/openai_generation.h"
 #include "server/http/openai/openai_requests.h"
@@ -39,80 +41,6 @@ std::string NewId(std::string_view prefix) {
                          absl::Uniform<uint64_t>(*bits));
 }
 
-// An HTTP/1.1 client opens a connection for each request it has in flight: fair shares go by
-// its address ("ipv4:10.0.0.7"), not by connection, when it presents no key.
-std::string PeerAddress(const std::string& peer) {
-  const size_t port = peer.rfind(':');
-  return port == std::string::npos || port == 0 ? peer : peer.substr(0, port);
-}
-
-// A deadline from `X-Request-Timeout: <seconds>`, as gRPC's grpc-timeout gives one; none
-// without it (a client that gives up closes its connection, which cancels the work).
-CallOrigin OriginOf(const HttpRequest& request) {
-  CallOrigin origin{.deadline = absl::InfiniteFuture(), .client = request.client};
-  double seconds = 0;
-  if (absl::SimpleAtod(request.Header("x-request-timeout"), &seconds) && seconds > 0 &&
-      seconds < 1e9) {
-    origin.deadline = absl::Now() + absl::Seconds(seconds);
-  }
-  return origin;
-}
-
-// An Embed task's sink: the answer once the scheduler has the embeddings.
-class EmbeddingCall final : public TaskSink {
- public:
-  EmbeddingCall(std::string model, bool base64, std::shared_ptr<HttpResponder> responder,
-                CallScope scope, AnswerWriter* answers)
-      : model_(std::move(model)),
-        base64_(base64),
-        responder_(std::move(responder)),
-        scope_(std::move(scope)),
-        answers_(answers) {}
-
-  void Admitted(CallGate* gate) { gate_ = gate; }
-  void Attach(std::shared_ptr<Task> task) {
-    task_ = std::move(task);
-    responder_->OnGone([task = std::weak_ptr<Task>(task_)] {
-      if (auto held = task.lock()) {
-        held->Cancel();
-      }
-    });
-  }
-  void Send(GenerationEvent) override {}
-  void Complete(absl::Status status) override {
-    if (gate_ != nullptr) gate_->Leave();
-    scope_.Finish(status);
-    if (!status.ok()) {
-      RespondError(*responder_, status);
-      delete this;
-      return;
-    }
-    // A large answer is built off the scheduler's thread.
-    if (answers_ != nullptr && task_->response_bytes.bytes() > AnswerWriter::kInlineBytes) {
-      answers_->Post([this] { Answer(); });
-    } else {
-      Answer();
-    }
-  }
-
- private:
-  void Answer() {
-    int64_t tokens = 0;
-    for (const auto& sequence : task_->embed().inputs.tokens) tokens += sequence.size();
-    responder_->Respond(200, "application/json",
-                        EmbeddingsBody(model_, task_->embed().embeddings, base64_, tokens));
-    delete this;
-  }
-
-  const std::string model_;
-  const bool base64_;
-  const std::shared_ptr<HttpResponder> responder_;
-  CallScope scope_;
-  AnswerWriter* const answers_;
-  CallGate* gate_ = nullptr;
-  std::shared_ptr<Task> task_;
-};
-
 // The body, read as one endpoint's request.
 template <typename Request>
 absl::StatusOr<Request> ReadBody(const HttpRequest& request,
@@ -123,38 +51,26 @@ absl::StatusOr<Request> ReadBody(const HttpRequest& request,
 
 }  // namespace
 
+HttpApi::Match OpenAiService::Matches(const HttpRequest& request) const {
+  static const auto* const kPaths = new std::map<std::string, std::string>{
+      {"/v1/models", "GET"},      {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
+      {"/v1/embeddings", "POST"}, {"/v1/rerank", "POST"},      {"/v2/rerank", "POST"},
+      {"/v1/score", "POST"},      {"/tokenize", "POST"},       {"/detokenize", "POST"}};
+  const auto path = kPaths->find(request.target);
+  if (path == kPaths->end()) return Match::kNo;
+  return path->second == request.method ? Match::kYes : Match::kWrongMethod;
+}
+
 void OpenAiService::Handle(HttpRequest request, std::shared_ptr<HttpResponder> responder) {
   const std::string& path = request.target;
-  const bool get = request.method == "GET", post = request.method == "POST";
-  if (path == "/health" && get) {
-    // Ready while admitting calls; 503 once shutdown begins, as a load balancer expects.
-    return admission_.accepting() ? responder->Respond(200, "application/json", "{}")
-                                  : RespondError(*responder, ShuttingDownError());
-  }
-  // Everything but the health check needs a key when the server has keys.
-  absl::StatusOr<std::string> key = admission_.Authenticate(request.Header("authorization"));
-  if (!key.ok()) return RespondError(*responder, key.status());
-  request.client = key->empty() ? PeerAddress(request.client) : *std::move(key);
-  if (path == "/v1/models" && get) return Models(*responder);
-  if (post) {
-    if (path == "/v1/completions") return Completions(request, std::move(responder));
-    if (path == "/v1/chat/completions") return Chat(request, std::move(responder));
-    if (path == "/v1/embeddings") return Embeddings(request, std::move(responder));
-    if (path == "/tokenize") return Tokenize(request, *responder);
-    if (path == "/detokenize") return Detokenize(request, *responder);
-  }
-  for (const char* known : {"/health", "/v1/models", "/v1/completions", "/v1/chat/completions",
-                            "/v1/embeddings", "/tokenize", "/detokenize"}) {
-    if (path == known) {
-      return responder->Respond(
-          405, "application/json",
-          ErrorBody(absl::InvalidArgumentError(
-                        absl::StrCat(path, " does not take ", request.method.substr(0, 16))),
-                    405));
-    }
-  }
-  RespondError(*responder,
-               absl::NotFoundError(absl::StrCat("no such path: ", path.substr(0, 128))));
+  if (path == "/v1/models") return Models(*responder);
+  if (path == "/v1/completions") return Completions(request, std::move(responder));
+  if (path == "/v1/chat/completions") return Chat(request, std::move(responder));
+  if (path == "/v1/embeddings") return Embeddings(request, std::move(responder));
+  if (path == "/v1/rerank" || path == "/v2/rerank") return Rerank(request, std::move(responder));
+  if (path == "/v1/score") return Score(request, std::move(responder));
+  if (path == "/tokenize") return Tokenize(request, *responder);
+  Detokenize(request, *responder);
 }
 
 void OpenAiService::Models(HttpResponder& responder) const {
@@ -275,7 +191,7 @@ void StartGeneration(const Admission& admission, const HttpRequest& request,
   responder->OnWritten([weak] {
     if (auto held = weak.lock()) held->Resume();
   });
-  const CallOrigin origin = OriginOf(request);
+  const CallOrigin origin = HttpOrigin(request);
   int64_t handed = 0;
   for (; handed < choices && !job->failed(); ++handed) {
     if (!plan.echoes.empty()) job->Echo(handed, plan.echoes[handed / n]);
@@ -368,17 +284,97 @@ void OpenAiService::Embeddings(const HttpRequest& request,
     scope.Finish(read.status());
     return RespondError(*responder, read.status());
   }
-  auto* call =
-      new EmbeddingCall(model, read->base64, responder, std::move(scope), admission_.answers());
+  auto* call = new HttpUnaryCall(
+      responder, std::move(scope), admission_.answers(),
+      [model, base64 = read->base64](Task& task) {
+        return EmbeddingsBody(model, task.embed().embeddings, base64,
+                              TokenCount(task.embed().inputs.tokens));
+      },
+      RespondError);
   EmbedInput input;
   input.sequences = std::move(read->inputs);
   input.normalize = read->normalize;
   input.dimensions = read->dimensions;
   admission_.Start(
-      OriginOf(request), model, "Embed", TaskKind::kEmbed, absl::OkStatus(),
+      HttpOrigin(request), model, "Embed", TaskKind::kEmbed, absl::OkStatus(),
       [&](const EngineLoop& worker, Task& task) {
         task.answer_scale = 4;
         return ValidateEmbed(input, OpenAiFieldNames("input", -1), worker, task);
+      },
+      call);
+}
+
+void OpenAiService::Rerank(const HttpRequest& request,
+                           std::shared_ptr<HttpResponder> responder) const {
+  absl::StatusOr<RerankHttpRequest> read = ReadBody(request, ReadRerankRequest);
+  const std::string model = read.ok() ? read->model : "";
+  CallScope scope(admission_.metrics(), admission_.ModelLabel(model), "openai.rerank");
+  if (!read.ok()) {
+    scope.Finish(read.status());
+    return RespondError(*responder, read.status());
+  }
+  auto shared = std::make_shared<RerankHttpRequest>(*std::move(read));
+  auto* call = new HttpUnaryCall(
+      responder, std::move(scope), admission_.answers(),
+      [shared](Task& task) {
+        json results = json::array();
+        for (const RankedDocument& ranked : server::Rank(task.classify().scores, shared->top_n)) {
+          json result = {{"index", ranked.index}, {"relevance_score", ranked.score}};
+          if (shared->return_documents) {
+            result["document"] = {{"text", shared->input.documents[ranked.index]}};
+          }
+          results.push_back(std::move(result));
+        }
+        return json({{"id", NewId("rerank")},
+                     {"model", shared->model},
+                     {"usage", {{"total_tokens", TokenCount(task.classify().inputs.tokens)}}},
+                     {"results", std::move(results)}})
+            .dump(-1, ' ', false, json::error_handler_t::replace);
+      },
+      RespondError);
+  admission_.Start(
+      HttpOrigin(request), model, "Rerank", TaskKind::kClassify, absl::OkStatus(),
+      [&](const EngineLoop& worker, Task& task) {
+        task.answer_scale = 4;
+        return ValidateRerank(shared->input, OpenAiFieldNames("documents", -1), worker, task);
+      },
+      call);
+}
+
+void OpenAiService::Score(const HttpRequest& request,
+                          std::shared_ptr<HttpResponder> responder) const {
+  absl::StatusOr<ScoreHttpRequest> read = ReadBody(request, ReadScoreRequest);
+  const std::string model = read.ok() ? read->model : "";
+  CallScope scope(admission_.metrics(), admission_.ModelLabel(model), "openai.score");
+  if (!read.ok()) {
+    scope.Finish(read.status());
+    return RespondError(*responder, read.status());
+  }
+  auto* call = new HttpUnaryCall(
+      responder, std::move(scope), admission_.answers(),
+      [model](Task& task) {
+        json data = json::array();
+        const ClassifyJob& job = task.classify();
+        for (size_t i = 0; i < job.scores.size(); ++i) {
+          data.push_back({{"index", i}, {"object", "score"}, {"score", job.scores[i][0]}});
+        }
+        const int64_t tokens = TokenCount(job.inputs.tokens);
+        return json({{"id", NewId("score")},
+                     {"object", "list"},
+                     {"created", absl::ToUnixSeconds(absl::Now())},
+                     {"model", model},
+                     {"data", std::move(data)},
+                     {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}})
+            .dump(-1, ' ', false, json::error_handler_t::replace);
+      },
+      RespondError);
+  // A score is a cross-encoder's one relevance: models that rerank answer it.
+  admission_.Start(
+      HttpOrigin(request), model, "Rerank", TaskKind::kClassify, absl::OkStatus(),
+      [&](const EngineLoop& worker, Task& task) {
+        task.answer_scale = 4;
+        return ValidateClassify(read->input, OpenAiFieldNames("text_1", -1, "text_2"), worker,
+                                task);
       },
       call);
 }

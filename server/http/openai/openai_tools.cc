@@ -1,7 +1,7 @@
 #include "server/http/openai/openai_tools.h"
 
 #include "absl/strings/str_cat.h"
-#include "server/http/openai/openai_fields.h"
+#include "server/http/json_fields.h"
 
 namespace attnserve::server {
 namespace {

@@ -1,0 +1,56 @@
+// What every HTTP API's unary call shares: the deadline a request asks for, and the sink that
+// answers it once the core has its result (Embed, Classify), with the body its API builds.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "server/core/answer_writer.h"
+#include "server/core/call_gate.h"
+#include "server/core/task.h"
+#include "server/frontend/admission.h"
+#include "server/http/http_server.h"
+#include "server/ops/call_scope.h"
+
+namespace attnserve::server {
+
+// A deadline from `X-Request-Timeout: <seconds>`, as gRPC's grpc-timeout gives one; none
+// without it (a client that gives up closes its connection, which cancels the work).
+CallOrigin HttpOrigin(const HttpRequest& request);
+
+// A unary task's sink: the answer once the scheduler has the result, built by `body` (off the
+// scheduler's thread when large), or the error as `error` words it. Deletes itself once it
+// answered; a client that leaves cancels the task.
+class HttpUnaryCall final : public TaskSink {
+ public:
+  using Body = std::function<std::string(Task&)>;
+  using Error = std::function<void(HttpResponder&, const absl::Status&)>;
+
+  HttpUnaryCall(std::shared_ptr<HttpResponder> responder, CallScope scope, AnswerWriter* answers,
+                Body body, Error error)
+      : responder_(std::move(responder)),
+        scope_(std::move(scope)),
+        answers_(answers),
+        body_(std::move(body)),
+        error_(std::move(error)) {}
+
+  void Admitted(CallGate* gate) { gate_ = gate; }
+  void Attach(std::shared_ptr<Task> task);
+  void Send(GenerationEvent) override {}
+  void Complete(absl::Status status) override;
+
+ private:
+  void Answer();
+
+  const std::shared_ptr<HttpResponder> responder_;
+  CallScope scope_;
+  AnswerWriter* const answers_;
+  const Body body_;
+  const Error error_;
+  CallGate* gate_ = nullptr;
+  std::shared_ptr<Task> task_;
+};
+
+}  // namespace attnserve::server
