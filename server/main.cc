@@ -24,6 +24,7 @@
 #include "server/grpc/protobuf_log.h"
 #include "server/grpc/v1/inference_service.h"
 #include "server/http/http_server.h"
+#include "server/http/open_inference/open_inference_rest.h"
 #include "server/http/openai/openai_service.h"
 #include "server/http/tei/tei_service.h"
 #include "server/ops/cpu_quota.h"
@@ -295,7 +296,8 @@ int Serve() {
   // The OpenAI-compatible API, on its own port, through the same admission.
   OpenAiService openai(admission);
   TeiService tei(admission);
-  HttpApis http_apis(admission, {&tei, &openai});
+  OpenInferenceRest open_inference_rest(admission);
+  HttpApis http_apis(admission, {&tei, &openai, &open_inference_rest});
   std::unique_ptr<HttpServer> http;
   if (const int http_port = absl::GetFlag(FLAGS_http_port); http_port > 0) {
     HttpLimits limits;

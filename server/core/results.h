@@ -1,6 +1,6 @@
 // What the server's core answers, in no protocol's terms: the executor fills these in, and each
 // protocol's edge (attnserve.v1 in server/grpc/v1/v1_messages.h, the Open Inference Protocol in
-// server/grpc/open_inference/infer_answers.h) builds its own messages from them on its own side.
+// server/open_inference/infer_answers.h) builds its own messages from them on its own side.
 #pragma once
 
 #include <cstdint>

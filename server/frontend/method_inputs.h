@@ -1,6 +1,6 @@
 // What each method takes, in no protocol's terms: each protocol's edge reads its own messages
 // into these (attnserve.v1 in server/grpc/v1/v1_messages.h, the Open Inference Protocol's tensors
-// in server/grpc/open_inference/infer_requests.h), one validation checks them
+// in server/open_inference/infer_requests.h), one validation checks them
 // (server/frontend/request_validation.h), and the engine never sees a protocol. A refusal names the
 // field through the protocol's own words for it (FieldNames), so that neither protocol rewrites the
 // other's messages.

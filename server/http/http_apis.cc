@@ -29,7 +29,10 @@ void HttpApis::Handle(HttpRequest request, std::shared_ptr<HttpResponder> respon
     return admission_.accepting() ? responder->Respond(200, "application/json", "{}")
                                   : RespondError(*responder, ShuttingDownError());
   }
-  // Everything but the health check needs a key when the server has keys.
+  for (HttpApi* api : apis_) {
+    if (api->IsProbe(request)) return api->Handle(std::move(request), std::move(responder));
+  }
+  // Everything but the health checks needs a key when the server has keys.
   absl::StatusOr<std::string> key = admission_.Authenticate(request.Header("authorization"));
   if (!key.ok()) return RespondError(*responder, key.status());
   request.client = key->empty() ? PeerAddress(request.client) : *std::move(key);

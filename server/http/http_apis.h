@@ -19,6 +19,8 @@ class HttpApi {
 
   virtual ~HttpApi() = default;
   virtual Match Matches(const HttpRequest& request) const = 0;
+  // A health probe, answered without an API key.
+  virtual bool IsProbe(const HttpRequest& /*request*/) const { return false; }
   // A request it matched, from a caller already let in; `request.client` names who asked.
   virtual void Handle(HttpRequest request, std::shared_ptr<HttpResponder> responder) = 0;
 };

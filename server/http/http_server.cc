@@ -72,7 +72,7 @@ class Session : public std::enable_shared_from_this<Session> {
     asio::post(Tcp().get_executor(),
                [self = shared_from_this(), action = std::move(action)] { action(*self); });
   }
-  void Respond(int status, std::string content_type, std::string body);
+  void Respond(int status, std::string content_type, std::string body, HttpHeaders headers);
   void StartStream(int status, std::string content_type);
   void Chunk(std::string data);
   void EndStream();
@@ -136,15 +136,18 @@ class Responder final : public HttpResponder {
       session_->Post([](Session& s) {
         s.Respond(500, "application/json",
                   R"({"error":{"message":"the request was not answered","type":"server_error",)"
-                  R"("param":null,"code":500}})");
+                  R"("param":null,"code":500}})",
+                  {});
       });
     }
   }
-  void Respond(int status, std::string content_type, std::string body) override {
+  using HttpResponder::Respond;
+  void Respond(int status, std::string content_type, std::string body,
+               HttpHeaders headers) override {
     if (answered_.exchange(true)) return;
-    session_->Post([status, content_type = std::move(content_type),
-                    body = std::move(body)](Session& s) mutable {
-      s.Respond(status, std::move(content_type), std::move(body));
+    session_->Post([status, content_type = std::move(content_type), body = std::move(body),
+                    headers = std::move(headers)](Session& s) mutable {
+      s.Respond(status, std::move(content_type), std::move(body), std::move(headers));
     });
   }
   void StartStream(int status, std::string content_type) override {
@@ -482,14 +485,16 @@ void Session::Refuse(http::status status, std::string message, bool keep_alive) 
   Respond(static_cast<int>(status), "application/json",
           absl::StrCat(R"({"error":{"message":")", message,
                        R"(","type":"invalid_request_error","param":null,"code":)",
-                       static_cast<int>(status), "}}"));
+                       static_cast<int>(status), "}}"),
+          {});
 }
 
-void Session::Respond(int status, std::string content_type, std::string body) {
+void Session::Respond(int status, std::string content_type, std::string body, HttpHeaders headers) {
   if (closed_ || !answering_) return;
   http::response<http::string_body> response(static_cast<http::status>(status), 11);
   response.set(http::field::server, "attnserve");
   response.set(http::field::content_type, content_type);
+  for (const auto& [name, value] : headers) response.set(name, value);
   response.keep_alive(keep_alive_);
   response.body() = std::move(body);
   response.prepare_payload();

@@ -56,12 +56,19 @@ struct HttpRequest {
   std::string Header(std::string_view name) const;
 };
 
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
 // Answers one request, from any thread, once: Respond, or StartStream, Chunks and EndStream.
 // Calls after the client has gone are dropped.
 class HttpResponder {
  public:
   virtual ~HttpResponder() = default;
-  virtual void Respond(int status, std::string content_type, std::string body) = 0;
+  // `headers`: more of them (name, value), beside Content-Type and Content-Length.
+  virtual void Respond(int status, std::string content_type, std::string body,
+                       HttpHeaders headers) = 0;
+  void Respond(int status, std::string content_type, std::string body) {
+    Respond(status, std::move(content_type), std::move(body), {});
+  }
   virtual void StartStream(int status, std::string content_type) = 0;
   virtual void Chunk(std::string data) = 0;
   virtual void EndStream() = 0;

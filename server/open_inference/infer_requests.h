@@ -8,8 +8,8 @@
 #include "absl/status/statusor.h"
 #include "proto/inference/grpc_predict_v2.pb.h"
 #include "server/frontend/method_inputs.h"
-#include "server/grpc/open_inference/infer_models.h"
-#include "server/grpc/open_inference/infer_tensors.h"
+#include "server/open_inference/infer_models.h"
+#include "server/open_inference/infer_tensors.h"
 
 namespace attnserve::server {
 

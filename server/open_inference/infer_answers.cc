@@ -1,4 +1,4 @@
-#include "server/grpc/open_inference/infer_answers.h"
+#include "server/open_inference/infer_answers.h"
 
 #include <algorithm>
 #include <cstring>

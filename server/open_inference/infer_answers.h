@@ -8,7 +8,7 @@
 #include "proto/inference/grpc_predict_v2.pb.h"
 #include "server/core/results.h"
 #include "server/core/task.h"
-#include "server/grpc/open_inference/infer_requests.h"
+#include "server/open_inference/infer_requests.h"
 
 namespace attnserve::server {
 

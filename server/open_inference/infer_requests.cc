@@ -1,4 +1,4 @@
-#include "server/grpc/open_inference/infer_requests.h"
+#include "server/open_inference/infer_requests.h"
 
 #include <algorithm>
 #include <cstring>
@@ -12,7 +12,7 @@
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "server/frontend/request_validation.h"
-#include "server/grpc/open_inference/infer_parameters.h"
+#include "server/open_inference/infer_parameters.h"
 #include "text/tokenizer/byte_tokenizer.h"
 
 namespace attnserve::server {

@@ -1,4 +1,4 @@
-#include "server/grpc/open_inference/infer_tensors.h"
+#include "server/open_inference/infer_tensors.h"
 
 #include <algorithm>
 #include <cstring>
