@@ -123,6 +123,20 @@ inference::ModelInferResponse InferResponse(const InferAnswer& answer, Task& tas
       }
       break;
     }
+    case InferMethod::kClassify: {
+      const ClassifyJob& job = task.classify();
+      const auto batch = static_cast<int64_t>(job.scores.size());
+      const int64_t labels = batch > 0 ? static_cast<int64_t>(job.scores[0].size()) : 0;
+      std::vector<float> scores;
+      for (const std::vector<float>& row : job.scores)
+        scores.insert(scores.end(), row.begin(), row.end());
+      out.AddFloats("scores", {batch, labels}, scores, response);
+      std::vector<std::string> names(job.labels != nullptr ? *job.labels
+                                                           : std::vector<std::string>());
+      names.resize(labels);
+      out.AddStrings("labels", {labels}, names, response);
+      break;
+    }
     case InferMethod::kScore: {
       const int64_t n = task.score().result.tokens.size();
       std::vector<int64_t> ids;

@@ -43,6 +43,10 @@ void StartModelInfer(
       admission.Start(origin, model, "Score", TaskKind::kScore, start.prepared,
                       validating(ValidateScore, input.score), call);
       break;
+    case InferMethod::kClassify:
+      admission.Start(origin, model, "Classify", TaskKind::kClassify, start.prepared,
+                      validating(ValidateClassify, input.classify), call);
+      break;
     case InferMethod::kGenerate:
       admission.Start(origin, model, "Generate", TaskKind::kGenerate, start.prepared,
                       validating(ValidateGenerate, input.generate), call);

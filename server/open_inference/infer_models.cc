@@ -11,7 +11,8 @@ namespace {
 constexpr std::pair<InferMethod, const char*> kSuffixes[] = {
     {InferMethod::kNextToken, "next_token"}, {InferMethod::kEmbed, "embed"},
     {InferMethod::kScore, "score"},          {InferMethod::kGenerate, "generate"},
-    {InferMethod::kTokenize, "tokenize"},    {InferMethod::kDetokenize, "detokenize"}};
+    {InferMethod::kClassify, "classify"},    {InferMethod::kTokenize, "tokenize"},
+    {InferMethod::kDetokenize, "detokenize"}};
 
 bool Answers(const EngineLoop& worker, InferMethod method) {
   const std::vector<std::string> methods = SupportedMethods(worker.model());
@@ -88,6 +89,12 @@ Signature SignatureOf(const InferModel& model) {
                    {"token_log_probabilities", "FP32", {1, -1}},
                    {"total_log_probability", "FP64", {1}}};
       break;
+    case InferMethod::kClassify:
+      // A pair's second text, beside `text`.
+      if (m.tokenizer) s.inputs.push_back({"text_pair", "BYTES", {-1}});
+      s.outputs = {{"scores", "FP32", {-1, config.classifier.num_labels}},
+                   {"labels", "BYTES", {config.classifier.num_labels}}};
+      break;
     case InferMethod::kTokenize:
     case InferMethod::kDetokenize:
       break;  // above
@@ -116,6 +123,8 @@ const char* MethodName(InferMethod method) {
       return "Embed";
     case InferMethod::kScore:
       return "Score";
+    case InferMethod::kClassify:
+      return "Classify";
   }
   return "";
 }

@@ -3,7 +3,8 @@
 //
 // A model answers its first method under its own name (NextToken for language models, Embed for
 // encoders and feature-set models) and each method under "<model>/<method>": demo/score,
-// demo/generate (answered in one message: the protocol has no streaming), demo/tokenize. A model
+// demo/generate (answered in one message: the protocol has no streaming), demo/tokenize,
+// reranker/classify (a classification head's scores, of texts or of pairs with text_pair). A model
 // directory's name cannot hold a "/", so the two never collide.
 #pragma once
 
@@ -18,7 +19,7 @@
 
 namespace attnserve::server {
 
-enum class InferMethod { kNextToken, kEmbed, kScore, kGenerate, kTokenize, kDetokenize };
+enum class InferMethod { kNextToken, kEmbed, kScore, kGenerate, kClassify, kTokenize, kDetokenize };
 
 struct InferModel {
   EngineLoop* worker = nullptr;
@@ -30,8 +31,8 @@ absl::StatusOr<InferModel> FindInferModel(const ModelRepository& repository,
                                           const std::string& name);
 // Every name FindInferModel accepts for `worker`.
 std::vector<std::string> InferModelNames(const EngineLoop& worker);
-// The attnserve.v1 method behind it: "NextToken", "Embed", "Score", "Generate", "Tokenize" or
-// "Detokenize".
+// The attnserve.v1 method behind it: "NextToken", "Embed", "Score", "Generate", "Classify",
+// "Tokenize" or "Detokenize".
 const char* MethodName(InferMethod method);
 // The one version each model has.
 inline constexpr char kModelVersion[] = "1";

@@ -323,6 +323,30 @@ absl::StatusOr<InferCall> TranslateInferRequest(const InferModel& model,
       call.detokenize.ids = std::move(ids);
       break;
     }
+    case InferMethod::kClassify: {
+      RETURN_IF_ERROR(parameters.OnlyThese({"raw_scores", "truncate"}));
+      ClassifyInput& classify = call.classify;
+      ASSIGN_OR_RETURN(classify.raw_scores, parameters.Boolean("raw_scores"));
+      ASSIGN_OR_RETURN(classify.truncation.enabled, parameters.Boolean("truncate"));
+      ASSIGN_OR_RETURN(auto sequences, ReadSequences(inputs, "", worker, answer.sequence_input));
+      std::vector<std::string> pairs;
+      if (inputs.Has("text_pair")) {
+        if (answer.sequence_input != "text") {
+          return Invalid("input 'text_pair' goes with 'text', not 'input_ids'");
+        }
+        const std::vector<int64_t> shape = inputs.Shape("text_pair");
+        if (shape.size() != 1 || shape[0] != static_cast<int64_t>(sequences.size())) {
+          return Invalid(absl::StrCat("input 'text_pair' has shape ", ShapeText(shape),
+                                      "; it takes [", sequences.size(), "], one per text"));
+        }
+        ASSIGN_OR_RETURN(pairs, inputs.Strings("text_pair"));
+      }
+      for (size_t i = 0; i < sequences.size(); ++i) {
+        classify.items.push_back({std::move(sequences[i])});
+        if (!pairs.empty()) classify.items.back().pair = std::move(pairs[i]);
+      }
+      break;
+    }
     case InferMethod::kScore: {
       RETURN_IF_ERROR(parameters.OnlyThese({}));
       ScoreInput& score = call.score;
@@ -374,6 +398,8 @@ std::string InferFieldNames::Name(const FieldPath& path) const {
                    path.field == Field::kSource || path.field == Field::kText;
   if (path.field == Field::kIds) {
     if (path.element >= 0) absl::StrAppend(&name, " [0, ", path.element, "]");
+  } else if (path.part == Part::kPairText) {
+    name = absl::StrCat("input 'text_pair' row ", std::max<int64_t>(path.row, 0));
   } else if (path.part == Part::kTokenIds) {
     absl::StrAppend(&name, " [", std::max<int64_t>(path.row, 0), ", ", path.element, "]");
   } else if (path.row >= 0 || one) {

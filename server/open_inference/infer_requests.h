@@ -43,6 +43,7 @@ struct InferCall {
   EmbedInput embed;
   ScoreInput score;
   GenerateInput generate;
+  ClassifyInput classify;
   TokenizeInput tokenize;
   DetokenizeInput detokenize;
 };

@@ -19,6 +19,8 @@ os.environ.setdefault("HF_MODEL_TOOL", "")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+import tritonclient.grpc as triton_grpc  # noqa: E402
+import tritonclient.http as triton_http  # noqa: E402
 from sentence_transformers import CrossEncoder, SentenceTransformer  # noqa: E402
 from transformers import BertConfig, BertForSequenceClassification, BertModel  # noqa: E402
 
@@ -77,23 +79,39 @@ def make_models(root, wordpiece):
                 "default_prompt_name": None})
 
 
+repository = None
+
+
+def setUpModule():
+    global repository
+    repository = tempfile.TemporaryDirectory()
+    with open(MINILM) as f:
+        make_models(repository.name, json.load(f))
+
+
+def tearDownModule():
+    repository.cleanup()
+
+
+def path(name):
+    return os.path.join(repository.name, name)
+
+
 class RetrievalTest(unittest.TestCase):
+    flags = ()
+
     @classmethod
     def setUpClass(cls):
-        cls.repository = tempfile.TemporaryDirectory()
-        with open(MINILM) as f:
-            make_models(cls.repository.name, json.load(f))
         cls.http_port = free_port()
-        cls.server = Server(f"--http_port={cls.http_port}", models=cls.repository.name)
+        cls.server = Server(f"--http_port={cls.http_port}", *cls.flags, models=repository.name)
         cls.stub = cls.server.stub
 
     @classmethod
     def tearDownClass(cls):
         cls.server.stop()
-        cls.repository.cleanup()
 
     def path(self, name):
-        return os.path.join(self.repository.name, name)
+        return path(name)
 
     def post(self, path, body):
         connection = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=60)
@@ -261,6 +279,29 @@ class RetrievalTest(unittest.TestCase):
         self.assertEqual(status, 200, answer)
         self.assertEqual(answer["count"], 3)
 
+    def test_open_inference_classify_on_both_bindings(self):
+        reference = CrossEncoder(self.path("reranker"), device="cpu").predict(
+            [(QUERY, d) for d in DOCUMENTS])
+        for module, address in ((triton_grpc, f"127.0.0.1:{self.server.port}"),
+                                (triton_http, f"127.0.0.1:{self.http_port}")):
+            with self.subTest(binding=module.__name__):
+                client = module.InferenceServerClient(address)
+                inputs = []
+                for name, texts in (("text", [QUERY] * len(DOCUMENTS)), ("text_pair", DOCUMENTS)):
+                    tensor = module.InferInput(name, [len(texts)], "BYTES")
+                    tensor.set_data_from_numpy(np.array([t.encode() for t in texts],
+                                                        dtype=object))
+                    inputs.append(tensor)
+                result = client.infer("reranker/classify", inputs)
+                np.testing.assert_allclose(result.as_numpy("scores")[:, 0], reference, atol=1e-5)
+                self.assertEqual(result.as_numpy("labels").tolist(), [b"LABEL_0"])
+                metadata = client.get_model_metadata("sentiment/classify")
+                outputs = metadata["outputs"] if isinstance(metadata, dict) else [
+                    {"name": t.name, "shape": list(t.shape)} for t in metadata.outputs]
+                self.assertEqual([(o["name"], list(o["shape"])) for o in outputs],
+                                 [("scores", [-1, 3]), ("labels", [3])])
+                client.close()
+
     def test_refusals_name_the_problem(self):
         def grpc_error(call, request):
             with self.assertRaises(grpc.RpcError) as error:
@@ -303,6 +344,39 @@ class RetrievalTest(unittest.TestCase):
                                                     method="tei.rerank"), 0)
         self.assertGreater(self.server.metric_value("attnserve_requests_total",
                                                     method="Rerank"), 0)
+
+
+class Int8Test(unittest.TestCase):
+    """int8 weights and activations: embeddings within cosine 0.999 of sentence-transformers',
+    the reranker's scores within 0.02 and its best document the same."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.http_port = free_port()
+        cls.server = Server(f"--http_port={cls.http_port}", "--weights=int8",
+                            models=repository.name)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_int8_stays_close_to_the_reference(self):
+        post = RetrievalTest.post.__get__(self)
+        status, ours = post("/embed", {"model": "embedder", "inputs": TEXTS + DOCUMENTS[:3]})
+        self.assertEqual(status, 200, ours)
+        reference = SentenceTransformer(path("embedder"), device="cpu").encode(
+            TEXTS + DOCUMENTS[:3])
+        for a, b in zip(np.asarray(ours), reference):
+            self.assertGreaterEqual(float(np.dot(a, b) / np.linalg.norm(a) / np.linalg.norm(b)),
+                                    0.999)
+        status, ranked = post("/rerank", {"model": "reranker", "query": QUERY,
+                                          "texts": DOCUMENTS})
+        self.assertEqual(status, 200, ranked)
+        scores = CrossEncoder(path("reranker"), device="cpu").predict(
+            [(QUERY, d) for d in DOCUMENTS])
+        self.assertEqual(ranked[0]["index"], int(np.argmax(scores)))
+        for r in ranked:
+            self.assertAlmostEqual(r["score"], float(scores[r["index"]]), delta=0.02)
 
 
 if __name__ == "__main__":
