@@ -5,6 +5,7 @@ prompts, served through attnserve.v1's Classify and Rerank, text-embeddings-infe
 Every score and embedding against sentence-transformers (CrossEncoder, SentenceTransformer) and
 transformers on the same directories, within 1e-5 and ranked alike; then the refusals. Run by the
 project's venv Python (transformers, sentence-transformers)."""
+import concurrent.futures
 import http.client
 import json
 import os
@@ -377,6 +378,79 @@ class Int8Test(unittest.TestCase):
         self.assertEqual(ranked[0]["index"], int(np.argmax(scores)))
         for r in ranked:
             self.assertAlmostEqual(r["score"], float(scores[r["index"]]), delta=0.02)
+
+
+class MemoryCapTest(unittest.TestCase):
+    """Hostile retrieval requests at once, in a 1 GiB cgroup as a container runs the server: a
+    MiniLM-sized cross-encoder reranking many documents near its context with their texts
+    returned, TEI embeddings of the most texts a request may hold, pairs over the context, empty
+    texts. Each is answered or refused with a status that says why; the cgroup never reaches its
+    limit and the server stays up."""
+
+    def test_hostile_requests_at_once_stay_within_the_cap(self):
+        from resources_test import CGROUP_ROOT, LIMIT, MemoryCgroup
+        if not os.access(CGROUP_ROOT, os.W_OK):
+            raise RuntimeError(f"{CGROUP_ROOT} is not writable: this test needs root and the "
+                               "cgroup v1 memory controller, as CI machines have")
+        directory = path("big_reranker")
+        if not os.path.exists(directory):
+            with open(MINILM) as f:
+                wordpiece = json.load(f)
+            config = BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6,
+                                num_attention_heads=12, intermediate_size=1536,
+                                max_position_embeddings=512, num_labels=1)
+            save(randomize(BertForSequenceClassification(config), 31), directory, wordpiece)
+        cgroup = MemoryCgroup(LIMIT)
+        http_port = free_port()
+        capped = Server("--threads=2", f"--http_port={http_port}", models=repository.name,
+                        preexec_fn=cgroup.join)
+        try:
+            document = "the cat sat on a mat and looked at the birds " * 50  # over 512 tokens
+            calls = [("/rerank", {"model": "big_reranker", "query": QUERY, "truncate": True,
+                                  "return_text": True, "texts": [document] * 6})
+                     for _ in range(12)]
+            calls += [("/v1/rerank", {"model": "big_reranker", "query": QUERY,
+                                      "documents": [document[:i * 7] for i in range(1, 40)]})
+                      for _ in range(8)]
+            calls += [("/embed", {"model": "embedder", "inputs": ["word " * 60] * 256})
+                      for _ in range(8)]
+            calls += [("/rerank", {"model": "big_reranker", "query": QUERY,
+                                   "texts": [document] * 3}),  # over the context: refused
+                      ("/rerank", {"model": "big_reranker", "query": "", "texts": [""]}),
+                      ("/predict", {"model": "embedder", "inputs": "no head"}),
+                      ("/rerank", {"model": "big_reranker", "query": QUERY,
+                                   "texts": ["word"] * 10000})]
+
+            def run(call):
+                connection = http.client.HTTPConnection("127.0.0.1", http_port, timeout=300)
+                connection.request("POST", call[0], json.dumps(call[1]))
+                response = connection.getresponse()
+                body = json.loads(response.read())
+                connection.close()
+                return response.status, body
+            with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
+                answers = list(pool.map(run, calls))
+            codes = [status for status, _ in answers]
+            self.assertIn(200, codes)
+            # Answered, or refused as too large (413), invalid (422, 400) or overloaded (429).
+            self.assertLessEqual(set(codes), {200, 400, 413, 422, 429}, answers)
+            # Reranks within the budgets are answered.
+            self.assertIn(200, codes[:20], answers[:20])
+            self.assertEqual(codes[-4:-2], [422, 200], answers[-4:])
+            self.assertIn("ask for truncation", answers[-4][1]["error"])
+            self.assertIn("does not answer Classify", answers[-2][1]["error"])
+            self.assertIn("at most 1000", answers[-1][1]["error"])
+            self.assertIsNone(capped.process.poll(), capped.output()[-2000:])
+            print(f"\nretrieval under a {LIMIT >> 20} MiB cap: {codes.count(200)} of "
+                  f"{len(codes)} answered, peak {cgroup.read('memory.max_usage_in_bytes') >> 20} "
+                  "MiB", flush=True)
+            self.assertEqual(cgroup.read("memory.failcnt"), 0)
+            status, _ = run(("/rerank", {"model": "big_reranker", "query": QUERY,
+                                         "texts": ["still here"]}))
+            self.assertEqual(status, 200)
+        finally:
+            capped.stop()
+            cgroup.remove()
 
 
 if __name__ == "__main__":
