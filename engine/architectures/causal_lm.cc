@@ -16,8 +16,20 @@ absl::StatusOr<std::unique_ptr<CausalLM>> CausalLM::Load(const ModelConfig& conf
   BlockConfig block = BlockConfigFor(config);
   block.causal = true;
   ASSIGN_OR_RETURN(model->stack_, LayerStack::Load(weights, "", config, block, config.num_layers));
+  // A sequence classifier (Llama's, Qwen2's *ForSequenceClassification) has a score layer
+  // instead of the LM head, and answers Classify only.
+  if (config.classifier.num_labels > 0) {
+    ASSIGN_OR_RETURN(model->head_, ClassificationHead::Load(weights, config));
+    return model;
+  }
   ASSIGN_OR_RETURN(model->lm_head_, LoadLmHead(weights, config, model->embedding_));
   return model;
+}
+
+absl::StatusOr<Tensor> CausalLM::Classify(const ModelInputs& inputs) const {
+  if (!head_) return absl::FailedPreconditionError("the model has no classification head");
+  ASSIGN_OR_RETURN(PaddedBatch h, Forward(inputs.tokens));
+  return head_->Logits(LastRows(h));
 }
 
 std::vector<std::vector<LayerCache*>> CachesByLayer(std::span<DecoderState* const> states,

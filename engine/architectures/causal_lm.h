@@ -10,6 +10,7 @@
 #include "engine/architectures/input_embedding.h"
 #include "engine/architectures/layer_stack.h"
 #include "engine/architectures/servable_model.h"
+#include "engine/blocks/classification_head.h"
 
 namespace attnserve {
 
@@ -85,11 +86,14 @@ class CausalLM final : public ServableModel {
 
   const ModelConfig& config() const { return config_; }
 
-  // ServableModel: NextToken, Score and Generate.
+  // ServableModel: NextToken, Score and Generate; a sequence classifier Classify alone, on its
+  // last token's state.
   bool Answers(ModelMethod method) const override {
+    if (head_) return method == ModelMethod::kClassify;
     return method == ModelMethod::kNextToken || method == ModelMethod::kGenerate ||
            method == ModelMethod::kScore;
   }
+  absl::StatusOr<Tensor> Classify(const ModelInputs& inputs) const override;
   int64_t num_layers() const override { return config_.num_layers; }
   absl::StatusOr<Tensor> NextTokenLogits(const TokenSequences& sources,
                                          const TokenSequences& sequences) const override;
@@ -113,6 +117,7 @@ class CausalLM final : public ServableModel {
   InputEmbedding embedding_;
   std::optional<LayerStack> stack_;
   LinearWeights lm_head_;  // [vocab, dim]
+  std::optional<ClassificationHead> head_;
 };
 
 }  // namespace attnserve

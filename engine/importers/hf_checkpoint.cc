@@ -269,10 +269,11 @@ absl::StatusOr<ImportedModel> ImportHuggingFace(const std::string& directory, co
   ASSIGN_OR_RETURN(HfTensors tensors, HfTensors::Open(directory));
   ImportedModel model;
   RETURN_IF_ERROR(ReadSequenceClassifier(config, config_path, model.config.classifier));
-  if (model.config.classifier.num_labels > 0 && !bert_family) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(config_path, ": a sequence classifier of model_type \"", model_type,
-                     "\" is not supported (bert, roberta, xlm-roberta and distilbert are)"));
+  if (model.config.classifier.num_labels > 0 && !bert_family && !llama_family) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        config_path, ": a sequence classifier of model_type \"", model_type,
+        "\" is not supported (bert, roberta, xlm-roberta, distilbert, llama, mistral and qwen2 "
+        "are)"));
   }
   RETURN_IF_ERROR(bert_family    ? ImportBertFamily(model_type, read, tensors, model)
                   : llama_family ? ImportLlamaFamily(model_type, read, tensors, model)

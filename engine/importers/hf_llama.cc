@@ -201,7 +201,15 @@ absl::Status ImportLlamaFamily(const std::string& model_type, FieldReader& read,
       RETURN_IF_ERROR(status);
     }
   }
-  if (!c.tie_embeddings) {
+  if (c.classifier.num_labels > 0) {
+    // *ForSequenceClassification: a score layer without bias on the last token's state, and no
+    // LM head.
+    c.classifier.pooling = Pooling::kLast;
+    c.classifier.dense = false;
+    c.classifier.out_bias = false;
+    tensors.set_prefix("");
+    RETURN_IF_ERROR(take("score.weight", "classifier.out.weight", {c.classifier.num_labels, d}));
+  } else if (!c.tie_embeddings) {
     tensors.set_prefix("");
     RETURN_IF_ERROR(take("lm_head.weight", "lm_head.weight", {c.vocab_size, d}));
   }

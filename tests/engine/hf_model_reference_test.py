@@ -33,6 +33,7 @@ from transformers import (BertConfig, BertForMaskedLM, BertForSequenceClassifica
                           DistilBertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig,
                           LlamaForCausalLM, LlamaForSequenceClassification, MistralConfig,
                           MistralForCausalLM, Phi3Config, Qwen2Config, Qwen2ForCausalLM,
+                          Qwen2ForSequenceClassification,
                           RobertaConfig, RobertaForSequenceClassification, RobertaModel,
                           XLMRobertaConfig, XLMRobertaForSequenceClassification)
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
@@ -257,14 +258,18 @@ class HfModelTest(unittest.TestCase):
         self.check_classifier(model, directory, sequences(30522, 24))
 
     def test_classifier_refusals(self):
-        config = LlamaConfig(vocab_size=320, hidden_size=32, num_hidden_layers=1,
-                             num_attention_heads=4, intermediate_size=64, num_labels=2)
-        directory = self.directory("llama_classifier")
-        save(randomize(LlamaForSequenceClassification(config), 25), directory,
-             self.byte_fallback)
+        config = GPT2Config(vocab_size=320, n_embd=32, n_layer=1, n_head=4, n_positions=32,
+                            num_labels=2, architectures=["GPT2ForSequenceClassification"])
+        directory = self.directory("gpt2_classifier")
+        save(randomize(GPT2LMHeadModel(config), 25), directory, self.byte_level)
+        with open(os.path.join(directory, "config.json")) as f:
+            written = json.load(f)
+        written["architectures"] = ["GPT2ForSequenceClassification"]
+        with open(os.path.join(directory, "config.json"), "w") as f:
+            json.dump(written, f)
         code, message = engine_error(directory)
         self.assertEqual(code, 2)
-        self.assertIn('a sequence classifier of model_type "llama" is not supported', message)
+        self.assertIn('a sequence classifier of model_type "gpt2" is not supported', message)
         # A head whose tensor is missing is named.
         config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
                             num_attention_heads=2, intermediate_size=64, num_labels=2)
@@ -396,6 +401,22 @@ class HfModelTest(unittest.TestCase):
                         attn_implementation="eager")
         settings.update(changes)
         return settings
+
+    def test_decoder_sequence_classifiers(self):
+        # Llama's and Qwen2's *ForSequenceClassification: a score layer without bias on the
+        # last token's state (transformers finds it by pad_token_id, which no sequence holds).
+        for name, config_class, model_class in (
+                ("llama", LlamaConfig, LlamaForSequenceClassification),
+                ("qwen2", Qwen2Config, Qwen2ForSequenceClassification)):
+            with self.subTest(model=name):
+                config = config_class(**self.llama_config(
+                    pad_token_id=0, id2label={0: "no", 1: "maybe", 2: "yes"},
+                    label2id={"no": 0, "maybe": 1, "yes": 2}))
+                directory = self.directory(f"{name}_classifier")
+                save(randomize(model_class(config), 27), directory, self.byte_fallback)
+                ours = self.check_classifier(model_class.from_pretrained(directory).eval(),
+                                             directory, sequences(1000, 27))
+                self.assertEqual(ours["labels"], ["no", "maybe", "yes"])
 
     def test_llama(self):
         # Grouped-query attention (2 key/value heads for 4), an untied head, Llama 2's

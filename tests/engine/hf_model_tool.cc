@@ -158,7 +158,13 @@ int main(int argc, char** argv) {
       out["labels"] = encoder->config().classifier.labels;
     }
   } else if (const attnserve::CausalLM* lm = (*model)->As<attnserve::CausalLM>();
-             lm != nullptr && request.contains("rotary")) {
+             lm != nullptr && lm->Answers(attnserve::ModelMethod::kClassify)) {
+    // A decoder's sequence classifier: its logits alone.
+    auto logits = lm->Classify({sequences, {}, {}});
+    if (!logits.ok()) return Fail(logits.status());
+    out["logits"] = Rows(*logits, logits->dim(0));
+    out["labels"] = lm->config().classifier.labels;
+  } else if (lm != nullptr && request.contains("rotary")) {
     const attnserve::ModelConfig& config = lm->config();
     if (!config.rotary.enabled()) {
       return Fail(absl::InvalidArgumentError("no rotary positions"));

@@ -263,7 +263,7 @@ void TeiService::Handle(HttpRequest request, std::shared_ptr<HttpResponder> resp
   if (path == "/rerank") return Rerank(request, std::move(responder));
   if (path == "/predict") return Predict(request, std::move(responder));
   if (path == "/tokenize") return Tokenize(request, *responder);
-  Info(request, *responder);
+  Info(*responder);
 }
 
 void TeiService::Embed(const HttpRequest& request, std::shared_ptr<HttpResponder> responder) const {
@@ -424,7 +424,7 @@ void TeiService::Tokenize(const HttpRequest& request, HttpResponder& responder) 
   RespondJson(responder, *answer);
 }
 
-void TeiService::Info(const HttpRequest& request, HttpResponder& responder) const {
+void TeiService::Info(HttpResponder& responder) const {
   // The model TEI's clients ask about: the one that classifies, else the one that embeds.
   const json none = json::object();
   absl::StatusOr<std::string> model = ModelFor(none, admission_, "Classify");
@@ -432,7 +432,6 @@ void TeiService::Info(const HttpRequest& request, HttpResponder& responder) cons
   if (!model.ok()) return RespondError(responder, model.status());
   absl::StatusOr<EngineLoop*> worker = admission_.Route(*model, "Tokenize");
   if (!worker.ok()) return RespondError(responder, worker.status());
-  (void)request;
   const ModelConfig& config = (*worker)->model().config;
   json model_type;
   if (!config.classifier.labels.empty()) {

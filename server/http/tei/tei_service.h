@@ -26,7 +26,7 @@ class TeiService final : public HttpApi {
   void Rerank(const HttpRequest& request, std::shared_ptr<HttpResponder> responder) const;
   void Predict(const HttpRequest& request, std::shared_ptr<HttpResponder> responder) const;
   void Tokenize(const HttpRequest& request, HttpResponder& responder) const;
-  void Info(const HttpRequest& request, HttpResponder& responder) const;
+  void Info(HttpResponder& responder) const;
 
   const Admission& admission_;
 };
