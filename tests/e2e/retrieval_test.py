@@ -392,25 +392,29 @@ class MemoryCapTest(unittest.TestCase):
         if not os.access(CGROUP_ROOT, os.W_OK):
             raise RuntimeError(f"{CGROUP_ROOT} is not writable: this test needs root and the "
                                "cgroup v1 memory controller, as CI machines have")
-        directory = path("big_reranker")
-        if not os.path.exists(directory):
-            with open(MINILM) as f:
-                wordpiece = json.load(f)
-            config = BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6,
-                                num_attention_heads=12, intermediate_size=1536,
-                                max_position_embeddings=512, num_labels=1)
-            save(randomize(BertForSequenceClassification(config), 31), directory, wordpiece)
+        # Two models share the cap (each model's budgets are its share of the memory), in a
+        # repository of their own.
+        capped_models = tempfile.TemporaryDirectory()
+        self.addCleanup(capped_models.cleanup)
+        with open(MINILM) as f:
+            wordpiece = json.load(f)
+        config = BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6,
+                            num_attention_heads=12, intermediate_size=1536,
+                            max_position_embeddings=512, num_labels=1)
+        save(randomize(BertForSequenceClassification(config), 31),
+             os.path.join(capped_models.name, "big_reranker"), wordpiece)
+        os.symlink(path("embedder"), os.path.join(capped_models.name, "embedder"))
         cgroup = MemoryCgroup(LIMIT)
         http_port = free_port()
-        capped = Server("--threads=2", f"--http_port={http_port}", models=repository.name,
+        capped = Server("--threads=2", f"--http_port={http_port}", models=capped_models.name,
                         preexec_fn=cgroup.join)
         try:
             document = "the cat sat on a mat and looked at the birds " * 50  # over 512 tokens
             calls = [("/rerank", {"model": "big_reranker", "query": QUERY, "truncate": True,
-                                  "return_text": True, "texts": [document] * 6})
+                                  "return_text": True, "texts": [document] * 3})
                      for _ in range(12)]
             calls += [("/v1/rerank", {"model": "big_reranker", "query": QUERY,
-                                      "documents": [document[:i * 7] for i in range(1, 40)]})
+                                      "documents": [document[:i * 7] for i in range(1, 25)]})
                       for _ in range(8)]
             calls += [("/embed", {"model": "embedder", "inputs": ["word " * 60] * 256})
                       for _ in range(8)]
