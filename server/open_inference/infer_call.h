@@ -36,11 +36,12 @@ InferStart PrepareModelInfer(const Admission& admission, absl::Status decoded,
 
 // Queues the task through `admission`, answered by `call` (a TaskSink the admission takes,
 // whose answer is InferResponse(*start.answer, task)); Tokenize and Detokenize, which need no
-// task, are answered at once through `answer_now`.
+// task, are answered at once through `answer_now`. `answer_scale`: how many times the protobuf
+// message's size the binding's encoding of the answer may take (Task::answer_scale).
 template <typename Call>
 void StartModelInfer(
     const Admission& admission, const absl::StatusOr<CallOrigin>& origin, InferStart& start,
-    Call* call,
+    Call* call, int64_t answer_scale,
     const std::function<void(absl::StatusOr<inference::ModelInferResponse>)>& answer_now);
 
 }  // namespace attnserve::server

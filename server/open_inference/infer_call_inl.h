@@ -10,7 +10,7 @@ namespace attnserve::server {
 template <typename Call>
 void StartModelInfer(
     const Admission& admission, const absl::StatusOr<CallOrigin>& origin, InferStart& start,
-    Call* call,
+    Call* call, int64_t answer_scale,
     const std::function<void(absl::StatusOr<inference::ModelInferResponse>)>& answer_now) {
   const InferAnswer& answer = *start.answer;
   const InferFieldNames names(answer);
@@ -24,6 +24,7 @@ void StartModelInfer(
   // Validation names the request's tensors and parameters.
   auto validating = [&](auto validate, const auto& input) {
     return [&, validate](const EngineLoop& worker, Task& task) {
+      task.answer_scale = answer_scale;
       if (task.kind == TaskKind::kEmbed) task.embed().pad_token_states = answer.token_states;
       if (task.kind == TaskKind::kGenerate) task.generate().collect_events = true;
       return validate(input, names, worker, task);

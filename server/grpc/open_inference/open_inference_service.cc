@@ -123,7 +123,7 @@ grpc::ServerUnaryReactor* OpenInferenceService::ModelInfer(grpc::CallbackServerC
         return EncodeMessage(InferResponse(*answer, task));
       },
       admission_.answers());
-  StartModelInfer(admission_, origin, start, unary,
+  StartModelInfer(admission_, origin, start, unary, /*answer_scale=*/1,
                   [unary](absl::StatusOr<inference::ModelInferResponse> answer) {
                     unary->Answer(answer.ok() ? EncodeMessage(*answer)
                                               : absl::StatusOr<grpc::ByteBuffer>(answer.status()));

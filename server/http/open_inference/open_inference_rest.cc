@@ -476,7 +476,8 @@ void OpenInferenceRest::Infer(const HttpRequest& http, const std::string& name,
         return InferBody(InferResponse(*answer, task), *encoding);
       },
       RespondError);
-  StartModelInfer(admission_, HttpOrigin(http), start, call,
+  // JSON data spells out what protobuf packs: as the other JSON APIs, four times its bound.
+  StartModelInfer(admission_, HttpOrigin(http), start, call, /*answer_scale=*/4,
                   [responder, encoding](absl::StatusOr<inference::ModelInferResponse> answer) {
                     if (!answer.ok()) return RespondError(*responder, answer.status());
                     HttpBody body = InferBody(*answer, *encoding);
