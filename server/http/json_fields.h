@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/frontend/field_error.h"
+#include "server/frontend/method_inputs.h"
 
 namespace attnserve::server {
 
@@ -35,5 +36,13 @@ absl::StatusOr<float> Number(const nlohmann::ordered_json& body, const std::stri
 // A string or a list of strings (`most` at most), as a list.
 absl::StatusOr<std::vector<std::string>> Strings(const nlohmann::ordered_json& body,
                                                  const std::string& name, size_t most);
+// A token id list: integers in int64's range (the vocabulary is checked by validation).
+absl::StatusOr<std::vector<int64_t>> TokenIds(const nlohmann::ordered_json& list,
+                                              const std::string& name);
+// Sequences as OpenAI's prompt and input and TEI's inputs take them: a string, a list of strings,
+// a list of token ids, or a list of lists of token ids (`max_sequences` at most).
+absl::StatusOr<std::vector<SequenceInput>> Sequences(const nlohmann::ordered_json& body,
+                                                     const std::string& name,
+                                                     int64_t max_sequences);
 
 }  // namespace attnserve::server

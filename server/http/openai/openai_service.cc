@@ -279,43 +279,40 @@ void OpenAiService::Embeddings(const HttpRequest& request,
                                std::shared_ptr<HttpResponder> responder) const {
   absl::StatusOr<EmbeddingRequest> read = ReadBody(request, ReadEmbeddingRequest);
   const std::string model = read.ok() ? read->model : "";
-  CallScope scope(admission_.metrics(), admission_.ModelLabel(model), "openai.embeddings");
-  if (!read.ok()) {
-    scope.Finish(read.status());
-    return RespondError(*responder, read.status());
+  EmbedInput input;
+  if (read.ok()) {
+    input.sequences = std::move(read->inputs);
+    input.normalize = read->normalize;
+    input.dimensions = read->dimensions;
   }
-  auto* call = new HttpUnaryCall(
-      responder, std::move(scope), admission_.answers(),
-      [model, base64 = read->base64](Task& task) {
+  StartHttpUnary(
+      admission_, request, std::move(responder),
+      CallScope(admission_.metrics(), admission_.ModelLabel(model), "openai.embeddings"),
+      read.status(), model, "Embed", TaskKind::kEmbed,
+      [&](const EngineLoop& worker, Task& task) {
+        return ValidateEmbed(input, OpenAiFieldNames("input", -1), worker, task);
+      },
+      [model, base64 = read.ok() && read->base64](Task& task) {
         return EmbeddingsBody(model, task.embed().embeddings, base64,
                               TokenCount(task.embed().inputs.tokens));
       },
       RespondError);
-  EmbedInput input;
-  input.sequences = std::move(read->inputs);
-  input.normalize = read->normalize;
-  input.dimensions = read->dimensions;
-  admission_.Start(
-      HttpOrigin(request), model, "Embed", TaskKind::kEmbed, absl::OkStatus(),
-      [&](const EngineLoop& worker, Task& task) {
-        task.answer_scale = 4;
-        return ValidateEmbed(input, OpenAiFieldNames("input", -1), worker, task);
-      },
-      call);
 }
 
 void OpenAiService::Rerank(const HttpRequest& request,
                            std::shared_ptr<HttpResponder> responder) const {
   absl::StatusOr<RerankHttpRequest> read = ReadBody(request, ReadRerankRequest);
-  const std::string model = read.ok() ? read->model : "";
-  CallScope scope(admission_.metrics(), admission_.ModelLabel(model), "openai.rerank");
-  if (!read.ok()) {
-    scope.Finish(read.status());
-    return RespondError(*responder, read.status());
-  }
-  auto shared = std::make_shared<RerankHttpRequest>(*std::move(read));
-  auto* call = new HttpUnaryCall(
-      responder, std::move(scope), admission_.answers(),
+  const absl::Status prepared = read.status();
+  // The answer repeats the request's documents: its body keeps the request.
+  auto shared =
+      std::make_shared<RerankHttpRequest>(read.ok() ? *std::move(read) : RerankHttpRequest());
+  StartHttpUnary(
+      admission_, request, std::move(responder),
+      CallScope(admission_.metrics(), admission_.ModelLabel(shared->model), "openai.rerank"),
+      prepared, shared->model, "Rerank", TaskKind::kClassify,
+      [&](const EngineLoop& worker, Task& task) {
+        return ValidateRerank(shared->input, OpenAiFieldNames("documents", -1), worker, task);
+      },
       [shared](Task& task) {
         json results = json::array();
         for (const RankedDocument& ranked : server::Rank(task.classify().scores, shared->top_n)) {
@@ -332,26 +329,21 @@ void OpenAiService::Rerank(const HttpRequest& request,
             .dump(-1, ' ', false, json::error_handler_t::replace);
       },
       RespondError);
-  admission_.Start(
-      HttpOrigin(request), model, "Rerank", TaskKind::kClassify, absl::OkStatus(),
-      [&](const EngineLoop& worker, Task& task) {
-        task.answer_scale = 4;
-        return ValidateRerank(shared->input, OpenAiFieldNames("documents", -1), worker, task);
-      },
-      call);
 }
 
 void OpenAiService::Score(const HttpRequest& request,
                           std::shared_ptr<HttpResponder> responder) const {
   absl::StatusOr<ScoreHttpRequest> read = ReadBody(request, ReadScoreRequest);
   const std::string model = read.ok() ? read->model : "";
-  CallScope scope(admission_.metrics(), admission_.ModelLabel(model), "openai.score");
-  if (!read.ok()) {
-    scope.Finish(read.status());
-    return RespondError(*responder, read.status());
-  }
-  auto* call = new HttpUnaryCall(
-      responder, std::move(scope), admission_.answers(),
+  // A score is a cross-encoder's one relevance: models that rerank answer it.
+  StartHttpUnary(
+      admission_, request, std::move(responder),
+      CallScope(admission_.metrics(), admission_.ModelLabel(model), "openai.score"), read.status(),
+      model, "Rerank", TaskKind::kClassify,
+      [&](const EngineLoop& worker, Task& task) {
+        return ValidateClassify(read->input, OpenAiFieldNames("text_1", -1, "text_2"), worker,
+                                task);
+      },
       [model](Task& task) {
         json data = json::array();
         const ClassifyJob& job = task.classify();
@@ -368,15 +360,6 @@ void OpenAiService::Score(const HttpRequest& request,
             .dump(-1, ' ', false, json::error_handler_t::replace);
       },
       RespondError);
-  // A score is a cross-encoder's one relevance: models that rerank answer it.
-  admission_.Start(
-      HttpOrigin(request), model, "Rerank", TaskKind::kClassify, absl::OkStatus(),
-      [&](const EngineLoop& worker, Task& task) {
-        task.answer_scale = 4;
-        return ValidateClassify(read->input, OpenAiFieldNames("text_1", -1, "text_2"), worker,
-                                task);
-      },
-      call);
 }
 
 void OpenAiService::Tokenize(const HttpRequest& request, HttpResponder& responder) const {

@@ -115,48 +115,6 @@ absl::StatusOr<TextTruncation> ReadTruncation(const json& body) {
   return truncation;
 }
 
-// /embed's and /tokenize's inputs: a text, token ids, or a list of either.
-absl::StatusOr<std::vector<SequenceInput>> Inputs(const json& body) {
-  const json* inputs = FindField(body, "inputs");
-  if (inputs == nullptr) return InvalidField("inputs", "is missing");
-  const auto ids = [](const json& list, const std::string& name) -> absl::StatusOr<SequenceInput> {
-    std::vector<int64_t> ids;
-    for (size_t i = 0; i < list.size(); ++i) {
-      if (!list[i].is_number_integer()) {
-        return InvalidField(absl::StrCat(name, "[", i, "]"), "must be a token id");
-      }
-      ids.push_back(list[i].get<int64_t>());
-    }
-    return SequenceInput::Tokens(std::move(ids));
-  };
-  if (inputs->is_string()) return std::vector{SequenceInput::Text(inputs->get<std::string>())};
-  if (!inputs->is_array()) {
-    return InvalidField("inputs", "must be a string, a list of strings or a list of token ids");
-  }
-  if (!inputs->empty() && inputs->front().is_number()) {
-    ASSIGN_OR_RETURN(SequenceInput sequence, ids(*inputs, "inputs"));
-    return std::vector{std::move(sequence)};
-  }
-  if (inputs->size() > kMaxSequences) {
-    return InvalidField("inputs",
-                        absl::StrCat("has ", inputs->size(), " entries; at most ", kMaxSequences));
-  }
-  std::vector<SequenceInput> sequences;
-  for (size_t i = 0; i < inputs->size(); ++i) {
-    const json& entry = (*inputs)[i];
-    const std::string name = absl::StrCat("inputs[", i, "]");
-    if (entry.is_string()) {
-      sequences.push_back(SequenceInput::Text(entry.get<std::string>()));
-    } else if (entry.is_array()) {
-      ASSIGN_OR_RETURN(SequenceInput sequence, ids(entry, name));
-      sequences.push_back(std::move(sequence));
-    } else {
-      return InvalidField(name, "must be a string or a list of token ids");
-    }
-  }
-  return sequences;
-}
-
 // A text or a pair of texts (a list of two strings).
 std::optional<ClassifyInput::Item> PredictItem(const json& value) {
   if (value.is_string()) return ClassifyInput::Item{SequenceInput::Text(value.get<std::string>())};
@@ -268,12 +226,11 @@ void TeiService::Handle(HttpRequest request, std::shared_ptr<HttpResponder> resp
 
 void TeiService::Embed(const HttpRequest& request, std::shared_ptr<HttpResponder> responder) const {
   absl::StatusOr<Read> read = ReadRequest(request, admission_, "Embed");
-  CallScope scope(admission_.metrics(), admission_.ModelLabel(read.ok() ? read->model : ""),
-                  "tei.embed");
+  const std::string model = read.ok() ? read->model : "";
   EmbedInput input;
   const absl::Status prepared = [&]() -> absl::Status {
     RETURN_IF_ERROR(read.status());
-    ASSIGN_OR_RETURN(input.sequences, Inputs(read->body));
+    ASSIGN_OR_RETURN(input.sequences, Sequences(read->body, "inputs", kMaxSequences));
     ASSIGN_OR_RETURN(input.normalize, Bool(read->body, "normalize", true));
     ASSIGN_OR_RETURN(input.dimensions, Int(read->body, "dimensions", 0, 1, 1 << 20));
     ASSIGN_OR_RETURN(input.truncation, ReadTruncation(read->body));
@@ -282,27 +239,20 @@ void TeiService::Embed(const HttpRequest& request, std::shared_ptr<HttpResponder
     }
     return absl::OkStatus();
   }();
-  if (!prepared.ok()) {
-    scope.Finish(prepared);
-    return RespondError(*responder, prepared);
-  }
-  auto* call = new HttpUnaryCall(
-      responder, std::move(scope), admission_.answers(),
-      [](Task& task) { return EmbeddingsArray(task.embed().embeddings); }, RespondError);
-  admission_.Start(
-      HttpOrigin(request), read->model, "Embed", TaskKind::kEmbed, absl::OkStatus(),
+  StartHttpUnary(
+      admission_, request, std::move(responder),
+      CallScope(admission_.metrics(), admission_.ModelLabel(model), "tei.embed"), prepared, model,
+      "Embed", TaskKind::kEmbed,
       [&](const EngineLoop& worker, Task& task) {
-        task.answer_scale = 4;
         return ValidateEmbed(input, TeiFieldNames(), worker, task);
       },
-      call);
+      [](Task& task) { return EmbeddingsArray(task.embed().embeddings); }, RespondError);
 }
 
 void TeiService::Rerank(const HttpRequest& request,
                         std::shared_ptr<HttpResponder> responder) const {
   absl::StatusOr<Read> read = ReadRequest(request, admission_, "Rerank");
-  CallScope scope(admission_.metrics(), admission_.ModelLabel(read.ok() ? read->model : ""),
-                  "tei.rerank");
+  const std::string model = read.ok() ? read->model : "";
   auto input = std::make_shared<RerankInput>();
   bool return_text = false;
   const absl::Status prepared = [&]() -> absl::Status {
@@ -318,12 +268,13 @@ void TeiService::Rerank(const HttpRequest& request,
     input->echo_scale = return_text ? 2 : 0;
     return absl::OkStatus();
   }();
-  if (!prepared.ok()) {
-    scope.Finish(prepared);
-    return RespondError(*responder, prepared);
-  }
-  auto* call = new HttpUnaryCall(
-      responder, std::move(scope), admission_.answers(),
+  StartHttpUnary(
+      admission_, request, std::move(responder),
+      CallScope(admission_.metrics(), admission_.ModelLabel(model), "tei.rerank"), prepared, model,
+      "Rerank", TaskKind::kClassify,
+      [&](const EngineLoop& worker, Task& task) {
+        return ValidateRerank(*input, TeiFieldNames(), worker, task);
+      },
       [input, return_text](Task& task) {
         json results = json::array();
         for (const RankedDocument& ranked : Rank(task.classify().scores, 0)) {
@@ -334,20 +285,12 @@ void TeiService::Rerank(const HttpRequest& request,
         return results.dump(-1, ' ', false, json::error_handler_t::replace);
       },
       RespondError);
-  admission_.Start(
-      HttpOrigin(request), read->model, "Rerank", TaskKind::kClassify, absl::OkStatus(),
-      [&](const EngineLoop& worker, Task& task) {
-        task.answer_scale = 4;
-        return ValidateRerank(*input, TeiFieldNames(), worker, task);
-      },
-      call);
 }
 
 void TeiService::Predict(const HttpRequest& request,
                          std::shared_ptr<HttpResponder> responder) const {
   absl::StatusOr<Read> read = ReadRequest(request, admission_, "Classify");
-  CallScope scope(admission_.metrics(), admission_.ModelLabel(read.ok() ? read->model : ""),
-                  "tei.predict");
+  const std::string model = read.ok() ? read->model : "";
   ClassifyInput input;
   bool single = false;
   const absl::Status prepared = [&]() -> absl::Status {
@@ -357,12 +300,13 @@ void TeiService::Predict(const HttpRequest& request,
     ASSIGN_OR_RETURN(input.truncation, ReadTruncation(read->body));
     return absl::OkStatus();
   }();
-  if (!prepared.ok()) {
-    scope.Finish(prepared);
-    return RespondError(*responder, prepared);
-  }
-  auto* call = new HttpUnaryCall(
-      responder, std::move(scope), admission_.answers(),
+  StartHttpUnary(
+      admission_, request, std::move(responder),
+      CallScope(admission_.metrics(), admission_.ModelLabel(model), "tei.predict"), prepared, model,
+      "Classify", TaskKind::kClassify,
+      [&](const EngineLoop& worker, Task& task) {
+        return ValidateClassify(input, TeiFieldNames(), worker, task);
+      },
       [single](Task& task) {
         const ClassifyJob& job = task.classify();
         json answer = json::array();
@@ -372,13 +316,6 @@ void TeiService::Predict(const HttpRequest& request,
         return (single ? answer[0] : answer).dump(-1, ' ', false, json::error_handler_t::replace);
       },
       RespondError);
-  admission_.Start(
-      HttpOrigin(request), read->model, "Classify", TaskKind::kClassify, absl::OkStatus(),
-      [&](const EngineLoop& worker, Task& task) {
-        task.answer_scale = 4;
-        return ValidateClassify(input, TeiFieldNames(), worker, task);
-      },
-      call);
 }
 
 void TeiService::Tokenize(const HttpRequest& request, HttpResponder& responder) const {
