@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
       const std::optional<attnserve::WeightFormat> format =
           attnserve::WeightFormatNamed(argv[i + 1], options.weights);
       if (!format) {
-        std::cerr << "--weights: float32, int8, int4 or auto\n";
+        std::cerr << "--weights: float32, bf16, int8, int4 or auto\n";
         return 2;
       }
       options.weights = *format;

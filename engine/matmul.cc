@@ -218,6 +218,23 @@ void PackedMatmul(MatmulKey key, int64_t m, const void* x, const void* weights, 
   }
 }
 
+// x [m, k] rounded to bfloat16 in rows of `depth` (zero past k), in the calling thread's buffer.
+const uint16_t* RowsInBf16(const Tensor& x, int64_t depth) {
+  const int64_t m = x.dim(0), k = x.dim(1);
+  auto* x_bf16 = static_cast<uint16_t*>(ThreadScratch(kBf16InputSlot, m * depth * 2));
+  ParallelFor(
+      m,
+      [&](int64_t r) {
+        const float* row = x.row(r);
+        uint16_t* out = x_bf16 + r * depth;
+#pragma omp simd
+        for (int64_t i = 0; i < k; ++i) out[i] = ToBf16(row[i]);
+        std::fill(out + k, out + depth, uint16_t{0});
+      },
+      Schedule::kStatic, m * k >= 1 << 14);
+  return x_bf16;
+}
+
 // Only on AMX: oneDNN's bf16 brgemm without it (AVX512_BF16 dot products) took SmolLM2 int4's
 // 128- and 512-token prompts 1.6x as long as float32 tiles on a CPU without AMX
 // (docs/benchmarks.md, "Prefill without AMX").
@@ -250,23 +267,9 @@ void QuantizedMatmul(const Tensor& x, const QuantizedWeight& q, const Tensor& bi
   const int64_t depth = bf16 ? (k + 31) / 32 * 32 : k;
   const int64_t padded_k = PackedWeight::PaddedDepth(depth);
   const int64_t panel_bytes = (packed ? padded_k : k) * width * (bf16 ? 2 : 4);
-  const void* x_operand = x.data();
-  int64_t lda = x.stride(0);
-  if (bf16) {
-    auto* x_bf16 = static_cast<uint16_t*>(ThreadScratch(kBf16InputSlot, m * depth * 2));
-    ParallelFor(
-        m,
-        [&](int64_t r) {
-          const float* row = x.row(r);
-          uint16_t* out = x_bf16 + r * depth;
-#pragma omp simd
-          for (int64_t i = 0; i < k; ++i) out[i] = ToBf16(row[i]);
-          std::fill(out + k, out + depth, uint16_t{0});
-        },
-        Schedule::kStatic, m * k >= 1 << 14);
-    x_operand = x_bf16;
-    lda = depth;
-  }
+  const void* x_operand =
+      bf16 ? static_cast<const void*>(RowsInBf16(x, depth)) : static_cast<const void*>(x.data());
+  const int64_t lda = bf16 ? depth : x.stride(0);
   // Tiles of about kDequantizedTileBytes, as many for each thread.
   const int64_t threads = omp_get_max_threads();
   const int64_t tiles_per_thread =
@@ -328,6 +331,13 @@ absl::Status LinearWith(const Tensor& x, const LinearWeights& w, Tensor& y,
         ", bias ", bias.ShapeString(), ", y ", y.ShapeString()));
   }
   if (m == 0) return absl::OkStatus();
+  if (!w.bf16.empty()) {
+    const int64_t depth = w.bf16.padded_k();
+    MatmulKey key{0, depth, n, depth, 0, y.stride(0), !bias.empty(), epilogue};
+    key.bf16 = true;
+    PackedMatmul(key, m, RowsInBf16(x, depth), w.bf16.data(), bias, y);
+    return absl::OkStatus();
+  }
   if (!w.quantized.empty() && FewRowsKernelTakes(w.quantized, m)) {
     FewRowsLinear(x, w.quantized, bias, y, epilogue);
     return absl::OkStatus();
@@ -365,6 +375,11 @@ LinearWeights PrepareLinear(Tensor weight, Tensor bias, const WeightFormat& form
   if (format.quantized) {
     return LinearWeights{Tensor(), std::move(bias), {}, QuantizedWeight::Quantize(weight, format)};
   }
+  // bf16 tiles are what the int8 path takes where bf16 is fastest: the same test, cached.
+  if (format.bf16 && BestInt8TileFormat() == Int8TileFormat::kBf16Packed) {
+    return LinearWeights{Tensor(), std::move(bias), {}, {}, Bf16Weight::Pack(weight)};
+  }
+  if (format.bf16) weight = RoundedToBf16(weight);
   PackedWeight packed = PackedWeight::PackIfFaster(weight);
   if (!packed.empty()) weight = Tensor();
   return LinearWeights{std::move(weight), std::move(bias), std::move(packed), {}};

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/bf16_weight.h"
 #include "engine/kernels/activations.h"
 #include "engine/packed_weight.h"
 #include "engine/quantized_weight.h"
@@ -28,23 +29,36 @@ struct MatmulEpilogue {
 };
 
 // An nn.Linear: weight [out, in], bias [out] (empty without bias), and the weight packed for
-// this CPU (PackedWeight::PackIfFaster; empty where plain weights are as fast) or quantized.
-// A packed or quantized linear holds no plain weight: that copy is the only one kept.
+// this CPU (PackedWeight::PackIfFaster; empty where plain weights are as fast), quantized, or in
+// bfloat16. A packed, quantized or bfloat16 linear holds no plain weight: that copy is the only
+// one kept.
 struct LinearWeights {
   Tensor weight, bias;
   PackedWeight packed;
   QuantizedWeight quantized;
+  Bf16Weight bf16 = {};
 
-  bool empty() const { return weight.empty() && packed.empty() && quantized.empty(); }
+  bool empty() const {
+    return weight.empty() && packed.empty() && quantized.empty() && bf16.empty();
+  }
   int64_t out_features() const {
-    return !quantized.empty() ? quantized.n() : packed.empty() ? weight.dim(0) : packed.n();
+    return !quantized.empty() ? quantized.n()
+           : !bf16.empty()    ? bf16.n()
+           : packed.empty()   ? weight.dim(0)
+                              : packed.n();
   }
   int64_t in_features() const {
-    return !quantized.empty() ? quantized.k() : packed.empty() ? weight.dim(1) : packed.k();
+    return !quantized.empty() ? quantized.k()
+           : !bf16.empty()    ? bf16.k()
+           : packed.empty()   ? weight.dim(1)
+                              : packed.k();
   }
   // The plain weight [out, in]: a copy unpacked or dequantized when that is all there is.
   Tensor PlainWeight() const {
-    return !quantized.empty() ? quantized.Dequantize() : packed.empty() ? weight : packed.Unpack();
+    return !quantized.empty() ? quantized.Dequantize()
+           : !bf16.empty()    ? bf16.Unpack()
+           : packed.empty()   ? weight
+                              : packed.Unpack();
   }
 };
 

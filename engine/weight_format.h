@@ -17,6 +17,11 @@ namespace attnserve {
 //         Q4_1), 5 bits a weight; a layer whose depth is not a multiple of 32 stays int8.
 struct WeightFormat {
   bool quantized = false;
+  // Not quantized: bfloat16, every value rounded to it at load (engine/bf16_weight.h), multiplied
+  // through AMX with x rounded to bfloat16 and products summed in float32; without AMX the rounded
+  // weights are multiplied in float32. all-MiniLM-L6-v2's 2-3.5x float32's speed at batch 1 for a
+  // least embedding cosine of 0.9999 (docs/benchmarks.md, "Retrieval").
+  bool bf16 = false;
   int bits = 8;  // 8 or 4, when quantized
   int64_t group_size = 32;
   // Where the CPU has VNNI, int8 weights multiply up to kFewRowsMaxInt8Activations rows (decoding,
@@ -41,15 +46,20 @@ inline WeightFormat LmHeadFormat(WeightFormat format) {
   return format;
 }
 
-// "float32", "int8" or "int4".
+// "float32", "bf16", "int8" or "int4".
 inline const char* WeightFormatName(const WeightFormat& format) {
-  return !format.quantized ? "float32" : format.bits == 4 ? "int4" : "int8";
+  if (!format.quantized) return format.bf16 ? "bf16" : "float32";
+  return format.bits == 4 ? "int4" : "int8";
 }
 
-// The format named "float32", "int8", "int4" or "auto" (the other fields kept), or nothing.
+// The format named "float32", "bf16", "int8", "int4" or "auto" (the other fields kept), or
+// nothing.
 inline std::optional<WeightFormat> WeightFormatNamed(std::string_view name, WeightFormat format) {
-  if (name != "float32" && name != "int8" && name != "int4" && name != "auto") return std::nullopt;
+  if (name != "float32" && name != "bf16" && name != "int8" && name != "int4" && name != "auto") {
+    return std::nullopt;
+  }
   format.quantized = name == "int8" || name == "int4";
+  format.bf16 = name == "bf16";
   format.bits = name == "int4" ? 4 : 8;
   format.automatic = name == "auto";
   return format;

@@ -48,12 +48,14 @@ int64_t ActivationBytes(const ModelConfig& c, const EngineCall& call) {
   floats += call.logits_rows * c.vocab_size;
   floats += call.head_layers * input_rows * (c.num_heads * d + heads_width);
   int64_t bytes = floats * static_cast<int64_t>(sizeof(float));
-  // Int8 weights: each compute thread's tile of dequantized weights, and the calling thread's
-  // bf16 copy of a matmul's input (BestInt8TileFormat), all kept between calls.
+  // Int8 weights: each compute thread's tile of dequantized weights; int8 and bf16 weights: the
+  // calling thread's bf16 copy of a matmul's input (BestInt8TileFormat), all kept between calls.
+  const int64_t deepest = std::max({d, c.ffn_dim, c.input_dim, c.num_heads * c.head_dim_v});
   if (c.weights.quantized) {
-    const int64_t deepest = std::max({d, c.ffn_dim, c.input_dim, c.num_heads * c.head_dim_v});
     bytes += omp_get_max_threads() *
              std::max<int64_t>(kDequantizedTileBytes, deepest * 64 * sizeof(float));
+  }
+  if (c.weights.quantized || c.weights.bf16) {
     const int64_t widest_rows =
         std::max({layer_rows, input_rows, call.batch * call.source_time, call.logits_rows});
     bytes += widest_rows * deepest * static_cast<int64_t>(sizeof(uint16_t));

@@ -89,6 +89,11 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
                 << " activations for up to " << kFewRowsMaxInt8Activations
                 << " rows, prefill through " << Int8TileFormatName(BestInt8TileFormat())
                 << " tiles";
+    } else if (weights.bf16) {
+      std::cerr << (BestInt8TileFormat() == Int8TileFormat::kBf16Packed
+                        ? "bf16 weights, multiplied through AMX (inputs rounded to bf16)"
+                        : "bf16 weights, multiplied in float32 (this CPU has no AMX, or "
+                          "ATTNSERVE_BF16=0)");
     } else {
       std::cerr << "float32 weights";
     }
@@ -219,7 +224,7 @@ absl::Status ParseWeightFormat(const std::string& name, WeightFormat& format) {
   const std::optional<WeightFormat> named = WeightFormatNamed(name, format);
   if (!named) {
     return absl::InvalidArgumentError(
-        absl::StrCat("\"", name, "\" is not a weight format (float32, int8, int4 or auto)"));
+        absl::StrCat("\"", name, "\" is not a weight format (float32, bf16, int8, int4 or auto)"));
   }
   format = *named;
   return absl::OkStatus();

@@ -223,6 +223,51 @@ class HfModelTest(unittest.TestCase):
         alone = run_engine(directory, batch)
         self.assertGreater(np.max(np.abs(np.subtract(alone["logits"], ours["logits"]))), 1e-3)
 
+    def test_bf16_weights_stay_within_their_rounding(self):
+        # --weights=bf16 (AMX where the CPU has it, else the rounded weights in float32): an
+        # encoder's embeddings, a cross-encoder's scores and a decoder's logits, from one pass
+        # and from decoding with the cache, near transformers' float32 ones, and not equal to
+        # them: the rounding is applied.
+        config = BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2,
+                            num_attention_heads=4, intermediate_size=96, max_position_embeddings=64,
+                            type_vocab_size=2, num_labels=1)
+        model = randomize(BertForSequenceClassification(config), 31)
+        directory = self.directory("bert_bf16")
+        save(model, directory, self.wordpiece)
+        batch, token_types = self.pairs(self.wordpiece)
+        ours = run_engine(directory, batch, token_types=token_types, weights="bf16")
+        ids, mask = padded(batch)
+        with torch.no_grad():
+            out = model(input_ids=ids, attention_mask=mask, token_type_ids=padded(token_types)[0],
+                        output_hidden_states=True)
+        self.assert_close(ours["logits"], out.logits, 1e-2, "bf16 cross-encoder scores")
+        states = out.hidden_states[-1]
+        weights = mask.unsqueeze(-1).to(states.dtype)
+        pooled = ((states * weights).sum(1) / weights.sum(1)).numpy()
+        embeddings = np.asarray(ours["embeddings"])
+        cosine = (embeddings * pooled).sum(1) / (
+            np.linalg.norm(embeddings, axis=1) * np.linalg.norm(pooled, axis=1))
+        self.assertGreaterEqual(cosine.min(), 0.9999)
+        self.assertGreater(np.max(np.abs(embeddings - pooled)), 1e-6)
+
+        model = randomize(LlamaForCausalLM(LlamaConfig(**self.llama_config())), 32)
+        directory = self.directory("llama_bf16")
+        save(model, directory, self.byte_fallback)
+        batch = sequences(1000, 32)
+        ours = run_engine(directory, batch, weights="bf16")
+        ids, mask = padded(batch)
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask).logits
+        for b, sequence in enumerate(batch):
+            # Random weights give logits in the tens: errors are measured against their scale
+            # (1-1.5% of it, where a wrong layout gives 100%).
+            reference = logits[b, :len(sequence)].numpy()
+            scale = np.abs(reference).max()
+            for what, values in (("one pass", ours["logits"][b]), ("decoded", ours["decoded"][b])):
+                error = np.max(np.abs(np.subtract(values, reference))) / scale
+                self.assertLessEqual(error, 3e-2, f"bf16 logits {b}, {what}")
+                self.assertGreater(error, 1e-6, f"bf16 logits {b}, {what}")
+
     def test_bert_classifier_with_named_labels(self):
         config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
                             num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,

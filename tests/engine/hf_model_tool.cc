@@ -15,7 +15,8 @@
 // "chunk": C, "kv_cache": "float32", "f16" or "bf16"}, a causal LM is fed each sequence's first P
 // tokens in chunks of C through a KV cache of that type, then the rest one token at a time, and
 // gives the scores of those tokens and its most likely next token at each ("top"). With
-// "weights": "int8" or "int4", the model's linear layers are quantized at load ("int8_activations":
+// "weights": "int8" or "int4", the model's linear layers are quantized at load, "bf16" rounded to
+// bfloat16 ("int8_activations":
 // false keeps int8 weights' activations float where the CPU has VNNI; "int4_lm_head": true puts
 // the token table and LM head in int4 too). A model that does not load: its error on
 // stderr, exit code 2.

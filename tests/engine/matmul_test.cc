@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -112,6 +113,61 @@ TEST(LinearTest, MatchesReferenceFromPackedWeights) {
               << "m=" << m << " activation=" << static_cast<int>(activation)
               << " bias=" << with_bias << " accumulate=" << accumulate;
         }
+      }
+    }
+  }
+}
+
+// Panel j of a bf16 weight holds columns [64j, 64j + 64) of Wᵀ rounded to bfloat16, K padded to
+// 32 with zeros, rows paired (oneDNN's BA16a64b2a); unpacked, it is the rounded weight exactly.
+TEST(Bf16WeightTest, LaysOutPairedPanelsOfTheRoundedWeight) {
+  const Tensor w = Random({150, 45}, 1);
+  const Bf16Weight packed = Bf16Weight::Pack(w);
+  ASSERT_EQ(packed.panels(), 3);
+  ASSERT_EQ(packed.padded_k(), 64);
+  const Tensor rounded = RoundedToBf16(w);
+  for (int64_t j = 0; j < packed.panels(); ++j) {
+    for (int64_t r = 0; r < packed.padded_k(); ++r) {
+      for (int64_t c = 0; c < Bf16Weight::kPanelWidth; ++c) {
+        const int64_t column = j * Bf16Weight::kPanelWidth + c;
+        const float expected = r < 45 && column < 150 ? rounded.row(column)[r] : 0.0f;
+        const uint16_t stored =
+            packed.data()[(j * packed.padded_k() + r / 2 * 2) * 64 + 2 * c + r % 2];
+        ASSERT_EQ(std::bit_cast<float>(uint32_t{stored} << 16), expected)
+            << "panel " << j << " row " << r << " column " << c;
+      }
+    }
+  }
+  EXPECT_TRUE(AllClose(packed.Unpack(), rounded, 0.0f, 0.0f));
+  EXPECT_FALSE(AllClose(rounded, w, 1e-4f, 1e-4f));  // rounding to 8 mantissa bits shows
+}
+
+// --weights=bf16 for every row count and epilogue: the products of the rounded weights with x
+// rounded to bfloat16 too (AMX) or not (elsewhere), summed in float32. Against the float64
+// reference on the rounded weights, an element may differ by x's rounding: 2⁻⁸ of Σ|x·w|.
+TEST(LinearTest, Bf16WeightsMatchTheReferenceOfTheirRoundedValues) {
+  const int64_t n = 150, k = 45;
+  const Tensor w = Random({n, k}, 1), b = Random({n}, 2);
+  const Tensor rounded = RoundedToBf16(w);
+  Tensor magnitude = rounded.Clone();
+  for (int64_t i = 0; i < magnitude.size(); ++i) {
+    magnitude.data()[i] = std::abs(magnitude.data()[i]);
+  }
+  for (int64_t m : {1, 3, 13, 64, 600}) {
+    const Tensor x = Random({m, k}, 3 + m);
+    Tensor x_magnitude = x.Clone();
+    for (int64_t i = 0; i < x.size(); ++i) x_magnitude.data()[i] = std::abs(x.data()[i]);
+    const Tensor bound = Reference(x_magnitude, magnitude, Tensor(), Tensor(), Activation::kNone);
+    for (bool accumulate : {false, true}) {
+      const LinearWeights linear = PrepareLinear(w, b, {.bf16 = true});
+      ASSERT_TRUE(linear.weight.empty() || linear.bf16.empty());
+      Tensor y = Random({m, n}, 99);
+      const Tensor y0 = accumulate ? y.Clone() : Tensor();
+      ASSERT_TRUE(Linear(x, linear, y, {accumulate, Activation::kNone}).ok());
+      const Tensor expected = Reference(x, rounded, b, y0, Activation::kNone);
+      for (int64_t i = 0; i < y.size(); ++i) {
+        ASSERT_NEAR(y.data()[i], expected.data()[i], 1e-5f + bound.data()[i] / 256.0f)
+            << "m=" << m << " accumulate=" << accumulate << " element " << i;
       }
     }
   }

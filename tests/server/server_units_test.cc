@@ -188,6 +188,13 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
   EXPECT_EQ(LmHeadFormat(options->weights).bits, 4);
   EXPECT_EQ(LmHeadFormat(defaults.weights).bits, defaults.weights.bits);
 
+  Write(dir / "serving.json", R"({"weights": "bf16"})");
+  options = ServingOptionsFor(dir.string(), defaults);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->weights.bf16);
+  EXPECT_FALSE(options->weights.quantized);
+  EXPECT_STREQ(WeightFormatName(options->weights), "bf16");
+
   // "auto" leaves the choice to the load (int4 or int8 for a GGUF file of quantized layers).
   Write(dir / "serving.json", R"({"weights": "auto"})");
   options = ServingOptionsFor(dir.string(), defaults);
@@ -231,7 +238,7 @@ TEST(ServingOptionsTest, ServingJsonOverridesTheFlags) {
            {R"({"kv_cache": "fp8"})",
             "\"fp8\" is not a KV cache type (float32, f16, bf16 or auto)"},
            {R"({"weights": "int2"})",
-            "\"int2\" is not a weight format (float32, int8, int4 or auto)"},
+            "\"int2\" is not a weight format (float32, bf16, int8, int4 or auto)"},
            {R"({"int4_lm_head": 1})", "int4_lm_head must be true or false"},
            {R"({"weights": 8})", "field weights"},
            {R"({"int8_group_size": -32})", "int8_group_size must be a non-negative"},
