@@ -27,12 +27,13 @@ deps:
 
 configure: deps
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DATTNSERVE_WERROR=$(WERROR) \
-	  -DATTNSERVE_PYTHON=$(PYTHON)
+	  -DATTNSERVE_PYTHON=$(PYTHON) $(CMAKE_OPTIONS)
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# TEST_EXCLUDE: a regular expression of tests to leave out (CI runs some under ASan only).
+# TEST_EXCLUDE: a regular expression of tests to leave out (CI runs some under ASan only);
+# CMAKE_OPTIONS: more -D settings for the configuration (CI's leaves out what its ASan build has).
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(if $(TEST_EXCLUDE),-E '$(TEST_EXCLUDE)')
 
