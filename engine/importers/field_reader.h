@@ -88,6 +88,21 @@ class FieldReader {
     return choice->second;
   }
 
+  // A list of strings; empty when the key is missing.
+  std::vector<std::string> Strings(const std::string& key) {
+    read_.insert(key);
+    auto it = object_.find(key);
+    std::vector<std::string> strings;
+    if (it == object_.end()) return strings;
+    if (!it->is_array()) return Fail(key, "must be a list of strings"), strings;
+    for (const nlohmann::json& item : *it) {
+      if (!item.is_string())
+        return Fail(key, "must be a list of strings"), std::vector<std::string>();
+      strings.push_back(item.get<std::string>());
+    }
+    return strings;
+  }
+
   const nlohmann::json* Object(const std::string& key) {
     read_.insert(key);
     auto it = object_.find(key);

@@ -43,6 +43,39 @@ void ReadRotary(FieldReader& read, ModelConfig& c) {
   read.Adopt(s);
 }
 
+// An encoder's "classifier" (docs/model-format.md): its tensors classifier.dense.* (when dense)
+// and classifier.out.*, as the Hugging Face importers name theirs.
+void ReadClassifier(FieldReader& read, ClassifierConfig& head) {
+  const Json* object = read.Object("classifier");
+  if (object == nullptr) return;
+  FieldReader s(*object, read.path() + " classifier");
+  using Dense = ClassifierConfig::DenseActivation;
+  using Score = ClassifierConfig::ScoreActivation;
+  head.num_labels = s.Int("num_labels", 1, kMaxVocab, std::nullopt);
+  head.pooling = s.Choice<Pooling>(
+      "pooling", {{"first", Pooling::kFirst}, {"mean", Pooling::kMean}, {"last", Pooling::kLast}},
+      "first");
+  head.dense = s.Bool("dense", false);
+  head.dense_activation = s.Choice<Dense>("dense_activation",
+                                          {{"none", Dense::kNone},
+                                           {"tanh", Dense::kTanh},
+                                           {"relu", Dense::kRelu},
+                                           {"gelu", Dense::kGelu}},
+                                          "tanh");
+  head.out_bias = s.Bool("out_bias", true);
+  head.score_activation = s.Choice<Score>(
+      "score_activation",
+      {{"none", Score::kNone}, {"sigmoid", Score::kSigmoid}, {"softmax", Score::kSoftmax}},
+      head.num_labels == 1 ? "sigmoid" : "softmax");
+  head.labels = s.Strings("labels");
+  if (!head.labels.empty() && static_cast<int64_t>(head.labels.size()) != head.num_labels) {
+    s.Fail("labels",
+           absl::StrCat("has ", head.labels.size(), " names for ", head.num_labels, " labels"));
+  }
+  s.RejectUnread();
+  read.Adopt(s);
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& text, const std::string& path) {
@@ -120,6 +153,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& text, const std:
                                       {"none", Pooling::kNone}},
                                      "mean");
     c.normalize = read.Bool("normalize", false);
+    c.token_types = read.Int("token_types", 0, 1 << 8, 0);
+    ReadClassifier(read, c.classifier);
   }
   if (a == "next_word") {
     c.pooling =

@@ -27,7 +27,7 @@ def _settings(architecture, **values):
         attention_window=0)
     unknown = set(values) - set(defaults) - set(ROPE_SETTINGS) - {
         "tie_embeddings", "pooling", "normalize", "num_seeds", "num_decoder_layers",
-        "num_latents", "num_outputs", "output_dim", "num_inducing"}
+        "num_latents", "num_outputs", "output_dim", "num_inducing", "token_types", "classifier"}
     assert not unknown, f"unknown settings {unknown}"
     s = dict(defaults, **values)
     s["head_dim_qk"] = s["head_dim_qk"] or s["model_dim"] // s["num_heads"]
@@ -99,8 +99,11 @@ class Model(nn.Module):
         return make_norm(s["norm"], s["model_dim"], s["norm_eps"]) \
             if s["norm_position"] == "pre" else None
 
-    def embed_inputs(self, inputs, lengths, start=0):
+    def embed_inputs(self, inputs, lengths, start=0, types=None):
+        """types: embeddings [B, T, model_dim] added to the tokens' (an encoder's token types)."""
         x = self.embed_tokens(inputs) if self.settings["vocab_size"] else self.input_proj(inputs)
+        if types is not None:
+            x = x + types.to(x.dtype)
         t = x.shape[1]
         if self.settings["positions"] == "learned":
             x = x + self.embed_positions[start : start + t].to(x.dtype)
@@ -148,28 +151,72 @@ class CausalLM(Model):
         return [{} for _ in self.layers]
 
 
+CLASSIFIER_DEFAULTS = dict(pooling="first", dense=False, dense_activation="tanh", out_bias=True)
+DENSE_ACTIVATIONS = {"none": lambda x: x, "tanh": torch.tanh, "relu": F.relu,
+                     "gelu": F.gelu}
+
+
 class Encoder(Model):
     """Bidirectional encoder: per-token states and a pooled embedding (mean, first, last or PMA
-    with one seed), optionally L2-normalized."""
+    with one seed), optionally L2-normalized.
 
-    def __init__(self, pooling="mean", normalize=False, **settings):
+    token_types > 0: that many rows of embed_token_types, each token's added to its embedding
+    (BERT's segments: a pair's second text has type 1; type 0 when none are given).
+    classifier: a sequence classification head, {"num_labels": N, "pooling": "first" | "mean" |
+    "last", "dense": bool, "dense_activation": "tanh" | "relu" | "gelu" | "none", "out_bias":
+    bool, "labels": [names], "score_activation": "sigmoid" | "softmax" | "none"}: the pooled
+    state, through classifier.dense and its activation when dense, then classifier.out, gives
+    the logits; the server applies score_activation (sigmoid for one label by default, else
+    softmax) unless asked for raw scores."""
+
+    def __init__(self, pooling="mean", normalize=False, token_types=0, classifier=None,
+                 **settings):
         assert pooling in POOLINGS, pooling
-        super().__init__(_settings("encoder", pooling=pooling, normalize=normalize, **settings))
+        extra = {}
+        if token_types:
+            assert settings.get("vocab_size"), "token types need token inputs"
+            extra["token_types"] = token_types
+        if classifier:
+            classifier = dict(CLASSIFIER_DEFAULTS, **classifier)
+            assert classifier["pooling"] in ("first", "mean", "last"), classifier["pooling"]
+            assert classifier["dense_activation"] in DENSE_ACTIVATIONS
+            extra["classifier"] = classifier
+        super().__init__(_settings("encoder", pooling=pooling, normalize=normalize, **extra,
+                                   **settings))
         s = self.settings
+        if token_types:
+            self.embed_token_types = nn.Parameter(torch.randn(token_types, s["model_dim"]) * 0.02)
         self.layers = nn.ModuleList(TransformerBlock(s["model_dim"], **self.block_args())
                                     for _ in range(s["num_layers"]))
         self.final_norm = self.final_norm_or_none()
         if pooling == "pma":
             self.pool = PoolingByAttention(s["model_dim"], 1, **self.block_args(alibi=False))
+        if classifier:
+            d = s["model_dim"]
+            self.classifier = nn.ModuleDict(dict(
+                **({"dense": nn.Linear(d, d)} if classifier["dense"] else {}),
+                out=nn.Linear(d, classifier["num_labels"], bias=classifier["out_bias"])))
 
-    def forward(self, inputs, lengths):
-        """Per-token states [B, T, model_dim]."""
-        return self.run_layers(self.embed_inputs(inputs, lengths), lengths)
+    def forward(self, inputs, lengths, token_types=None):
+        """Per-token states [B, T, model_dim]; token_types [B, T] (type 0 where None)."""
+        types = None
+        if self.settings.get("token_types"):
+            types = self.embed_token_types[
+                torch.zeros_like(inputs) if token_types is None else token_types]
+        return self.run_layers(self.embed_inputs(inputs, lengths, types=types), lengths)
 
-    def embed(self, inputs, lengths):
+    def embed(self, inputs, lengths, token_types=None):
         """Pooled embedding [B, model_dim]."""
-        return pool(self.forward(inputs, lengths), lengths, self.settings["pooling"],
+        return pool(self.forward(inputs, lengths, token_types), lengths, self.settings["pooling"],
                     self.settings["normalize"], getattr(self, "pool", None))
+
+    def classify(self, inputs, lengths, token_types=None):
+        """The classification head's logits [B, num_labels]."""
+        head = self.settings["classifier"]
+        x = pool(self.forward(inputs, lengths, token_types), lengths, head["pooling"], False)
+        if head["dense"]:
+            x = DENSE_ACTIVATIONS[head["dense_activation"]](self.classifier["dense"](x))
+        return self.classifier["out"](x)
 
 
 def pool(states, lengths, pooling, normalize, pma=None):

@@ -348,6 +348,18 @@ def model_grid():
     yield ("set_transformer_gqa_glu", SetTransformer,
            dict(input_dim=9, num_heads=4, num_kv_heads=2, gated_ffn=True, activation="silu",
                 num_inducing=4, output_dim=7))
+    # Classification heads (cross-encoders, classifiers), with token types and without.
+    yield ("encoder_classifier_pairs", Encoder,
+           dict(vocab_size=300, token_types=2, positions="learned", embed_norm=True,
+                norm_position="post", classifier=dict(
+                    num_labels=3, pooling="first", dense=True, dense_activation="tanh",
+                    labels=["no", "maybe", "yes"])))
+    yield ("encoder_classifier_relevance", Encoder,
+           dict(vocab_size=300, classifier=dict(num_labels=1, pooling="mean", out_bias=False)))
+    yield ("encoder_classifier_last_gelu", Encoder,
+           dict(vocab_size=300, token_types=3, attention="linear", classifier=dict(
+               num_labels=2, pooling="last", dense=True, dense_activation="gelu",
+               score_activation="none")))
 
 
 def model_cases(out_dir, gen):
@@ -376,8 +388,15 @@ def model_cases(out_dir, gen):
             if cls is CausalLM:
                 tensors["logits"] = model(x, lengths)
             elif cls is Encoder:
-                tensors["states"] = model(x, lengths)
-                tensors["embedding"] = model.embed(x, lengths)
+                types = None
+                if settings.get("token_types"):
+                    types = torch.randint(0, settings["token_types"], x.shape, generator=gen)
+                    types = types * (torch.arange(x.shape[1])[None, :] < lengths[:, None])
+                    tensors["token_types"] = types
+                tensors["states"] = model(x, lengths, types)
+                tensors["embedding"] = model.embed(x, lengths, types)
+                if settings.get("classifier"):
+                    tensors["logits"] = model.classify(x, lengths, types)
             elif cls is Seq2Seq:
                 target_lengths = torch.tensor([9, 1, 4][: len(lengths)], dtype=torch.int64)
                 targets = torch.randint(0, 300, (len(lengths), 9), generator=gen)

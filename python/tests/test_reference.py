@@ -1,5 +1,6 @@
 """Tests of the Python side itself: the reference's incremental decoding, the exporter round
 trip and the tokenizer. Run by ctest (python_reference_test) with /usr/bin/python3."""
+import json
 import os
 import subprocess
 import sys
@@ -107,6 +108,25 @@ class ReferenceTest(unittest.TestCase):
                 lengths = torch.tensor([5, 3])
                 with torch.no_grad():
                     torch.testing.assert_close(again(inputs, lengths), model(inputs, lengths))
+
+    def test_a_classifier_round_trips_with_its_head_and_token_types(self):
+        torch.manual_seed(2)
+        model = Encoder(vocab_size=300, model_dim=16, num_layers=1, num_heads=2, token_types=2,
+                        classifier=dict(num_labels=3, dense=True, labels=["a", "b", "c"])).eval()
+        inputs, lengths = torch.randint(0, 300, (2, 5)), torch.tensor([5, 3])
+        types = torch.tensor([[0, 0, 1, 1, 1], [0, 1, 1, 0, 0]])
+        with tempfile.TemporaryDirectory() as directory:
+            export(model, directory)
+            with open(os.path.join(directory, "config.json")) as f:
+                config = json.load(f)
+            self.assertEqual(config["classifier"]["labels"], ["a", "b", "c"])
+            self.assertEqual(config["token_types"], 2)
+            again = load(directory)
+            with torch.no_grad():
+                logits = model.classify(inputs, lengths, types)
+                torch.testing.assert_close(again.classify(inputs, lengths, types), logits)
+                # The types are read: without them the logits differ.
+                self.assertFalse(torch.allclose(model.classify(inputs, lengths), logits))
 
     def test_command_line_exports_a_saved_model(self):
         model = CausalLM(260, model_dim=16, num_layers=1, num_heads=2)

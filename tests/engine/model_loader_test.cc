@@ -185,6 +185,38 @@ TEST_F(ModelLoaderTest, RotaryGroupedQueryAndWindowSettingsAreChecked) {
   }
 }
 
+TEST_F(ModelLoaderTest, ClassifierSettingsAreChecked) {
+  const auto encoder_with = [](Json classifier) {
+    return [classifier](Json& c) {
+      c["architecture"] = "encoder";
+      c.erase("tie_embeddings");
+      c["classifier"] = classifier;
+    };
+  };
+  const std::vector<std::pair<std::function<void(Json&)>, std::string>> cases = {
+      {[](Json& c) {
+         c["classifier"] = Json{{"num_labels", 2}};
+       },
+       "field classifier is not a known setting"},
+      {encoder_with(Json::object()), "classifier: field num_labels is missing"},
+      {encoder_with({{"num_labels", 2}, {"labels", {"yes"}}}),
+       "classifier: field labels has 1 names for 2 labels"},
+      {encoder_with({{"num_labels", 2}, {"labels", "yes"}}),
+       "classifier: field labels must be a list of strings"},
+      {encoder_with({{"num_labels", 1}, {"pooling", "pma"}}),
+       "classifier: field pooling is \"pma\", expected one of first, last, mean"},
+      {encoder_with({{"num_labels", 1}, {"score_activation", "tanh"}}),
+       "classifier: field score_activation is \"tanh\""},
+      {encoder_with({{"num_labels", 1}, {"bias", true}}),
+       "classifier: field bias is not a known setting"},
+  };
+  for (const auto& [change, message] : cases) {
+    SetUp();
+    EditConfig(change);
+    ExpectInvalid("config.json", {message});
+  }
+}
+
 TEST_F(ModelLoaderTest, TokenizerWithIdsBeyondTheModelsRows) {
   // A tokenizer.json may give any id below 2^31 (as the reference does); one beyond the model's
   // vocab_size is refused, and loading the file costs no table as long as its largest id.

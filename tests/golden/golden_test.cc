@@ -51,9 +51,8 @@ class Case {
     EXPECT_TRUE(tensor.ok()) << tensor.status();
     return tensor.ok() ? *tensor : Tensor();
   }
-  Tensor Optional(const std::string& name) const {
-    return file_.contains(name) ? Float(name) : Tensor();
-  }
+  Tensor Optional(const std::string& name) const { return Contains(name) ? Float(name) : Tensor(); }
+  bool Contains(const std::string& name) const { return file_.contains(name); }
   std::vector<int64_t> Ints(const std::string& name) const {
     auto values = file_.Integers(name);
     EXPECT_TRUE(values.ok()) << values.status();
@@ -293,6 +292,11 @@ void CheckModel(const Case& c, const std::string& case_name) {
   ModelInputs inputs;
   if ((*model)->config.token_inputs()) {
     inputs.tokens = SequencesOf(c);
+    if (c.Contains("token_types")) {
+      for (const std::vector<int64_t>& types : SequencesOf(c, "token_types")) {
+        inputs.token_types.emplace_back(types.begin(), types.end());
+      }
+    }
   } else {
     inputs.features = {c.Float("inputs"), lengths};
   }
@@ -333,6 +337,13 @@ void CheckModel(const Case& c, const std::string& case_name) {
   auto embedding = encoder.Embed(inputs);
   ASSERT_TRUE(embedding.ok()) << embedding.status();
   EXPECT_TRUE(AllClose(*embedding, c.Float("embedding")));
+  EXPECT_EQ(m.config.classifier.num_labels > 0, c.Contains("logits"));
+  if (c.Contains("logits")) {
+    EXPECT_TRUE(m.servable->Answers(ModelMethod::kClassify));
+    auto logits = m.servable->Classify(inputs);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    EXPECT_TRUE(AllClose(*logits, c.Float("logits")));
+  }
 }
 
 class GoldenTest : public ::testing::TestWithParam<std::string> {};
