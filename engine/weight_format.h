@@ -19,8 +19,9 @@ struct WeightFormat {
   bool quantized = false;
   // Not quantized: bfloat16, every value rounded to it at load (engine/bf16_weight.h), multiplied
   // through AMX with x rounded to bfloat16 and products summed in float32; without AMX the rounded
-  // weights are multiplied in float32. all-MiniLM-L6-v2's 2-3.5x float32's speed at batch 1 for a
-  // least embedding cosine of 0.9999 (docs/benchmarks.md, "Retrieval").
+  // weights are multiplied in float32. Embeddings and reranking 1.6-2.7x float32's speed,
+  // all-MiniLM-L6-v2's embeddings within a cosine of 0.99997 of float32's (docs/benchmarks.md,
+  // "Retrieval").
   bool bf16 = false;
   int bits = 8;  // 8 or 4, when quantized
   int64_t group_size = 32;

@@ -71,13 +71,14 @@ ABSL_FLAG(int64_t, memory_limit_mb, 0,
           "memory); shared out among the models' KV caches, activations and answers");
 ABSL_FLAG(int, idle_spin_us, 300,
           "How long an idle model scheduler polls for work before sleeping (0: never)");
-ABSL_FLAG(std::string, weights, "auto",
-          "How models keep their linear layers' weights: float32; bf16, rounded at load (half "
-          "the memory; through AMX where the CPU has it, 2-3x float32's prompt and embedding "
-          "speed); int8 or int4 quantized at load (a quarter or a sixth of the memory, faster "
-          "decoding); or auto: int4 for GGUF files of "
-          "mostly 4-bit weights, int8 for other quantized ones, float32 for the rest (per model "
-          "in serving.json)");
+ABSL_FLAG(
+    std::string, weights, "auto",
+    "How models keep their linear layers' weights: float32; bf16, rounded at load (half "
+    "the memory; through AMX where the CPU has it, 1.6-2.7x float32's embedding and "
+    "reranking speed); int8 or int4 quantized at load (a quarter or a sixth of the memory, faster "
+    "decoding); or auto: int4 for GGUF files of "
+    "mostly 4-bit weights, int8 for other quantized ones, float32 for the rest (per model "
+    "in serving.json)");
 ABSL_FLAG(std::string, kv_cache, "auto",
           "How generating models cache keys and values: float32; f16 or bf16, half the memory "
           "and of the bytes each decoding step reads (f16: 11 significant bits up to 65504, bf16: "

@@ -142,9 +142,9 @@ TEST(Bf16WeightTest, LaysOutPairedPanelsOfTheRoundedWeight) {
   EXPECT_FALSE(AllClose(rounded, w, 1e-4f, 1e-4f));  // rounding to 8 mantissa bits shows
 }
 
-// --weights=bf16 for every row count and epilogue: the products of the rounded weights with x
-// rounded to bfloat16 too (AMX) or not (elsewhere), summed in float32. Against the float64
-// reference on the rounded weights, an element may differ by x's rounding: 2⁻⁸ of Σ|x·w|.
+// --weights=bf16 for every row count, with and without accumulation: the products of the rounded
+// weights with x rounded to bfloat16 too (AMX) or not (elsewhere), summed in float32. Against the
+// float64 reference on the rounded weights, an element may differ by x's rounding: 2⁻⁸ of Σ|x·w|.
 TEST(LinearTest, Bf16WeightsMatchTheReferenceOfTheirRoundedValues) {
   const int64_t n = 150, k = 45;
   const Tensor w = Random({n, k}, 1), b = Random({n}, 2);
