@@ -69,18 +69,20 @@ class HttpUnaryCall final : public TaskSink {
   std::shared_ptr<Task> task_;
 };
 
-// Starts a unary call of a JSON API: its task admitted, validated by `validate(worker, task)` and
-// queued through `admission` (which refuses it, as every protocol's call, when `prepared` is not
-// OK: a body that did not read), then answered by `body`, or with `error`. A JSON answer spells
-// out what protobuf packs: its bound is four times attnserve.v1's.
+// Starts a unary call of a JSON API, counted in the metrics as `call_name` for `model`: its task
+// admitted, validated by `validate(worker, task)` and queued through `admission` (which refuses
+// it, as every protocol's call, when `prepared` is not OK: a body that did not read), then
+// answered by `body`, or with `error`. A JSON answer spells out what protobuf packs: its bound is
+// four times attnserve.v1's.
 template <typename Validate>
 void StartHttpUnary(const Admission& admission, const HttpRequest& request,
-                    std::shared_ptr<HttpResponder> responder, CallScope scope,
+                    std::shared_ptr<HttpResponder> responder, const std::string& call_name,
                     const absl::Status& prepared, const std::string& model,
                     const std::string& method, TaskKind kind, Validate validate,
                     HttpUnaryCall::Body body, HttpUnaryCall::Error error) {
-  auto* call = new HttpUnaryCall(std::move(responder), std::move(scope), admission.answers(),
-                                 std::move(body), std::move(error));
+  auto* call = new HttpUnaryCall(
+      std::move(responder), CallScope(admission.metrics(), admission.ModelLabel(model), call_name),
+      admission.answers(), std::move(body), std::move(error));
   admission.Start(
       HttpOrigin(request), model, method, kind, prepared,
       [&](const EngineLoop& worker, Task& task) {

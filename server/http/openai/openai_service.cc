@@ -286,9 +286,8 @@ void OpenAiService::Embeddings(const HttpRequest& request,
     input.dimensions = read->dimensions;
   }
   StartHttpUnary(
-      admission_, request, std::move(responder),
-      CallScope(admission_.metrics(), admission_.ModelLabel(model), "openai.embeddings"),
-      read.status(), model, "Embed", TaskKind::kEmbed,
+      admission_, request, std::move(responder), "openai.embeddings", read.status(), model, "Embed",
+      TaskKind::kEmbed,
       [&](const EngineLoop& worker, Task& task) {
         return ValidateEmbed(input, OpenAiFieldNames("input", -1), worker, task);
       },
@@ -307,9 +306,8 @@ void OpenAiService::Rerank(const HttpRequest& request,
   auto shared =
       std::make_shared<RerankHttpRequest>(read.ok() ? *std::move(read) : RerankHttpRequest());
   StartHttpUnary(
-      admission_, request, std::move(responder),
-      CallScope(admission_.metrics(), admission_.ModelLabel(shared->model), "openai.rerank"),
-      prepared, shared->model, "Rerank", TaskKind::kClassify,
+      admission_, request, std::move(responder), "openai.rerank", prepared, shared->model, "Rerank",
+      TaskKind::kClassify,
       [&](const EngineLoop& worker, Task& task) {
         return ValidateRerank(shared->input, OpenAiFieldNames("documents", -1), worker, task);
       },
@@ -337,9 +335,8 @@ void OpenAiService::Score(const HttpRequest& request,
   const std::string model = read.ok() ? read->model : "";
   // A score is a cross-encoder's one relevance: models that rerank answer it.
   StartHttpUnary(
-      admission_, request, std::move(responder),
-      CallScope(admission_.metrics(), admission_.ModelLabel(model), "openai.score"), read.status(),
-      model, "Rerank", TaskKind::kClassify,
+      admission_, request, std::move(responder), "openai.score", read.status(), model, "Rerank",
+      TaskKind::kClassify,
       [&](const EngineLoop& worker, Task& task) {
         return ValidateClassify(read->input, OpenAiFieldNames("text_1", -1, "text_2"), worker,
                                 task);

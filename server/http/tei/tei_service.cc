@@ -240,9 +240,8 @@ void TeiService::Embed(const HttpRequest& request, std::shared_ptr<HttpResponder
     return absl::OkStatus();
   }();
   StartHttpUnary(
-      admission_, request, std::move(responder),
-      CallScope(admission_.metrics(), admission_.ModelLabel(model), "tei.embed"), prepared, model,
-      "Embed", TaskKind::kEmbed,
+      admission_, request, std::move(responder), "tei.embed", prepared, model, "Embed",
+      TaskKind::kEmbed,
       [&](const EngineLoop& worker, Task& task) {
         return ValidateEmbed(input, TeiFieldNames(), worker, task);
       },
@@ -269,9 +268,8 @@ void TeiService::Rerank(const HttpRequest& request,
     return absl::OkStatus();
   }();
   StartHttpUnary(
-      admission_, request, std::move(responder),
-      CallScope(admission_.metrics(), admission_.ModelLabel(model), "tei.rerank"), prepared, model,
-      "Rerank", TaskKind::kClassify,
+      admission_, request, std::move(responder), "tei.rerank", prepared, model, "Rerank",
+      TaskKind::kClassify,
       [&](const EngineLoop& worker, Task& task) {
         return ValidateRerank(*input, TeiFieldNames(), worker, task);
       },
@@ -301,9 +299,8 @@ void TeiService::Predict(const HttpRequest& request,
     return absl::OkStatus();
   }();
   StartHttpUnary(
-      admission_, request, std::move(responder),
-      CallScope(admission_.metrics(), admission_.ModelLabel(model), "tei.predict"), prepared, model,
-      "Classify", TaskKind::kClassify,
+      admission_, request, std::move(responder), "tei.predict", prepared, model, "Classify",
+      TaskKind::kClassify,
       [&](const EngineLoop& worker, Task& task) {
         return ValidateClassify(input, TeiFieldNames(), worker, task);
       },
