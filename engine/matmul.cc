@@ -375,8 +375,7 @@ LinearWeights PrepareLinear(Tensor weight, Tensor bias, const WeightFormat& form
   if (format.quantized) {
     return LinearWeights{Tensor(), std::move(bias), {}, QuantizedWeight::Quantize(weight, format)};
   }
-  // bf16 tiles are what the int8 path takes where bf16 is fastest: the same test, cached.
-  if (format.bf16 && BestInt8TileFormat() == Int8TileFormat::kBf16Packed) {
+  if (format.bf16 && Bf16WeightsTakeAmx()) {
     return LinearWeights{Tensor(), std::move(bias), {}, {}, Bf16Weight::Pack(weight)};
   }
   if (format.bf16) weight = RoundedToBf16(weight);

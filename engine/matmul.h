@@ -92,6 +92,9 @@ bool FewRowsKernelTakes(const QuantizedWeight& q, int64_t m);
 // The fastest this CPU has. ATTNSERVE_BF16=0 or ATTNSERVE_MAX_ISA=avx2 in the environment rule
 // bf16 out, ATTNSERVE_PACK_WEIGHTS=0 packing.
 Int8TileFormat BestInt8TileFormat();
+// Whether --weights=bf16 multiplies through AMX here: where the int8 path's tiles are bf16 (else
+// the rounded weights take the float32 path).
+inline bool Bf16WeightsTakeAmx() { return BestInt8TileFormat() == Int8TileFormat::kBf16Packed; }
 const char* Int8TileFormatName(Int8TileFormat format);
 // y = x · Wᵀ (+ bias) for int8 W through tiles in `format` (Linear takes BestInt8TileFormat() for
 // more than kFewRowsMaxInt8 rows); x, y as for Linear.

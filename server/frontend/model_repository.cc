@@ -90,7 +90,7 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
                 << " rows, prefill through " << Int8TileFormatName(BestInt8TileFormat())
                 << " tiles";
     } else if (weights.bf16) {
-      std::cerr << (BestInt8TileFormat() == Int8TileFormat::kBf16Packed
+      std::cerr << (Bf16WeightsTakeAmx()
                         ? "bf16 weights, multiplied through AMX (inputs rounded to bf16)"
                         : "bf16 weights, multiplied in float32 (this CPU has no AMX, or "
                           "ATTNSERVE_BF16=0)");
