@@ -18,6 +18,7 @@
 #include "engine/kernels/few_rows_linear.h"
 #include "engine/kernels/kernel_isa.h"
 #include "engine/parallel.h"
+#include "engine/weight_grid.h"
 #include "engine/weight_memory.h"
 
 namespace attnserve {
@@ -309,6 +310,19 @@ namespace {
 
 absl::Status LinearWith(const Tensor& x, const LinearWeights& w, Tensor& y,
                         MatmulEpilogue epilogue) {
+  if (!w.parts.empty()) {
+    if (!RowsAreDense(y) || y.dim(0) != x.dim(0) || y.dim(1) != w.out_features()) {
+      return absl::InvalidArgumentError(absl::StrCat("Linear: y ", y.ShapeString(), " is not [",
+                                                     x.dim(0), ", ", w.out_features(), "]"));
+    }
+    int64_t column = 0;
+    for (const LinearWeights& part : w.parts) {
+      Tensor columns = y.Slice(1, column, part.out_features());
+      RETURN_IF_ERROR(LinearWith(x, part, columns, epilogue));
+      column += part.out_features();
+    }
+    return absl::OkStatus();
+  }
   const Tensor& weight = w.weight;
   const Tensor& bias = w.bias;
   const PackedWeight& packed = w.packed;
@@ -371,9 +385,73 @@ absl::Status Linear(const Tensor& x, const Tensor& weight, const Tensor& bias, T
   return LinearWith(x, LinearWeights{weight, bias, {}, {}}, y, epilogue);
 }
 
-LinearWeights PrepareLinear(Tensor weight, Tensor bias, const WeightFormat& format) {
+namespace {
+
+// `weight` (its `parts` stacked) quantized as `format` says, or, where the load knows the grid
+// a file stores every part on, on that grid: what the file holds (engine/weight_grid.h).
+QuantizedWeight QuantizedForLoad(const Tensor& weight, const std::vector<const Tensor*>& parts,
+                                 const WeightFormat& format) {
+  std::vector<const WeightGrid*> grids;
+  std::string types;
+  bool on_grids = true;
+  for (const Tensor* part : parts) {
+    const WeightGrid* grid = format.grids ? format.grids->Find(part->data()) : nullptr;
+    if (grid == nullptr) return QuantizedWeight::Quantize(weight, format);  // not a file's
+    grids.push_back(grid);
+    on_grids = on_grids && grid->bits != 0;
+    if (types.find(grid->type) == std::string::npos) {
+      types += (types.empty() ? "" : "+") + grid->type;
+    }
+  }
+  GridReport& report = format.grids->report();
+  if (const std::optional<WeightGrid> stacked =
+          on_grids ? StackGrids(grids) : std::optional<WeightGrid>()) {
+    absl::StatusOr<QuantizedWeight> kept =
+        QuantizedWeight::OnGrid(weight, *stacked, format.int8_activations);
+    if (kept.ok()) {
+      ++report.exact;
+      return *std::move(kept);
+    }
+  }
+  QuantizedWeight quantized = QuantizedWeight::Quantize(weight, format);
+  ++report.requantized[types];
+  const QuantizedWeight::Deviation deviation = quantized.DeviationFrom(weight);
+  report.AddError(deviation.difference, deviation.magnitude);
+  return quantized;
+}
+
+// Whether every part lies on a grid of the file's, and those grids have no common layout.
+bool OnGridsOfTheirOwn(const std::vector<const Tensor*>& parts, const WeightFormat& format) {
+  if (format.grids == nullptr) return false;
+  std::vector<const WeightGrid*> grids;
+  for (const Tensor* part : parts) {
+    const WeightGrid* grid = format.grids->Find(part->data());
+    if (grid == nullptr || grid->bits == 0) return false;
+    grids.push_back(grid);
+  }
+  return !StackGrids(grids).has_value();
+}
+
+// PrepareLinear of `weight`, the rows of `parts` (none: itself) stacked.
+LinearWeights Prepare(Tensor weight, const std::vector<const Tensor*>& parts, Tensor bias,
+                      const WeightFormat& format) {
+  if (format.quantized && parts.size() > 1 && OnGridsOfTheirOwn(parts, format)) {
+    LinearWeights stacked;
+    int64_t row = 0;
+    for (const Tensor* part : parts) {
+      stacked.parts.push_back(
+          LinearWeights{Tensor(),
+                        bias.empty() ? Tensor() : bias.Slice(0, row, part->dim(0)),
+                        {},
+                        QuantizedForLoad(*part, {part}, format)});
+      row += part->dim(0);
+    }
+    return stacked;
+  }
   if (format.quantized) {
-    return LinearWeights{Tensor(), std::move(bias), {}, QuantizedWeight::Quantize(weight, format)};
+    const std::vector<const Tensor*> whole =
+        parts.empty() ? std::vector<const Tensor*>{&weight} : parts;
+    return LinearWeights{Tensor(), std::move(bias), {}, QuantizedForLoad(weight, whole, format)};
   }
   if (format.bf16 && Bf16WeightsTakeAmx()) {
     return LinearWeights{Tensor(), std::move(bias), {}, {}, Bf16Weight::Pack(weight)};
@@ -382,6 +460,50 @@ LinearWeights PrepareLinear(Tensor weight, Tensor bias, const WeightFormat& form
   PackedWeight packed = PackedWeight::PackIfFaster(weight);
   if (!packed.empty()) weight = Tensor();
   return LinearWeights{std::move(weight), std::move(bias), std::move(packed), {}};
+}
+
+}  // namespace
+
+int64_t LinearWeights::out_features() const {
+  if (!parts.empty()) {
+    int64_t n = 0;
+    for (const LinearWeights& part : parts) n += part.out_features();
+    return n;
+  }
+  return !quantized.empty() ? quantized.n()
+         : !bf16.empty()    ? bf16.n()
+         : packed.empty()   ? weight.dim(0)
+                            : packed.n();
+}
+
+int64_t LinearWeights::in_features() const {
+  if (!parts.empty()) return parts[0].in_features();
+  return !quantized.empty() ? quantized.k()
+         : !bf16.empty()    ? bf16.k()
+         : packed.empty()   ? weight.dim(1)
+                            : packed.k();
+}
+
+Tensor LinearWeights::PlainWeight() const {
+  if (!parts.empty()) {
+    Tensor out({out_features(), in_features()});
+    int64_t row = 0;
+    for (const LinearWeights& part : parts) {
+      const Tensor plain = part.PlainWeight();
+      for (int64_t r = 0; r < plain.dim(0); ++r) {
+        std::copy_n(plain.row(r), plain.dim(1), out.row(row++));
+      }
+    }
+    return out;
+  }
+  return !quantized.empty() ? quantized.Dequantize()
+         : !bf16.empty()    ? bf16.Unpack()
+         : packed.empty()   ? weight
+                            : packed.Unpack();
+}
+
+LinearWeights PrepareLinear(Tensor weight, Tensor bias, const WeightFormat& format) {
+  return Prepare(std::move(weight), {}, std::move(bias), format);
 }
 
 namespace {
@@ -427,7 +549,7 @@ Tensor StackBiases(const std::vector<const Tensor*>& biases,
 LinearWeights PrepareStackedLinear(const std::vector<const Tensor*>& weights,
                                    const std::vector<const Tensor*>& biases,
                                    const WeightFormat& format) {
-  return PrepareLinear(Stack(weights), StackBiases(biases, weights), format);
+  return Prepare(Stack(weights), weights, StackBiases(biases, weights), format);
 }
 
 absl::Status Linear(const Tensor& x, const LinearWeights& linear, Tensor& y,

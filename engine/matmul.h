@@ -37,29 +37,18 @@ struct LinearWeights {
   PackedWeight packed;
   QuantizedWeight quantized;
   Bf16Weight bf16 = {};
+  // Or parts stacked by rows, each in a layout of its own, the fields above empty: a fused
+  // projection whose parts a file stores on different grids (Q4_K queries and keys, Q6_K values:
+  // PrepareStackedLinear under --weights=auto).
+  std::vector<LinearWeights> parts = {};
 
   bool empty() const {
-    return weight.empty() && packed.empty() && quantized.empty() && bf16.empty();
+    return weight.empty() && packed.empty() && quantized.empty() && bf16.empty() && parts.empty();
   }
-  int64_t out_features() const {
-    return !quantized.empty() ? quantized.n()
-           : !bf16.empty()    ? bf16.n()
-           : packed.empty()   ? weight.dim(0)
-                              : packed.n();
-  }
-  int64_t in_features() const {
-    return !quantized.empty() ? quantized.k()
-           : !bf16.empty()    ? bf16.k()
-           : packed.empty()   ? weight.dim(1)
-                              : packed.k();
-  }
+  int64_t out_features() const;
+  int64_t in_features() const;
   // The plain weight [out, in]: a copy unpacked or dequantized when that is all there is.
-  Tensor PlainWeight() const {
-    return !quantized.empty() ? quantized.Dequantize()
-           : !bf16.empty()    ? bf16.Unpack()
-           : packed.empty()   ? weight
-                              : packed.Unpack();
-  }
+  Tensor PlainWeight() const;
 };
 
 // The weight in `format`: quantized, or packed where that is faster, and then dropped: its

@@ -1,9 +1,12 @@
 #include "engine/quantized_weight.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/bf16.h"
 #include "engine/kernels/int4_panel_products.h"
@@ -13,7 +16,7 @@
 namespace attnserve {
 
 QuantizedWeight QuantizedWeight::Allocate(int64_t n, int64_t k, int bits, int64_t group_size,
-                                          bool int8_activations) {
+                                          bool int8_activations, bool int4_floats) {
   QuantizedWeight q;
   q.bits_ = bits;
   q.int8_activations_ = int8_activations;
@@ -22,8 +25,12 @@ QuantizedWeight QuantizedWeight::Allocate(int64_t n, int64_t k, int bits, int64_
   if (bits == 4) {
     q.group_size_ = kInt4Group;
     q.values_ = AllocateWeights<int8_t>(static_cast<size_t>(q.panels() * k * kPanelWidth / 2));
-    q.halves_ =
-        AllocateWeights<Half>(static_cast<size_t>(q.panels() * q.groups() * 2 * kPanelWidth));
+    const auto scales = static_cast<size_t>(q.panels() * q.groups() * 2 * kPanelWidth);
+    if (int4_floats) {
+      q.scales_ = AllocateWeights<float>(scales);
+    } else {
+      q.halves_ = AllocateWeights<Half>(scales);
+    }
   } else {
     q.group_size_ = group_size > 0 && group_size < k ? group_size : std::max<int64_t>(k, 1);
     q.values_ = AllocateWeights<int8_t>(static_cast<size_t>(q.panels() * k * kPanelWidth));
@@ -54,6 +61,16 @@ void QuantizedWeight::QuantizePanelInt8(const float* const* rows, int64_t column
   }
 }
 
+namespace {
+
+// Where level i of column c of a group goes (int4_panel_products.h): vector 4m + s, byte 4c' + d.
+inline void PutInt4Level(uint8_t* group_levels, int64_t c, int64_t i, uint8_t level) {
+  group_levels[c / 16 * 4 * 64 + c % 16 * 4 + i / 8 * 64 + i % 4] |=
+      static_cast<uint8_t>(level << (i % 8 / 4 * 4));
+}
+
+}  // namespace
+
 void QuantizedWeight::QuantizePanelInt4(const float* const* rows, int64_t columns, int64_t j) {
   uint8_t* levels = const_cast<uint8_t*>(int4_panel(j));
   Half* halves = halves_.get() + j * groups() * 2 * kPanelWidth;
@@ -69,14 +86,59 @@ void QuantizedWeight::QuantizePanelInt4(const float* const* rows, int64_t column
       halves[g * 2 * kPanelWidth + kPanelWidth + c] = minimum;
       const float step = FromF16(scale), base = FromF16(minimum);
       if (step <= 0.0f) continue;  // one value: every level 0
-      // Where level i of column c goes (int4_panel_products.h): vector 4m + s, byte 4c' + d.
-      uint8_t* vectors = levels + g * kInt4GroupBytes + c / 16 * 4 * 64 + c % 16 * 4;
       for (int64_t i = 0; i < kInt4Group; ++i) {
         const float level = std::clamp(std::nearbyint((values[i] - base) / step), 0.0f, 15.0f);
-        vectors[i / 8 * 64 + i % 4] |= static_cast<uint8_t>(level) << (i % 8 / 4 * 4);
+        PutInt4Level(levels + g * kInt4GroupBytes, c, i, static_cast<uint8_t>(level));
       }
     }
   }
+}
+
+bool QuantizedWeight::PanelOnGrid(const float* const* rows, int64_t columns, int64_t j,
+                                  const WeightGrid& grid, int64_t first_row) {
+  const bool int4 = bits_ == 4;
+  const int64_t span = int4 ? 2 * kPanelWidth : kPanelWidth;  // values a panel's group holds
+  float* floats = scales_ == nullptr ? nullptr : scales_.get() + j * groups() * span;
+  Half* halves = halves_ == nullptr ? nullptr : halves_.get() + j * groups() * span;
+  uint8_t* levels = int4 ? const_cast<uint8_t*>(int4_panel(j)) : nullptr;
+  int8_t* values = int4 ? nullptr : values_.get() + j * k_ * kPanelWidth;
+  if (int4) {
+    std::memset(levels, 0, k_ * kPanelWidth / 2);
+  } else {
+    std::memset(values, 0, k_ * kPanelWidth);
+  }
+  if (floats != nullptr) std::fill(floats, floats + groups() * span, 0.0f);
+  if (halves != nullptr) std::fill(halves, halves + groups() * span, Half{});
+  const float lowest = int4 ? 0.0f : -128.0f, highest = int4 ? 15.0f : 127.0f;
+  for (int64_t c = 0; c < columns; ++c) {
+    const float* row = rows[c];
+    for (int64_t g = 0; g < groups(); ++g) {
+      const float scale = grid.scales.row(first_row + c)[g];
+      const float minimum = int4 ? grid.minimums.row(first_row + c)[g] : 0.0f;
+      if (halves != nullptr) {
+        halves[g * span + c] = ToF16(scale);
+        halves[g * span + kPanelWidth + c] = ToF16(minimum);
+      } else {
+        floats[g * span + c] = scale;
+        if (int4) floats[g * span + kPanelWidth + c] = minimum;
+      }
+      const int64_t begin = g * group_size_, end = std::min(k_, begin + group_size_);
+      for (int64_t i = begin; i < end; ++i) {
+        const float level = scale == 0.0f ? 0.0f : std::nearbyint((row[i] - minimum) / scale);
+        // The file's value is level · scale + minimum, the product exact (an f16 times at most 13
+        // bits): anything else is not on this grid.
+        if (!(level >= lowest && level <= highest) || level * scale + minimum != row[i]) {
+          return false;
+        }
+        if (int4) {
+          PutInt4Level(levels + g * kInt4GroupBytes, c, i - begin, static_cast<uint8_t>(level));
+        } else {
+          values[i * kPanelWidth + c] = static_cast<int8_t>(level);
+        }
+      }
+    }
+  }
+  return true;
 }
 
 void QuantizedWeight::QuantizeRows(const Tensor& rows, int64_t first_panel) {
@@ -133,12 +195,73 @@ absl::StatusOr<QuantizedWeight> QuantizedWeight::QuantizeSlices(int64_t n, int64
   return q;
 }
 
+absl::StatusOr<QuantizedWeight> QuantizedWeight::OnGrid(const WeightGrid& grid, int64_t n,
+                                                        int64_t k, bool int8_activations,
+                                                        const RowSlices& rows, int64_t slice_rows) {
+  const int64_t groups = grid.group_size > 0 ? k / grid.group_size : 0;
+  if ((grid.bits != 4 && grid.bits != 8) || (grid.bits == 4 && grid.group_size != kInt4Group) ||
+      groups == 0 || k % grid.group_size != 0 || grid.scales.shape() != Shape{n, groups} ||
+      (grid.bits == 4 && grid.minimums.shape() != grid.scales.shape())) {
+    return absl::InvalidArgumentError(absl::StrCat("a ", grid.type, " grid of ", grid.bits,
+                                                   " bits and groups of ", grid.group_size,
+                                                   " does not fit a [", n, ", ", k, "] weight"));
+  }
+  // Int4's scales and minimums stay f16 when f16 holds every one exactly (Q4_0, Q4_1).
+  bool f16 = grid.bits == 4;
+  for (const Tensor* values : {&grid.scales, &grid.minimums}) {
+    for (int64_t i = 0; f16 && i < values->size(); ++i) {
+      f16 = FromF16(ToF16(values->data()[i])) == values->data()[i];
+    }
+  }
+  QuantizedWeight q = Allocate(n, k, grid.bits, grid.group_size, int8_activations,
+                               /*int4_floats=*/grid.bits == 4 && !f16);
+  slice_rows = std::max<int64_t>(1, slice_rows / kPanelWidth) * kPanelWidth;
+  for (int64_t first = 0; first < n; first += slice_rows) {
+    ASSIGN_OR_RETURN(const Tensor slice, rows(first, std::min(slice_rows, n - first)));
+    const int64_t count = (slice.dim(0) + kPanelWidth - 1) / kPanelWidth;
+    std::atomic<bool> on_grid = true;
+    ParallelFor(count, [&](int64_t p) {
+      const int64_t columns = std::min(kPanelWidth, slice.dim(0) - p * kPanelWidth);
+      const float* row_pointers[kPanelWidth];
+      for (int64_t c = 0; c < columns; ++c) row_pointers[c] = slice.row(p * kPanelWidth + c);
+      if (!q.PanelOnGrid(row_pointers, columns, first / kPanelWidth + p, grid,
+                         first + p * kPanelWidth)) {
+        on_grid = false;
+      }
+    });
+    if (!on_grid) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rows ", first, "+", slice.dim(0), " hold values off their ", grid.type, " grid"));
+    }
+  }
+  return q;
+}
+
+absl::StatusOr<QuantizedWeight> QuantizedWeight::OnGrid(const Tensor& weight,
+                                                        const WeightGrid& grid,
+                                                        bool int8_activations) {
+  return OnGrid(grid, weight.dim(0), weight.dim(1), int8_activations,
+                [&](int64_t first, int64_t count) -> absl::StatusOr<Tensor> {
+                  return weight.Slice(0, first, count);
+                });
+}
+
 int64_t QuantizedWeight::bytes() const {
   if (bits_ == 4) {
-    return panels() * kPanelWidth * (k_ / 2 + groups() * 2 * static_cast<int64_t>(sizeof(Half)));
+    const int64_t scale_bytes = halves_ != nullptr ? sizeof(Half) : sizeof(float);
+    return panels() * kPanelWidth * (k_ / 2 + groups() * 2 * scale_bytes);
   }
   return panels() * kPanelWidth * (k_ + groups() * static_cast<int64_t>(sizeof(float)));
 }
+
+namespace {
+
+float Int4ScaleAt(Int4Scales scales, int64_t offset) {
+  return scales.halves != nullptr ? FromF16(static_cast<Half>(scales.halves[offset]))
+                                  : scales.floats[offset];
+}
+
+}  // namespace
 
 int QuantizedWeight::value(int64_t n, int64_t i) const {
   const int64_t j = n / kPanelWidth, c = n % kPanelWidth;
@@ -151,14 +274,13 @@ int QuantizedWeight::value(int64_t n, int64_t i) const {
 float QuantizedWeight::scale(int64_t n, int64_t i) const {
   const int64_t j = n / kPanelWidth, c = n % kPanelWidth;
   if (bits_ == 8) return panel_scales(j)[i / group_size_ * kPanelWidth + c];
-  return FromF16(static_cast<Half>(int4_halves(j)[i / kInt4Group * 2 * kPanelWidth + c]));
+  return Int4ScaleAt(int4_scales(j), i / kInt4Group * 2 * kPanelWidth + c);
 }
 
 float QuantizedWeight::minimum(int64_t n, int64_t i) const {
   const int64_t j = n / kPanelWidth, c = n % kPanelWidth;
   if (bits_ == 8) return 0.0f;
-  return FromF16(
-      static_cast<Half>(int4_halves(j)[i / kInt4Group * 2 * kPanelWidth + kPanelWidth + c]));
+  return Int4ScaleAt(int4_scales(j), i / kInt4Group * 2 * kPanelWidth + kPanelWidth + c);
 }
 
 void QuantizedWeight::DequantizeRow(int64_t n, float* out) const {
@@ -176,6 +298,20 @@ void QuantizedWeight::DequantizeRow(int64_t n, float* out) const {
   for (int64_t i = 0; i < k_; ++i) {
     out[i] = values[i * kPanelWidth] * scales[i / group_size_ * kPanelWidth];
   }
+}
+
+QuantizedWeight::Deviation QuantizedWeight::DeviationFrom(const Tensor& rows, int64_t first) const {
+  std::vector<float> row(static_cast<size_t>(k_));
+  Deviation out;
+  for (int64_t r = 0; r < rows.dim(0); ++r) {
+    DequantizeRow(first + r, row.data());
+    for (int64_t i = 0; i < k_; ++i) {
+      const double value = rows.row(r)[i];
+      out.magnitude = std::max(out.magnitude, std::fabs(value));
+      out.difference = std::max(out.difference, std::fabs(value - row[i]));
+    }
+  }
+  return out;
 }
 
 Tensor QuantizedWeight::Dequantize() const {
@@ -202,8 +338,7 @@ void QuantizedWeight::DequantizeColumns(int64_t first, int64_t last, float* out,
     for (int64_t j = first; j < last; ++j) {
       const int64_t columns = std::min(kPanelWidth, n_ - j * kPanelWidth);
       for (int64_t g = 0; g < groups(); ++g) {
-        DequantizeInt4Group(int4_panel(j) + g * kInt4GroupBytes,
-                            int4_halves(j) + g * kInt4GroupHalves, rows);
+        DequantizeInt4Group(int4_panel(j) + g * kInt4GroupBytes, int4_scales(j).Group(g), rows);
         for (int64_t i = 0; i < kInt4Group; ++i) {
           std::copy(rows[i], rows[i] + columns,
                     out + (g * kInt4Group + i) * row_stride + (j - first) * kPanelWidth);
@@ -228,7 +363,7 @@ void QuantizedWeight::DequantizePanels(int64_t first, int64_t last, int64_t padd
     float* block = out + (j - first) * padded_k * kPanelWidth;
     for (int64_t g = 0; bits_ == 4 && g < groups(); ++g) {
       DequantizeInt4Group(
-          int4_panel(j) + g * kInt4GroupBytes, int4_halves(j) + g * kInt4GroupHalves,
+          int4_panel(j) + g * kInt4GroupBytes, int4_scales(j).Group(g),
           reinterpret_cast<float(*)[kPanelWidth]>(block + g * kInt4Group * kPanelWidth));
     }
     for (int64_t i = 0; bits_ == 8 && i < k_; ++i) {
@@ -246,8 +381,7 @@ void QuantizedWeight::DequantizePanelsBf16(int64_t first, int64_t last, int64_t 
     for (int64_t j = first; j < last; ++j) {
       uint16_t* block = out + (j - first) * padded_k * kPanelWidth;
       for (int64_t g = 0; g < groups(); ++g) {
-        DequantizeInt4GroupBf16(int4_panel(j) + g * kInt4GroupBytes,
-                                int4_halves(j) + g * kInt4GroupHalves,
+        DequantizeInt4GroupBf16(int4_panel(j) + g * kInt4GroupBytes, int4_scales(j).Group(g),
                                 block + g * kInt4Group * kPanelWidth);
       }
       std::fill(block + k_ * kPanelWidth, block + padded_k * kPanelWidth, uint16_t{0});

@@ -20,8 +20,10 @@
 
 #include "absl/status/statusor.h"
 #include "engine/f16.h"
+#include "engine/kernels/int4_panel_products.h"
 #include "engine/tensor.h"
 #include "engine/weight_format.h"
+#include "engine/weight_grid.h"
 
 namespace attnserve {
 
@@ -49,6 +51,16 @@ class QuantizedWeight {
                                                         const RowSlices& rows,
                                                         int64_t slice_rows = 4096);
 
+  // The weight on a file's grid (engine/weight_grid.h): each level recovered from the dequantized
+  // values that rows(first, count) gives, so that it holds exactly what the file does. Int4 keeps
+  // its scales and minimums in f16 where f16 holds them all, else as floats. FAILED_PRECONDITION
+  // when a value is not on the grid.
+  static absl::StatusOr<QuantizedWeight> OnGrid(const WeightGrid& grid, int64_t n, int64_t k,
+                                                bool int8_activations, const RowSlices& rows,
+                                                int64_t slice_rows = 4096);
+  static absl::StatusOr<QuantizedWeight> OnGrid(const Tensor& weight, const WeightGrid& grid,
+                                                bool int8_activations);
+
   bool empty() const { return values_ == nullptr; }
   int bits() const { return bits_; }
   int64_t n() const { return n_; }
@@ -67,8 +79,10 @@ class QuantizedWeight {
   const uint8_t* int4_panel(int64_t j) const {
     return reinterpret_cast<const uint8_t*>(values_.get()) + j * k_ * kPanelWidth / 2;
   }
-  const uint16_t* int4_halves(int64_t j) const {
-    return reinterpret_cast<const uint16_t*>(halves_.get()) + j * groups() * 2 * kPanelWidth;
+  Int4Scales int4_scales(int64_t j) const {
+    const int64_t offset = j * groups() * 2 * kPanelWidth;
+    if (halves_ == nullptr) return {nullptr, scales_.get() + offset};
+    return {reinterpret_cast<const uint16_t*>(halves_.get()) + offset, nullptr};
   }
   // W[n, i] ≈ value(n, i) · scale(n, i) + minimum(n, i); value is the stored level (int8: -127 to
   // 127, int4: 0 to 15), minimum 0 for int8.
@@ -78,6 +92,12 @@ class QuantizedWeight {
 
   // Row n of the dequantized weight (K floats): a token embedding lookup from a tied table.
   void DequantizeRow(int64_t n, float* out) const;
+  // Against rows [first, first + rows.dim(0)) of the weight it was made from: the largest
+  // difference of an element from its dequantized value, and the largest magnitude among them.
+  struct Deviation {
+    double difference = 0.0, magnitude = 0.0;
+  };
+  Deviation DeviationFrom(const Tensor& rows, int64_t first = 0) const;
   // The dequantized weight [N, K], as a new tensor.
   Tensor Dequantize() const;
   // Tiles for a matmul, on the calling thread (QuantizedMatmul hands each thread its own tiles).
@@ -93,17 +113,22 @@ class QuantizedWeight {
 
  private:
   // Room for a weight [n, k], its values not yet set.
+  // int4_floats: an int4 weight's scales and minimums as floats rather than f16.
   static QuantizedWeight Allocate(int64_t n, int64_t k, int bits, int64_t group_size,
-                                  bool int8_activations);
+                                  bool int8_activations, bool int4_floats = false);
   // Rows [64 · first_panel, 64 · first_panel + rows.dim(0)) of the weight from `rows`.
   void QuantizeRows(const Tensor& rows, int64_t first_panel);
   // Panel j from its `columns` rows (the rest zero).
   void QuantizePanelInt8(const float* const* rows, int64_t columns, int64_t j);
   void QuantizePanelInt4(const float* const* rows, int64_t columns, int64_t j);
+  // Panel j's columns [0, columns) from `rows` on `grid`, whose row first_row is the panel's
+  // first: false when a value is off the grid.
+  bool PanelOnGrid(const float* const* rows, int64_t columns, int64_t j, const WeightGrid& grid,
+                   int64_t first_row);
 
   std::shared_ptr<int8_t> values_;  // int4: two levels a byte
-  std::shared_ptr<float> scales_;   // int8
-  std::shared_ptr<Half> halves_;    // int4
+  std::shared_ptr<float> scales_;   // int8, and int4 with float scales
+  std::shared_ptr<Half> halves_;    // int4 with f16 scales
   int64_t n_ = 0, k_ = 0, group_size_ = 0;
   int bits_ = 8;
   bool int8_activations_ = true;

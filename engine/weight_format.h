@@ -2,10 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string_view>
 
 namespace attnserve {
+
+class WeightGrids;  // engine/weight_grid.h
 
 // float32 (packed where that is faster), or quantized at load (docs/model-format.md, "Quantized
 // weights") to
@@ -39,6 +42,10 @@ struct WeightFormat {
   // of them have 4 bits, int8 otherwise (the closest the engine keeps to the file's precision and
   // size), float32 for anything else; the loaded model's config says which.
   bool automatic = false;
+  // While a block-quantized file loads under "auto": the grids its matrices are stored on, so
+  // that each is kept as the file holds it where a layout can (QuantizedWeight::OnGrid), and what
+  // was not. Null otherwise, and never part of a loaded model's config.
+  std::shared_ptr<WeightGrids> grids = nullptr;
 };
 
 // The format of the token table and the LM head.

@@ -13,6 +13,7 @@
 #include "engine/importers/gguf_importer.h"
 #include "engine/importers/hf_checkpoint.h"
 #include "engine/packed_weight.h"
+#include "engine/weight_grid.h"
 #include "text/tokenizer/byte_tokenizer.h"
 #include "text/tokenizer/hf_tokenizer.h"
 
@@ -95,8 +96,10 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
   } else if (format.automatic) {
     format.quantized = false;
   }
-  weights.set_format(format);
   config.weights = format;
+  // Each matrix kept as the file stores it where a layout can (engine/weight_grid.h).
+  if (format.automatic && format.quantized) format.grids = std::make_shared<WeightGrids>();
+  weights.set_format(format);
 
   model->directory = directory;
   model->config = config;
@@ -109,6 +112,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& directory,
       {"perceiver_io", &LoadAs<PerceiverIO>}, {"set_transformer", &LoadAs<SetTransformer>}};
   ASSIGN_OR_RETURN(model->servable, kArchitectures.at(config.architecture)(config, weights));
   RETURN_IF_ERROR(weights.CheckAllTaken());
+  if (format.grids != nullptr) model->weights_as_stored = format.grids->report().Describe();
   if (config.token_inputs()) {
     ASSIGN_OR_RETURN(model->tokenizer,
                      LoadTokenizer(directory, config, gguf ? &*gguf : nullptr, gguf_path));

@@ -37,6 +37,9 @@ struct Model {
   int64_t max_token_text_bytes = 0;            // the longest Tokenizer::TokenText
   FileBytes weight_file;                       // model.safetensors as read, where the weights live
   std::string source;  // what was read, for the log: "model.gguf (210 Q4_1, 61 F32, 1 Q8_0)"
+  // A block-quantized file under --weights=auto: which matrices the engine keeps exactly as the
+  // file stores them, and which it quantized again with the difference that made (GridReport).
+  std::string weights_as_stored;
   // The layers' matmul weights were copied into packed or int8 buffers and their pages in
   // weight_file released: the engine reads the rest (embeddings, norms) there.
   bool weights_packed = false;

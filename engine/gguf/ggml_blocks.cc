@@ -291,6 +291,44 @@ void Q6_KBlock(const uint8_t* b, float* y) {
   }
 }
 
+// Each type's groups: scale s[g] (and minimum m[g]) of group g of one block, such that the
+// block's element e is level · s[e / group] + m[e / group] with the level an integer in the
+// grid's range, every value computed as the functions above compute it.
+
+void Q4_0Groups(const uint8_t* b, float* s, float* m) {  // (q - 8) · d = q · d + (-8d)
+  s[0] = LoadHalf(b);
+  m[0] = -8.0f * s[0];
+}
+
+void Q4_1Groups(const uint8_t* b, float* s, float* m) {
+  s[0] = LoadHalf(b);
+  m[0] = LoadHalf(b + 2);
+}
+
+void Q4_KGroups(const uint8_t* b, float* s, float* m) {  // d·scale·q - dmin·min
+  const float d = LoadHalf(b), dmin = LoadHalf(b + 2);
+  for (int g = 0; g < 8; ++g) {
+    uint8_t scale, min;
+    K4ScaleMin(b + 4, g, &scale, &min);
+    s[g] = d * static_cast<float>(scale);
+    m[g] = -(dmin * static_cast<float>(min));
+  }
+}
+
+void Q8_0Groups(const uint8_t* b, float* s, float*) { s[0] = LoadHalf(b); }
+
+void Q5_0Groups(const uint8_t* b, float* s, float*) { s[0] = LoadHalf(b); }  // levels q - 16
+
+void Q3_KGroups(const uint8_t* b, float* s, float*) {
+  const float d = LoadHalf(b + 108);
+  for (int g = 0; g < 16; ++g) s[g] = d * static_cast<float>(Q3_KScale(b + 96, g));
+}
+
+void Q6_KGroups(const uint8_t* b, float* s, float*) {
+  const float d = LoadHalf(b + 208);
+  for (int g = 0; g < 16; ++g) s[g] = d * static_cast<float>(static_cast<int8_t>(b[192 + g]));
+}
+
 template <int kBlockBytes, int kBlockSize, typename Block>
 void Blocks(const uint8_t* in, float* out, int64_t count, Block block) {
   for (int64_t i = 0; i < count; ++i) block(in + i * kBlockBytes, out + i * kBlockSize);
@@ -336,6 +374,70 @@ void DequantizeBlocks(GgmlType type, const uint8_t* in, float* out, int64_t coun
 }
 
 }  // namespace
+
+std::optional<GgmlGridShape> GgmlGrid(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ4_K:
+      return GgmlGridShape{4, 32};
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ5_0:
+      return GgmlGridShape{8, 32};
+    case GgmlType::kQ3_K:
+    case GgmlType::kQ6_K:
+      return GgmlGridShape{8, 16};
+    default:
+      return std::nullopt;
+  }
+}
+
+absl::Status GgmlGroupScales(GgmlType type, std::span<const uint8_t> blocks,
+                             std::span<float> scales, std::span<float> minimums) {
+  const std::optional<GgmlGridShape> grid = GgmlGrid(type);
+  const std::optional<GgmlBlockLayout> layout = GgmlLayout(type);
+  if (!grid.has_value() || !layout.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(GgmlTypeName(type), " has no grid"));
+  }
+  const int64_t groups = layout->block_size / grid->group_size;  // a block's
+  const auto count = static_cast<int64_t>(blocks.size()) / layout->block_bytes;
+  if (static_cast<int64_t>(blocks.size()) % layout->block_bytes != 0 ||
+      static_cast<int64_t>(scales.size()) != count * groups ||
+      minimums.size() != (grid->bits == 4 ? scales.size() : 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(blocks.size(), " bytes of ", GgmlTypeName(type),
+                                                   " blocks do not give ", scales.size(),
+                                                   " scales and ", minimums.size(), " minimums"));
+  }
+  void (*groups_of)(const uint8_t*, float*, float*) = nullptr;
+  switch (type) {
+    case GgmlType::kQ4_0:
+      groups_of = Q4_0Groups;
+      break;
+    case GgmlType::kQ4_1:
+      groups_of = Q4_1Groups;
+      break;
+    case GgmlType::kQ4_K:
+      groups_of = Q4_KGroups;
+      break;
+    case GgmlType::kQ8_0:
+      groups_of = Q8_0Groups;
+      break;
+    case GgmlType::kQ5_0:
+      groups_of = Q5_0Groups;
+      break;
+    case GgmlType::kQ3_K:
+      groups_of = Q3_KGroups;
+      break;
+    default:
+      groups_of = Q6_KGroups;
+  }
+  float ignored[16];
+  for (int64_t i = 0; i < count; ++i) {
+    groups_of(blocks.data() + i * layout->block_bytes, scales.data() + i * groups,
+              minimums.empty() ? ignored : minimums.data() + i * groups);
+  }
+  return absl::OkStatus();
+}
 
 absl::Status DequantizeGgml(GgmlType type, std::span<const uint8_t> blocks, std::span<float> out) {
   const std::optional<GgmlBlockLayout> layout = GgmlLayout(type);

@@ -33,6 +33,23 @@ std::optional<GgmlBlockLayout> GgmlLayout(GgmlType type);
 // Float values (F32, F16, BF16) are widened as they are, NaN and infinity included.
 absl::Status DequantizeGgml(GgmlType type, std::span<const uint8_t> blocks, std::span<float> out);
 
+// The grid of a type whose blocks are groups of levels with a scale (and a minimum) each, as
+// QuantizedWeight can keep them exactly (engine/weight_grid.h): Q4_0, Q4_1 and Q4_K as 4 bits in
+// groups of 32; Q8_0 and Q5_0 as 8 bits in groups of 32, Q3_K and Q6_K in groups of 16 (their
+// sub-blocks). nullopt for the others: Q5_1 and Q5_K (5-bit levels with a minimum), Q2_K
+// (minimums on sub-blocks of 16), and the float types.
+struct GgmlGridShape {
+  int bits = 4;
+  int64_t group_size = 32;
+};
+std::optional<GgmlGridShape> GgmlGrid(GgmlType type);
+
+// Each group's scale (and, for 4 bits, minimum) of whole blocks of a type GgmlGrid describes, in
+// order: element e's value is level · scales[e / group_size] + minimums[e / group_size], exactly
+// as DequantizeGgml computes it. minimums is empty for 8 bits.
+absl::Status GgmlGroupScales(GgmlType type, std::span<const uint8_t> blocks,
+                             std::span<float> scales, std::span<float> minimums);
+
 // IEEE 754 binary16 to binary32, exactly (integer arithmetic only: the result does not depend
 // on the floating-point environment's handling of subnormals).
 float Fp16ToFloat(uint16_t half);

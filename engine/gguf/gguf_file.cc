@@ -564,4 +564,38 @@ absl::StatusOr<Tensor> GgufFile::Float32Rows(const GgufTensorInfo& tensor, int64
   return out;
 }
 
+absl::StatusOr<WeightGrid> GgufFile::Grid(const GgufTensorInfo& tensor) const {
+  const std::string what = absl::StrCat("tensor ", Quoted(tensor.name));
+  auto fail = [&](absl::string_view message) {
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": ", what, ": ", message));
+  };
+  if (source_ == nullptr) return absl::FailedPreconditionError("no GGUF file is open");
+  const std::optional<GgmlGridShape> shape = GgmlGrid(tensor.type);
+  if (!shape.has_value() || tensor.dims.size() != 2) {
+    return fail(absl::StrCat("a 2-D ", GgmlTypeName(tensor.type), " tensor has no grid"));
+  }
+  absl::StatusOr<uint64_t> bytes = TensorBytes(tensor.dims, tensor.type);
+  if (!bytes.ok()) return fail(bytes.status().message());
+  if (*bytes != tensor.bytes || tensor.offset > source_->size() ||
+      tensor.bytes > source_->size() - tensor.offset) {
+    return fail(absl::StrCat("the info's ", tensor.bytes, " bytes at offset ", tensor.offset,
+                             " are not a tensor of the ", source_->size(), "-byte file"));
+  }
+  WeightGrid grid;
+  grid.bits = shape->bits;
+  grid.group_size = shape->group_size;
+  grid.type = GgmlTypeName(tensor.type);
+  const Shape groups = {tensor.dims[1], tensor.dims[0] / shape->group_size};
+  grid.scales = Tensor(groups);
+  if (grid.bits == 4) grid.minimums = Tensor(groups);
+  auto raw = std::make_unique_for_overwrite<uint8_t[]>(tensor.bytes);
+  RETURN_IF_ERROR(source_->Read(tensor.offset, raw.get(), tensor.bytes, what));
+  const absl::Status status = GgmlGroupScales(
+      tensor.type, {raw.get(), tensor.bytes},
+      {grid.scales.data(), static_cast<size_t>(grid.scales.size())},
+      {grid.minimums.data(), grid.bits == 4 ? static_cast<size_t>(grid.minimums.size()) : 0});
+  if (!status.ok()) return fail(status.message());
+  return grid;
+}
+
 }  // namespace attnserve

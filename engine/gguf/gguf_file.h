@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/tensor.h"
+#include "engine/weight_grid.h"
 
 namespace attnserve {
 
@@ -85,6 +86,9 @@ class GgufFile {
   // without the rest: a large table is quantized in slices, never whole in float32.
   absl::StatusOr<Tensor> Float32Rows(const GgufTensorInfo& tensor, int64_t first,
                                      int64_t count) const;
+  // The grid a 2-D tensor of a type GgmlGrid describes is stored on (its groups' scales and
+  // minimums, [rows, groups] each); errors name the file and the tensor.
+  absl::StatusOr<WeightGrid> Grid(const GgufTensorInfo& tensor) const;
 
  private:
   struct Source;  // the open file, or bytes in memory

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "engine/gguf/ggml_blocks.h"
 #include "engine/importers/field_reader.h"
 #include "text/tokenizer/gguf_tokenizer.h"
 
@@ -69,6 +70,18 @@ class GgufTensorMap {
     if (!transform && shape.size() == 2) {
       out_[to].rows = [file = file_, info](int64_t first, int64_t count) {
         return file->Float32Rows(*info, first, count);
+      };
+    }
+    out_[to].type = GgmlTypeName(info->type);
+    if (shape.size() == 2 && GgmlGrid(info->type).has_value()) {
+      // A transform moves rows: the grid's rows move with them.
+      out_[to].grid = [file = file_, info, transform]() -> absl::StatusOr<WeightGrid> {
+        ASSIGN_OR_RETURN(WeightGrid grid, file->Grid(*info));
+        if (transform) {
+          grid.scales = transform(grid.scales);
+          if (!grid.minimums.empty()) grid.minimums = transform(grid.minimums);
+        }
+        return grid;
       };
     }
     return absl::OkStatus();

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "engine/matmul.h"
+#include "engine/weight_grid.h"
 
 namespace attnserve {
 namespace {
@@ -18,6 +20,9 @@ absl::Status CheckFinite(const std::string& path, const std::string& name, const
                                                  std::isnan(values[bad]) ? "NaN" : "infinity",
                                                  " at element ", offset + bad, " of ", total));
 }
+
+// Rows of a table read at a time (QuantizeSlices' default).
+constexpr int64_t kSliceRows = 4096;
 
 }  // namespace
 
@@ -52,6 +57,10 @@ absl::StatusOr<Tensor> WeightReader::Take(const std::string& name, const Shape& 
                                       : absl::StatusOr<Tensor>(tensors_.at(name)));
   if (tensor.shape() != shape) return wrong_shape(tensor.shape());
   RETURN_IF_ERROR(CheckFinite(path_, name, tensor.data(), tensor.size(), 0, tensor.size()));
+  if (format_.grids != nullptr) {
+    ASSIGN_OR_RETURN(std::optional<WeightGrid> grid, GridOf(name));
+    format_.grids->Set(tensor.data(), std::move(grid));
+  }
   taken_.insert(name);
   return tensor;
 }
@@ -69,6 +78,20 @@ absl::StatusOr<LinearWeights> WeightReader::TakeLinear(const std::string& prefix
   return PrepareLinear(std::move(weight), std::move(bias_tensor), format_);
 }
 
+absl::StatusOr<std::optional<WeightGrid>> WeightReader::GridOf(const std::string& name) const {
+  const auto lazy = lazy_tensors_.find(name);
+  if (lazy == lazy_tensors_.end() || lazy->second.shape.size() != 2) return std::nullopt;
+  if (!lazy->second.grid) {
+    WeightGrid none;
+    none.bits = 0;
+    none.type = lazy->second.type;
+    return none;
+  }
+  ASSIGN_OR_RETURN(WeightGrid grid, lazy->second.grid());
+  grid.type = lazy->second.type;
+  return grid;
+}
+
 absl::StatusOr<QuantizedWeight> WeightReader::TakeQuantized(const std::string& name,
                                                             const Shape& shape,
                                                             const WeightFormat& format) {
@@ -76,7 +99,7 @@ absl::StatusOr<QuantizedWeight> WeightReader::TakeQuantized(const std::string& n
   if (lazy == lazy_tensors_.end() || !lazy->second.rows || lazy->second.shape != shape ||
       shape.size() != 2) {
     ASSIGN_OR_RETURN(const Tensor tensor, Take(name, shape));
-    return QuantizedWeight::Quantize(tensor, format);
+    return PrepareLinear(tensor, Tensor(), format).quantized;
   }
   const auto slice = [&](int64_t first, int64_t count) -> absl::StatusOr<Tensor> {
     ASSIGN_OR_RETURN(Tensor rows, lazy->second.rows(first, count));
@@ -89,8 +112,35 @@ absl::StatusOr<QuantizedWeight> WeightReader::TakeQuantized(const std::string& n
         CheckFinite(path_, name, rows.data(), rows.size(), first * shape[1], shape[0] * shape[1]));
     return rows;
   };
+  // A table the file stores on a grid is kept on it, read a slice at a time as below.
+  std::optional<WeightGrid> grid;
+  if (format.grids != nullptr) {
+    ASSIGN_OR_RETURN(grid, GridOf(name));
+  }
+  if (grid.has_value() && grid->bits != 0) {
+    absl::StatusOr<QuantizedWeight> kept =
+        QuantizedWeight::OnGrid(*grid, shape[0], shape[1], format.int8_activations, slice);
+    if (kept.ok()) {
+      ++format.grids->report().exact;
+      taken_.insert(name);
+      return kept;
+    }
+  }
   ASSIGN_OR_RETURN(QuantizedWeight weight,
                    QuantizedWeight::QuantizeSlices(shape[0], shape[1], format, slice));
+  if (grid.has_value()) {
+    GridReport& report = format.grids->report();
+    ++report.requantized[grid->type];
+    // The difference it made, measured a slice at a time.
+    QuantizedWeight::Deviation deviation;
+    for (int64_t first = 0; first < shape[0]; first += kSliceRows) {
+      ASSIGN_OR_RETURN(const Tensor rows, slice(first, std::min(kSliceRows, shape[0] - first)));
+      const QuantizedWeight::Deviation part = weight.DeviationFrom(rows, first);
+      deviation.difference = std::max(deviation.difference, part.difference);
+      deviation.magnitude = std::max(deviation.magnitude, part.magnitude);
+    }
+    report.AddError(deviation.difference, deviation.magnitude);
+  }
   taken_.insert(name);
   return weight;
 }

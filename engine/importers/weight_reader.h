@@ -23,6 +23,10 @@ struct LazyTensor {
   std::function<absl::StatusOr<Tensor>()> make;
   // Rows [first, first + count) of a matrix without the rest, where the source can (empty if not).
   QuantizedWeight::RowSlices rows;
+  // The grid a block-quantized file stores the matrix on (engine/weight_grid.h), where its type
+  // has one (empty if not); `type` names what the file holds, for the load's report.
+  std::function<absl::StatusOr<WeightGrid>()> grid = {};
+  std::string type = {};
 };
 
 class WeightReader {
@@ -56,6 +60,10 @@ class WeightReader {
   const std::string& path() const { return path_; }
 
  private:
+  // A lazy matrix's grid (bits 0 when its type has none: a float matrix, or a type no layout
+  // represents exactly); nothing for another tensor.
+  absl::StatusOr<std::optional<WeightGrid>> GridOf(const std::string& name) const;
+
   std::string path_;
   std::optional<SafetensorsFile> file_;
   std::map<std::string, Tensor> tensors_;  // without a file

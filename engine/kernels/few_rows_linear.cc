@@ -245,7 +245,7 @@ void FewRowsLinear(const Tensor& x, const QuantizedWeight& weight, const Tensor&
       const auto products =
           isa == KernelIsa::kAvx512Vnni ? &Int4PanelProductsVnni : &Int4PanelProductsAvx2;
       for_each_panel([&](int64_t j, int64_t first, int count, float block[kFewRowsMax][kBlock]) {
-        products(quantized + first, count, weight.int4_panel(j), weight.int4_halves(j), k, block);
+        products(quantized + first, count, weight.int4_panel(j), weight.int4_scales(j), k, block);
       });
     } else {
       for_each_panel([&](int64_t j, int64_t first, int count, float block[kFewRowsMax][kBlock]) {

@@ -17,15 +17,20 @@ inline __m256i Broadcast4(const int8_t* values) {
   return _mm256_set1_epi32(four);
 }
 
-inline __m256 Halves(const uint16_t* h) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+// 8 of a group's scales (or minimums) from value `offset` on.
+inline __m256 Load8(Int4Scales scales, int offset) {
+  if (scales.halves != nullptr) {
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales.halves + offset)));
+  }
+  return _mm256_loadu_ps(scales.floats + offset);
 }
 
 // Per group and 8 columns: VPMADDUBSW multiplies pairs of levels by pairs of activations into
 // int16. A pair is at most 2 · 15 · 127 = 3810, and a group adds 8 pairs per lane (30480), so the
 // int16 sums cannot overflow; VPMADDWD then adds neighbouring int16s into each column's int32.
 template <int kRows>
-void Products(const Int8Row* x, const uint8_t* panel, const uint16_t* halves, int64_t k,
+void Products(const Int8Row* x, const uint8_t* panel, Int4Scales group_scales, int64_t k,
               float block[kInt8PanelMaxRows][kInt8PanelWidth]) {
   const __m256i nibble = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
@@ -35,7 +40,7 @@ void Products(const Int8Row* x, const uint8_t* panel, const uint16_t* halves, in
   }
   for (int64_t g = 0; g < k / kInt4Group; ++g) {
     const uint8_t* group = panel + g * kInt4GroupBytes;
-    const uint16_t* h = halves + g * kInt4GroupHalves;
+    const Int4Scales h = group_scales.Group(g);
     __m256 x_scales[kRows], x_sums[kRows];
     for (int r = 0; r < kRows; ++r) {
       x_scales[r] = _mm256_set1_ps(x[r].scales[g]);
@@ -57,8 +62,8 @@ void Products(const Int8Row* x, const uint8_t* panel, const uint16_t* halves, in
           acc[r] = _mm256_add_epi16(acc[r], _mm256_maddubs_epi16(high, Broadcast4(values + 4)));
         }
       }
-      const __m256 scales = Halves(h + column);
-      const __m256 mins = Halves(h + kInt8PanelWidth + column);
+      const __m256 scales = Load8(h, column);
+      const __m256 mins = Load8(h, kInt8PanelWidth + column);
       for (int r = 0; r < kRows; ++r) {
         const __m256 products = _mm256_cvtepi32_ps(_mm256_madd_epi16(acc[r], ones));
         __m256 out = _mm256_loadu_ps(block[r] + column);
@@ -85,17 +90,17 @@ inline int32_t HorizontalSum(__m256i v) {
 
 }  // namespace
 
-void Int4PanelProductsAvx2(const Int8Row* x, int rows, const uint8_t* panel, const uint16_t* halves,
+void Int4PanelProductsAvx2(const Int8Row* x, int rows, const uint8_t* panel, Int4Scales scales,
                            int64_t k, float block[kInt8PanelMaxRows][kInt8PanelWidth]) {
   switch (rows) {
     case 1:
-      return Products<1>(x, panel, halves, k, block);
+      return Products<1>(x, panel, scales, k, block);
     case 2:
-      return Products<2>(x, panel, halves, k, block);
+      return Products<2>(x, panel, scales, k, block);
     case 3:
-      return Products<3>(x, panel, halves, k, block);
+      return Products<3>(x, panel, scales, k, block);
     default:
-      return Products<4>(x, panel, halves, k, block);
+      return Products<4>(x, panel, scales, k, block);
   }
 }
 
@@ -124,7 +129,7 @@ void QuantizeRowAvx2(const float* x, int64_t k, int8_t* values, float* scales, i
   }
 }
 
-void DequantizeInt4Group(const uint8_t* group, const uint16_t* halves,
+void DequantizeInt4Group(const uint8_t* group, Int4Scales group_scales,
                          float out[kInt4Group][kInt8PanelWidth]) {
   const __m256i nibble = _mm256_set1_epi8(0x0f);
   // Within each 128-bit lane, byte d of every 32-bit column to the d-th 32 bits; then the lanes'
@@ -134,8 +139,8 @@ void DequantizeInt4Group(const uint8_t* group, const uint16_t* halves,
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int column = 0; column < kInt8PanelWidth; column += 8) {
     const int m = column / 16, half = column % 16 / 8;
-    const __m256 scales = Halves(halves + column);
-    const __m256 mins = Halves(halves + kInt8PanelWidth + column);
+    const __m256 scales = Load8(group_scales, column);
+    const __m256 mins = Load8(group_scales, kInt8PanelWidth + column);
     for (int s = 0; s < 4; ++s) {
       const __m256i levels = _mm256_loadu_si256(
           reinterpret_cast<const __m256i*>(group + (4 * m + s) * 64 + 32 * half));
@@ -156,10 +161,10 @@ void DequantizeInt4Group(const uint8_t* group, const uint16_t* halves,
   }
 }
 
-void DequantizeInt4GroupBf16(const uint8_t* group, const uint16_t* halves,
+void DequantizeInt4GroupBf16(const uint8_t* group, Int4Scales scales,
                              uint16_t out[kInt4Group * kInt8PanelWidth]) {
   alignas(32) float rows[kInt4Group][kInt8PanelWidth];
-  DequantizeInt4Group(group, halves, rows);
+  DequantizeInt4Group(group, scales, rows);
   // bf16 = (bits + 0x7fff + bit 16) >> 16: rounds to nearest, ties to even (the values are
   // finite). A column's two rows go in one 32-bit lane, the even row in the low half.
   const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);

@@ -18,7 +18,9 @@
 // so that a vector's low nibbles are four consecutive inputs of each of 16 columns in an int32
 // lane (what VPDPBUSD multiplies by four activations), its high nibbles the next four, and the
 // lanes are in column order. An AVX2 kernel reads each half of a vector (8 columns).
-// Scales and minimums: per panel and group, 64 f16 scales then 64 f16 minimums, in column order.
+// Scales and minimums: per panel and group, 64 scales then 64 minimums, in column order, as f16
+// (5 bits a weight), or as floats where f16 cannot hold them exactly (a GGUF file's Q4_K blocks,
+// whose sub-block scales are an f16 times a 6-bit integer: 6 bits a weight).
 //
 // As with int8_panel_products.h, each instruction set's functions live in a file compiled for it
 // that includes nothing else of the engine.
@@ -35,11 +37,23 @@ inline constexpr int64_t kInt4GroupBytes = kInt4Group * kInt8PanelWidth / 2;
 // f16 values per panel and group: 64 scales, then 64 minimums.
 inline constexpr int64_t kInt4GroupHalves = 2 * kInt8PanelWidth;
 
-// panel: k / 32 groups of kInt4GroupBytes; halves: k / 32 groups of kInt4GroupHalves f16 bits.
-// k must be a multiple of 32; x's rows quantized by QuantizeRowVnni or QuantizeRowAvx2.
-void Int4PanelProductsVnni(const Int8Row* x, int rows, const uint8_t* panel, const uint16_t* halves,
+// A panel's scales and minimums from group `first` on: k / 32 groups of kInt4GroupHalves values,
+// f16 bits (halves) or floats (floats), the other pointer null.
+struct Int4Scales {
+  const uint16_t* halves = nullptr;
+  const float* floats = nullptr;
+
+  Int4Scales Group(int64_t g) const {
+    return halves != nullptr ? Int4Scales{halves + g * kInt4GroupHalves, nullptr}
+                             : Int4Scales{nullptr, floats + g * kInt4GroupHalves};
+  }
+};
+
+// panel: k / 32 groups of kInt4GroupBytes. k must be a multiple of 32; x's rows quantized by
+// QuantizeRowVnni or QuantizeRowAvx2.
+void Int4PanelProductsVnni(const Int8Row* x, int rows, const uint8_t* panel, Int4Scales scales,
                            int64_t k, float block[kInt8PanelMaxRows][kInt8PanelWidth]);
-void Int4PanelProductsAvx2(const Int8Row* x, int rows, const uint8_t* panel, const uint16_t* halves,
+void Int4PanelProductsAvx2(const Int8Row* x, int rows, const uint8_t* panel, Int4Scales scales,
                            int64_t k, float block[kInt8PanelMaxRows][kInt8PanelWidth]);
 
 // QuantizeRowVnni's results, bit for bit, with AVX2.
@@ -47,11 +61,11 @@ void QuantizeRowAvx2(const float* x, int64_t k, int8_t* values, float* scales, i
 
 // One group of a panel dequantized: out[i][c] = scale[c] · level[i][c] + min[c], i < 32, c < 64
 // (rows of 64 floats). For the tiles that prefill multiplies (AVX2).
-void DequantizeInt4Group(const uint8_t* group, const uint16_t* halves,
+void DequantizeInt4Group(const uint8_t* group, Int4Scales scales,
                          float out[kInt4Group][kInt8PanelWidth]);
 // The same rounded to bfloat16 (to nearest, ties to even) in the layout oneDNN's bf16 matmul
 // reads (BA16a64b2a): out[(i / 2) · 128 + 2c + i % 2] for input i and column c.
-void DequantizeInt4GroupBf16(const uint8_t* group, const uint16_t* halves,
+void DequantizeInt4GroupBf16(const uint8_t* group, Int4Scales scales,
                              uint16_t out[kInt4Group * kInt8PanelWidth]);
 
 }  // namespace attnserve

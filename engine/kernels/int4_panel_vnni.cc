@@ -15,6 +15,15 @@ namespace {
 
 static_assert(kInt4Group == kInt8ActivationBlock && kInt8PanelWidth == 64);
 
+// 16 of a group's scales (or minimums) from value `offset` on.
+inline __m512 Load16(Int4Scales scales, int offset) {
+  if (scales.halves != nullptr) {
+    return _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales.halves + offset)));
+  }
+  return _mm512_loadu_ps(scales.floats + offset);
+}
+
 inline __m512i Broadcast4(const int8_t* values) {
   int32_t four;
   std::memcpy(&four, values, sizeof four);
@@ -27,7 +36,7 @@ inline __m512i Broadcast4(const int8_t* values) {
 // hide VPDPBUSD's latency. The int32 sums are scaled once per group, and the minimums meet each
 // row's sum of activations.
 template <int kRows>
-void Products(const Int8Row* x, const uint8_t* panel, const uint16_t* halves, int64_t k,
+void Products(const Int8Row* x, const uint8_t* panel, Int4Scales group_scales, int64_t k,
               float block[kInt8PanelMaxRows][kInt8PanelWidth]) {
   constexpr int kSplit = kRows <= 2 ? 2 : 1;
   const __m512i nibble = _mm512_set1_epi8(0x0f);
@@ -37,7 +46,7 @@ void Products(const Int8Row* x, const uint8_t* panel, const uint16_t* halves, in
   }
   for (int64_t g = 0; g < k / kInt4Group; ++g) {
     const uint8_t* group = panel + g * kInt4GroupBytes;
-    const uint16_t* h = halves + g * kInt4GroupHalves;
+    const Int4Scales h = group_scales.Group(g);
     __m512i acc[kRows][4][kSplit];
     for (int r = 0; r < kRows; ++r) {
       for (int m = 0; m < 4; ++m) {
@@ -58,10 +67,8 @@ void Products(const Int8Row* x, const uint8_t* panel, const uint16_t* halves, in
       }
     }
     for (int m = 0; m < 4; ++m) {
-      const __m512 scales =
-          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + 16 * m)));
-      const __m512 mins = _mm512_cvtph_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + kInt8PanelWidth + 16 * m)));
+      const __m512 scales = Load16(h, 16 * m);
+      const __m512 mins = Load16(h, kInt8PanelWidth + 16 * m);
       for (int r = 0; r < kRows; ++r) {
         const __m512i products =
             kSplit == 2 ? _mm512_add_epi32(acc[r][m][0], acc[r][m][kSplit - 1]) : acc[r][m][0];
@@ -81,17 +88,17 @@ void Products(const Int8Row* x, const uint8_t* panel, const uint16_t* halves, in
 
 }  // namespace
 
-void Int4PanelProductsVnni(const Int8Row* x, int rows, const uint8_t* panel, const uint16_t* halves,
+void Int4PanelProductsVnni(const Int8Row* x, int rows, const uint8_t* panel, Int4Scales scales,
                            int64_t k, float block[kInt8PanelMaxRows][kInt8PanelWidth]) {
   switch (rows) {
     case 1:
-      return Products<1>(x, panel, halves, k, block);
+      return Products<1>(x, panel, scales, k, block);
     case 2:
-      return Products<2>(x, panel, halves, k, block);
+      return Products<2>(x, panel, scales, k, block);
     case 3:
-      return Products<3>(x, panel, halves, k, block);
+      return Products<3>(x, panel, scales, k, block);
     default:
-      return Products<4>(x, panel, halves, k, block);
+      return Products<4>(x, panel, scales, k, block);
   }
 }
 

@@ -97,7 +97,9 @@ std::unique_ptr<ModelRepository> ModelRepository::Load(const std::string& root,
     } else {
       std::cerr << "float32 weights";
     }
-    std::cerr << (weights.automatic ? " (--weights=auto)\n" : "\n");
+    std::cerr << (weights.automatic ? " (--weights=auto)" : "");
+    if (!(*model)->weights_as_stored.empty()) std::cerr << "; " << (*model)->weights_as_stored;
+    std::cerr << "\n";
     loaded.push_back({name, *std::move(model), *model_options});
   }
   // Shared out once every model's weights are resident (or mapped): what is left is theirs.

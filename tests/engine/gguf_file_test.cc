@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/gguf/ggml_blocks.h"
+#include "engine/quantized_weight.h"
 
 namespace attnserve {
 namespace {
@@ -274,6 +276,78 @@ TEST(GgufFileTest, ReadsASliceOfRows) {
             absl::StatusCode::kInvalidArgument);
   const absl::Status not_matrix = file->Float32Rows(*file->Find("b"), 0, 1).status();
   EXPECT_TRUE(absl::StrContains(not_matrix.message(), "not 2-D")) << not_matrix;
+}
+
+// Random blocks of a type, with its f16 scale fields (byte offsets in each block) set to small
+// values: rows of `row_blocks` blocks.
+std::string RandomBlocks(GgmlType type, int64_t blocks, const std::vector<int>& scale_offsets,
+                         uint32_t seed) {
+  const GgmlBlockLayout layout = *GgmlLayout(type);
+  std::mt19937 rng(seed);
+  std::string out(static_cast<size_t>(blocks * layout.block_bytes), '\0');
+  for (char& byte : out) byte = static_cast<char>(rng());
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int offset : scale_offsets) {
+      const uint16_t half = static_cast<uint16_t>(0x1c00 + rng() % 0x0800);  // 2^-8 to 2^-7
+      std::memcpy(out.data() + b * layout.block_bytes + offset, &half, sizeof half);
+    }
+  }
+  return out;
+}
+
+// Every type with a grid (GgmlGrid) is kept exactly on it: the weight QuantizedWeight::OnGrid
+// makes from the file's grid and dequantized rows gives back those rows bit for bit, in int4 (f16
+// scales for Q4_0 and Q4_1, floats for Q4_K's sub-block products) or int8 (groups of 32, or Q3_K
+// and Q6_K's sub-blocks of 16). Types without one say so.
+TEST(GgufFileTest, KeepsEveryGridTypeExactlyOnItsGrid) {
+  struct Case {
+    GgmlType type;
+    std::vector<int> scale_offsets;
+    int bits;
+    int64_t group_size;
+    bool f16;
+  };
+  const int64_t rows = 70, k = 512;  // two panels, the second partial
+  for (const Case& c :
+       {Case{GgmlType::kQ4_0, {0}, 4, 32, true}, Case{GgmlType::kQ4_1, {0, 2}, 4, 32, true},
+        Case{GgmlType::kQ4_K, {0, 2}, 4, 32, false}, Case{GgmlType::kQ8_0, {0}, 8, 32, true},
+        Case{GgmlType::kQ5_0, {0}, 8, 32, true}, Case{GgmlType::kQ3_K, {108}, 8, 16, true},
+        Case{GgmlType::kQ6_K, {208}, 8, 16, true}}) {
+    const std::string name = GgmlTypeName(c.type);
+    const GgmlBlockLayout layout = *GgmlLayout(c.type);
+    const std::string blocks =
+        RandomBlocks(c.type, rows * k / layout.block_size, c.scale_offsets, 7);
+    auto file = GgufFile::FromBytes(
+        "t.gguf", Writer().Add("w", {static_cast<uint64_t>(k), rows}, c.type, blocks).Build());
+    ASSERT_TRUE(file.ok()) << file.status();
+    const GgufTensorInfo& info = file->tensors()[0];
+    absl::StatusOr<WeightGrid> grid = file->Grid(info);
+    ASSERT_TRUE(grid.ok()) << name << ": " << grid.status();
+    EXPECT_EQ(grid->bits, c.bits) << name;
+    EXPECT_EQ(grid->group_size, c.group_size) << name;
+    EXPECT_EQ(grid->type, name);
+    absl::StatusOr<Tensor> values = file->Float32(info);
+    ASSERT_TRUE(values.ok()) << values.status();
+    absl::StatusOr<QuantizedWeight> kept = QuantizedWeight::OnGrid(*values, *grid, true);
+    ASSERT_TRUE(kept.ok()) << name << ": " << kept.status();
+    EXPECT_EQ(kept->bits(), c.bits) << name;
+    if (c.bits == 4) {
+      EXPECT_EQ(kept->int4_scales(0).halves != nullptr, c.f16) << name;
+    }
+    const Tensor back = kept->Dequantize();
+    for (int64_t i = 0; i < back.size(); ++i) {
+      ASSERT_EQ(back.data()[i], values->data()[i]) << name << " element " << i;
+    }
+  }
+  for (GgmlType type : {GgmlType::kQ5_1, GgmlType::kQ5_K, GgmlType::kQ2_K, GgmlType::kF16}) {
+    EXPECT_FALSE(GgmlGrid(type).has_value()) << GgmlTypeName(type);
+  }
+  auto file = GgufFile::FromBytes(
+      "t.gguf",
+      Writer().Add("f", {32, 2}, GgmlType::kF16, Halves(std::vector<uint16_t>(64))).Build());
+  ASSERT_TRUE(file.ok()) << file.status();
+  const absl::Status none = file->Grid(file->tensors()[0]).status();
+  EXPECT_TRUE(absl::StrContains(none.message(), "t.gguf: tensor 'f'")) << none;
 }
 
 TEST(GgufFileTest, ReadsVersion2) {

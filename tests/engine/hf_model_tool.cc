@@ -139,6 +139,7 @@ int main(int argc, char** argv) {
   const auto sequences = request["sequences"].get<std::vector<std::vector<int64_t>>>();
   const int64_t generate = request.value("generate", 0);
   json out;
+  out["weights_as_stored"] = (*model)->weights_as_stored;
   if (const attnserve::Encoder* encoder = (*model)->As<attnserve::Encoder>()) {
     attnserve::ModelInputs inputs{sequences, {}, {}};
     if (request.contains("token_types")) {

@@ -9,11 +9,13 @@
 
 #include "absl/strings/match.h"
 #include "engine/bf16.h"
+#include "engine/f16.h"
 #include "engine/kernels/embedding.h"
 #include "engine/kernels/few_rows_linear.h"
 #include "engine/kernels/int4_panel_products.h"
 #include "engine/kernels/int8_panel_products.h"
 #include "engine/matmul.h"
+#include "engine/weight_grid.h"
 #include "tests/tensor_compare.h"
 
 namespace attnserve {
@@ -106,6 +108,88 @@ Tensor Int8ActivationsOf(const Tensor& x) {
     }
   }
   return out;
+}
+
+// A weight on a grid, as a file stores one (engine/weight_grid.h): random levels of `bits`, and
+// scales and minimums (none for 8 bits) that are f16 values, or (f16 false) f16 values times
+// integers up to 63 (a GGUF file's Q4_K sub-blocks), which f16 cannot hold. Each element is
+// level · scale + minimum, the product exact (at most 23 bits), as in a file.
+std::pair<Tensor, WeightGrid> WeightOnGrid(int64_t n, int64_t k, int bits, int64_t group_size,
+                                           bool f16, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(0.5f, 1.0f);
+  const auto value = [&](float base) {
+    const float half = FromF16(ToF16(base));
+    return f16 ? half : half * static_cast<float>(1 + rng() % (bits == 4 ? 63 : 15));
+  };
+  WeightGrid grid;
+  grid.bits = bits;
+  grid.group_size = group_size;
+  grid.type = "test";
+  grid.scales = Tensor({n, k / group_size});
+  if (bits == 4) grid.minimums = Tensor({n, k / group_size});
+  for (int64_t i = 0; i < grid.scales.size(); ++i) {
+    grid.scales.data()[i] = value(0.01f * uniform(rng));
+    if (bits == 4) grid.minimums.data()[i] = -value(0.1f * uniform(rng));
+  }
+  Tensor w({n, k});
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t g = i / group_size;
+      const float level =
+          bits == 4 ? static_cast<float>(rng() % 16) : static_cast<float>(rng() % 256) - 128.0f;
+      w.row(r)[i] = level * grid.scales.row(r)[g] + (bits == 4 ? grid.minimums.row(r)[g] : 0.0f);
+    }
+  }
+  return {std::move(w), std::move(grid)};
+}
+
+// An int4 weight whose scales and minimums f16 cannot hold (a GGUF file's Q4_K sub-blocks).
+QuantizedWeight Int4WithFloatScales(int64_t n, int64_t k, uint32_t seed) {
+  const auto [w, grid] = WeightOnGrid(n, k, 4, kInt4Group, /*f16=*/false, seed);
+  absl::StatusOr<QuantizedWeight> q = QuantizedWeight::OnGrid(w, grid, true);
+  EXPECT_TRUE(q.ok()) << q.status();
+  EXPECT_NE(q->int4_scales(0).floats, nullptr);
+  return *q;
+}
+
+// A weight on a file's grid is kept exactly: every element dequantizes to its own value bit for
+// bit, int4 keeps f16 scales where f16 holds them all and floats otherwise (a byte more per group
+// and column), int8 keeps the grid's group size (16: Q3_K and Q6_K's sub-blocks).
+TEST(QuantizedWeightTest, OnGridKeepsTheValuesExactly) {
+  struct Case {
+    int bits;
+    int64_t group_size;
+    bool f16;
+  };
+  for (const Case& c :
+       {Case{4, 32, true}, Case{4, 32, false}, Case{8, 32, true}, Case{8, 16, false}}) {
+    const int64_t n = 70, k = 256;
+    const auto [w, grid] = WeightOnGrid(n, k, c.bits, c.group_size, c.f16, 5);
+    absl::StatusOr<QuantizedWeight> q = QuantizedWeight::OnGrid(w, grid, true);
+    ASSERT_TRUE(q.ok()) << q.status();
+    EXPECT_EQ(q->bits(), c.bits);
+    EXPECT_EQ(q->group_size(), c.group_size);
+    const Tensor back = q->Dequantize();
+    for (int64_t i = 0; i < w.size(); ++i) {
+      ASSERT_EQ(back.data()[i], w.data()[i]) << c.bits << " bits, element " << i;
+    }
+    if (c.bits == 4) {
+      EXPECT_EQ(q->int4_scales(1).halves != nullptr, c.f16);
+      const int64_t scale_bytes = c.f16 ? 2 : 4;
+      EXPECT_EQ(q->bytes(), 2 * 64 * (k / 2 + k / 32 * 2 * scale_bytes));
+    }
+    // A value off the grid (half a step away) is refused, naming the grid.
+    Tensor off = w.Clone();
+    off.row(69)[200] += 0.5f * grid.scales.row(69)[200 / c.group_size];
+    const absl::Status refused = QuantizedWeight::OnGrid(off, grid, true).status();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+    EXPECT_TRUE(absl::StrContains(refused.message(), "test grid")) << refused;
+  }
+  // A grid that does not fit the weight is an error, not a crash.
+  const auto [w, grid] = WeightOnGrid(64, 64, 4, 32, true, 6);
+  EXPECT_EQ(QuantizedWeight::OnGrid(w.Slice(1, 0, 32).Clone(), grid, true).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // Each group's largest magnitude becomes ±127; every value is the nearest level of its group's
@@ -293,12 +377,14 @@ TEST(QuantizedWeightTest, QuantizesSlicesOfRowsAsTheWholeWeight) {
 // (group size -1 here) take int8 activations on every instruction set.
 TEST(QuantizedLinearTest, FewRowsKernelMatchesFloat64Reference) {
   for (int64_t k : {43, 96, 100, 1024}) {
-    for (int64_t group_size : {-1, 0, 16, 32}) {
-      if (group_size == -1 && k % kInt4Group != 0) continue;
+    // Group size -1: int4; -2: int4 with float scales.
+    for (int64_t group_size : {-2, -1, 0, 16, 32}) {
+      if (group_size < 0 && k % kInt4Group != 0) continue;
       Tensor w = Random({150, k}, 1);
       for (int64_t i = 0; i < k; ++i) w.row(64)[i] = 0.0f;
-      const QuantizedWeight q = group_size == -1 ? QuantizedWeight::QuantizeInt4(w)
-                                                 : QuantizedWeight::Quantize(w, group_size);
+      const QuantizedWeight q = group_size == -2   ? Int4WithFloatScales(150, k, 1)
+                                : group_size == -1 ? QuantizedWeight::QuantizeInt4(w)
+                                                   : QuantizedWeight::Quantize(w, group_size);
       const Tensor b = Random({150}, 2);
       for (KernelIsa isa : IsasOfThisCpu()) {
         std::vector<int64_t> row_counts = {1, 2, 3, 4, 5, 11, FewRowsMax(q, isa)};
@@ -386,11 +472,12 @@ TEST(QuantizedLinearTest, Int8ActivationsStayCloseToFloatActivations) {
 TEST(QuantizedLinearTest, ManyRowsMatchFloat64Reference) {
   for (Int8TileFormat format : TileFormatsOfThisCpu()) {
     const bool bf16 = format == Int8TileFormat::kBf16Packed;
-    // Group size -1: int4 (K = 224 pads to 14 blocks of 16).
+    // Group size -1: int4 (K = 224 pads to 14 blocks of 16); -2: int4 with float scales.
     for (const auto& [k, group_size] :
-         {std::pair<int64_t, int64_t>{1023, 0}, {1023, 32}, {200, 32}, {224, -1}}) {
+         {std::pair<int64_t, int64_t>{1023, 0}, {1023, 32}, {200, 32}, {224, -1}, {224, -2}}) {
       const int64_t n = 2100;
-      const QuantizedWeight q = group_size == -1
+      const QuantizedWeight q = group_size == -2 ? Int4WithFloatScales(n, k, 1)
+                                : group_size == -1
                                     ? QuantizedWeight::QuantizeInt4(Random({n, k}, 1))
                                     : QuantizedWeight::Quantize(Random({n, k}, 1), group_size);
       const Tensor bias = Random({n}, 2);
@@ -453,6 +540,72 @@ TEST(QuantizedLinearTest, PrepareLinearQuantizesAndDropsTheFloatWeight) {
   EXPECT_EQ(PrepareLinear(w, Tensor(), int4).quantized.bits(), 4);
   EXPECT_EQ(PrepareLinear(w, Tensor(), int4).quantized.bytes(), 2 * 64 * (32 + 2 * 4));
   EXPECT_EQ(PrepareLinear(Random({96, 48}, 7), Tensor(), int4).quantized.bits(), 8);
+}
+
+// Under --weights=auto a file's matrices keep their grids (engine/weight_grid.h): a fused
+// projection whose parts share a layout is one weight on their stacked grids; parts of different
+// layouts stay parts, each exact, and Linear writes each part's columns of the answer; a part the
+// file stores on no grid sends the stack down the requantizing path, which the report counts with
+// the difference it made.
+TEST(QuantizedLinearTest, PrepareStackedLinearKeepsTheFilesGrids) {
+  const int64_t k = 64;
+  auto grids = std::make_shared<WeightGrids>();
+  const WeightFormat format{.quantized = true, .bits = 4, .grids = grids};
+  const auto [q4, q4_grid] = WeightOnGrid(96, k, 4, 32, true, 1);
+  const auto [q4k, q4k_grid] = WeightOnGrid(32, k, 4, 32, false, 2);
+  const auto [q6k, q6k_grid] = WeightOnGrid(40, k, 8, 16, true, 3);
+  const Tensor plain = Random({32, k}, 4);
+  grids->Set(q4.data(), q4_grid);
+  grids->Set(q4k.data(), q4k_grid);
+  grids->Set(q6k.data(), q6k_grid);
+  grids->Set(plain.data(), WeightGrid{.bits = 0, .scales = {}, .minimums = {}, .type = "F16"});
+  const Tensor bias = Random({96 + 32 + 40}, 5);
+  const Tensor biases[] = {bias.Slice(0, 0, 96).Clone(), bias.Slice(0, 96, 32).Clone(),
+                           bias.Slice(0, 128, 40).Clone()};
+
+  // One layout (int4): one weight, its values the parts' own.
+  const LinearWeights shared = PrepareStackedLinear({&q4, &q4k}, {&biases[0], &biases[1]}, format);
+  ASSERT_TRUE(shared.parts.empty());
+  EXPECT_EQ(shared.quantized.bits(), 4);
+  EXPECT_NE(shared.quantized.int4_scales(0).floats, nullptr);  // Q4_K's scales need floats
+  const Tensor shared_plain = shared.PlainWeight();
+  for (int64_t i = 0; i < q4.size(); ++i) ASSERT_EQ(shared_plain.data()[i], q4.data()[i]);
+
+  // Three layouts: three parts.
+  const LinearWeights mixed =
+      PrepareStackedLinear({&q4, &q4k, &q6k}, {&biases[0], &biases[1], &biases[2]}, format);
+  ASSERT_EQ(mixed.parts.size(), 3u);
+  EXPECT_EQ(mixed.parts[2].quantized.bits(), 8);
+  EXPECT_EQ(mixed.parts[2].quantized.group_size(), 16);
+  EXPECT_EQ(mixed.out_features(), 168);
+  EXPECT_EQ(mixed.in_features(), k);
+  const Tensor stacked = mixed.PlainWeight();
+  for (int64_t i = 0; i < q6k.size(); ++i) {
+    ASSERT_EQ(stacked.data()[128 * k + i], q6k.data()[i]);
+  }
+  for (int64_t m : {1, 3, 40}) {
+    const Tensor x = Random({m, k}, 6);
+    Tensor y = Random({m, 168}, 7);
+    const Tensor y0 = y.Clone();
+    ASSERT_TRUE(Linear(x, mixed, y, {true, Activation::kNone}).ok());
+    // Each part as Linear computes it alone: the parts' columns side by side.
+    for (int p = 0, column = 0; p < 3; column += mixed.parts[p].out_features(), ++p) {
+      Tensor part_y = y0.Slice(1, column, mixed.parts[p].out_features()).Clone();
+      ASSERT_TRUE(Linear(x, mixed.parts[p], part_y, {true, Activation::kNone}).ok());
+      EXPECT_TRUE(AllClose(y.Slice(1, column, part_y.dim(1)).Clone(), part_y, 0.0f, 0.0f))
+          << "m=" << m << " part " << p;
+    }
+  }
+  EXPECT_EQ(grids->report().exact, 4);
+
+  // A part on no grid: the stack quantized again, and reported.
+  const LinearWeights requantized = PrepareStackedLinear({&q4, &plain}, {}, format);
+  EXPECT_TRUE(requantized.parts.empty());
+  EXPECT_EQ(grids->report().requantized.at("test+F16"), 1);
+  EXPECT_GT(grids->report().largest_error, 0.0);
+  EXPECT_LT(grids->report().largest_error, 0.1);
+  EXPECT_TRUE(absl::StrContains(grids->report().Describe(), "1 quantized again (test+F16: 1)"))
+      << grids->report().Describe();
 }
 
 // The tiles' matmuls at GPT-2-small and SmolLM shapes, with the epilogues the layers use (an

@@ -45,6 +45,7 @@ void Describe(const EngineLoop& worker, v1::ModelInfo& info) {
   info.set_num_kv_heads(c.num_kv_heads);
   info.set_weights(WeightFormatName(c.weights));
   if (c.weights.quantized && c.weights.bits == 8) info.set_int8_group_size(c.weights.group_size);
+  info.set_weights_as_stored(worker.model().weights_as_stored);
   info.set_attention(c.attention == AttentionKind::kSoftmax     ? "softmax"
                      : c.attention == AttentionKind::kExclusive ? "exclusive"
                                                                 : "linear");
