@@ -32,11 +32,11 @@ CONTEXT = 512
 GPL = "/usr/share/common-licenses/GPL-3"
 
 
-def attnserve_scores(tool, chunks, weights, **extra):
+def attnserve_scores(tool, chunks, weights, model=SMOLLM2, kv_cache="f16", **extra):
     """Per chunk, the scores (log p) and most likely tokens of tokens 257-511, one list."""
     request = {"sequences": chunks, "weights": weights, **extra,
-               "cached": {"prefill": CONTEXT // 2, "chunk": 32, "kv_cache": "f16"}}
-    out = subprocess.run([tool, SMOLLM2], input=json.dumps(request), capture_output=True,
+               "cached": {"prefill": CONTEXT // 2, "chunk": 32, "kv_cache": kv_cache}}
+    out = subprocess.run([tool, model], input=json.dumps(request), capture_output=True,
                          text=True, check=True)
     joined = {"scores": [], "top": []}
     for chunk in json.loads(out.stdout)["cached"]:

@@ -173,7 +173,9 @@ void FewRowsLinear(const Tensor& x, const PackedWeight& weight, const Tensor& bi
 bool UsesInt8Activations(const QuantizedWeight& weight, KernelIsa isa) {
   if (weight.bits() == 4) return true;
   return isa == KernelIsa::kAvx512Vnni && weight.int8_activations() &&
-         weight.k() % kInt8ActivationBlock == 0 && weight.group_size() % kInt8ActivationBlock == 0;
+         weight.k() % kInt8ActivationBlock == 0 &&
+         (weight.group_size() % kInt8ActivationBlock == 0 ||
+          weight.group_size() == kInt8ActivationBlock / 2);
 }
 
 int64_t FewRowsMax(const QuantizedWeight& weight, KernelIsa isa) {

@@ -43,7 +43,8 @@ struct Int8Row {
 // Fills values[k], scales and offsets[k / kInt8ActivationBlock] from x[k]; k must be a multiple
 // of kInt8ActivationBlock. Rounds half to even, as the CPU's conversions do.
 void QuantizeRowVnni(const float* x, int64_t k, int8_t* values, float* scales, int32_t* offsets);
-// k and group_size must be multiples of kInt8ActivationBlock (a group_size of k included).
+// k must be a multiple of kInt8ActivationBlock, and group_size too (a group_size of k included),
+// or 16.
 void Int8PanelProductsVnni(const Int8Row* x, int rows, const int8_t* panel, const float* scales,
                            int64_t k, int64_t group_size,
                            float block[kInt8PanelMaxRows][kInt8PanelWidth]);

@@ -47,23 +47,39 @@ inline void Quads(const int8_t* w, __m512i quads[4]) {
   quads[3] = _mm512_unpackhi_epi16(high01, high23);
 }
 
+// -128 · Σ of 16 activations: the start of a half block's sum (offsets[b] is the whole block's).
+inline int32_t HalfOffset(const int8_t* values) {
+  const __m512i wide =
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
+  return -128 * _mm512_reduce_add_epi32(wide);
+}
+
 // The panel is read front to back, four of its rows at a time, made into quads, which VPDPBUSD
-// multiplies by four consecutive activations (one int32 broadcast per row).
-template <int kRows>
+// multiplies by four consecutive activations (one int32 broadcast per row). The int32 sums are
+// scaled every kSpan inputs: a block of 32, or each half of it where the weights' groups are 16
+// (a GGUF file's Q6_K and Q3_K sub-blocks).
+template <int kRows, int kSpan>
 void Products(const Int8Row* x, const int8_t* panel, const float* scales, int64_t k,
               int64_t group_size, float block[kInt8PanelMaxRows][kInt8PanelWidth]) {
+  static_assert(kSpan == kInt8ActivationBlock || kSpan * 2 == kInt8ActivationBlock);
   __m512 sums[kRows][4];
   for (int r = 0; r < kRows; ++r) {
     for (int m = 0; m < 4; ++m) sums[r][m] = _mm512_setzero_ps();
   }
   const int8_t* w = panel;
-  for (int64_t begin = 0, b = 0; begin < k; begin += kInt8ActivationBlock, ++b) {
+  for (int64_t begin = 0; begin < k; begin += kSpan) {
+    const int64_t b = begin / kInt8ActivationBlock;
     __m512i acc[kRows][4];
     for (int r = 0; r < kRows; ++r) {
-      const __m512i start = _mm512_set1_epi32(x[r].offsets[b]);
+      int32_t offset = x[r].offsets[b];
+      if constexpr (kSpan != kInt8ActivationBlock) {
+        const int32_t first_half = HalfOffset(x[r].values + b * kInt8ActivationBlock);
+        offset = begin % kInt8ActivationBlock == 0 ? first_half : offset - first_half;
+      }
+      const __m512i start = _mm512_set1_epi32(offset);
       for (int m = 0; m < 4; ++m) acc[r][m] = start;
     }
-    for (int64_t i = begin; i < begin + kInt8ActivationBlock; i += 4, w += 4 * kInt8PanelWidth) {
+    for (int64_t i = begin; i < begin + kSpan; i += 4, w += 4 * kInt8PanelWidth) {
       __m512i quads[4];
       Quads(w, quads);
       for (int r = 0; r < kRows; ++r) {
@@ -93,6 +109,21 @@ void Products(const Int8Row* x, const int8_t* panel, const float* scales, int64_
   }
 }
 
+template <int kSpan>
+void ProductsOf(const Int8Row* x, int rows, const int8_t* panel, const float* scales, int64_t k,
+                int64_t group_size, float block[kInt8PanelMaxRows][kInt8PanelWidth]) {
+  switch (rows) {
+    case 1:
+      return Products<1, kSpan>(x, panel, scales, k, group_size, block);
+    case 2:
+      return Products<2, kSpan>(x, panel, scales, k, group_size, block);
+    case 3:
+      return Products<3, kSpan>(x, panel, scales, k, group_size, block);
+    default:
+      return Products<4, kSpan>(x, panel, scales, k, group_size, block);
+  }
+}
+
 }  // namespace
 
 void QuantizeRowVnni(const float* x, int64_t k, int8_t* values, float* scales, int32_t* offsets) {
@@ -115,16 +146,10 @@ void QuantizeRowVnni(const float* x, int64_t k, int8_t* values, float* scales, i
 void Int8PanelProductsVnni(const Int8Row* x, int rows, const int8_t* panel, const float* scales,
                            int64_t k, int64_t group_size,
                            float block[kInt8PanelMaxRows][kInt8PanelWidth]) {
-  switch (rows) {
-    case 1:
-      return Products<1>(x, panel, scales, k, group_size, block);
-    case 2:
-      return Products<2>(x, panel, scales, k, group_size, block);
-    case 3:
-      return Products<3>(x, panel, scales, k, group_size, block);
-    default:
-      return Products<4>(x, panel, scales, k, group_size, block);
+  if (group_size % kInt8ActivationBlock == 0) {
+    return ProductsOf<kInt8ActivationBlock>(x, rows, panel, scales, k, group_size, block);
   }
+  return ProductsOf<kInt8ActivationBlock / 2>(x, rows, panel, scales, k, group_size, block);
 }
 
 }  // namespace attnserve

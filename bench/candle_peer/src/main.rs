@@ -52,7 +52,11 @@ impl Peer {
         let mut tokenizer = Tokenizer::from_file(format!("{snapshot}/tokenizer.json"))?;
         tokenizer.with_truncation(None)?;
         tokenizer.with_padding(Some(PaddingParams::default()));
-        Ok(Self { model, classifier, tokenizer })
+        Ok(Self {
+            model,
+            classifier,
+            tokenizer,
+        })
     }
 
     /// The answers for one batch: [batch, hidden] embeddings or [batch, labels] logits.
@@ -71,7 +75,10 @@ impl Peer {
         let rows = encodings.len();
         let length = encodings[0].len();
         let flat = |f: &dyn Fn(&tokenizers::Encoding) -> &[u32]| -> Vec<u32> {
-            encodings.iter().flat_map(|e| f(e).iter().copied()).collect()
+            encodings
+                .iter()
+                .flat_map(|e| f(e).iter().copied())
+                .collect()
         };
         let device = &Device::Cpu;
         let ids = Tensor::from_vec(flat(&|e| e.get_ids()), (rows, length), device)?;
@@ -114,6 +121,9 @@ fn main() -> Result<(), Error> {
         best = best.min(start.elapsed().as_secs_f64());
     }
     let rows: Vec<Vec<f32>> = Tensor::cat(&answers, 0)?.to_vec2()?;
-    println!("{}", serde_json::json!({ "seconds": best, "embeddings": rows }));
+    println!(
+        "{}",
+        serde_json::json!({ "seconds": best, "embeddings": rows })
+    );
     Ok(())
 }
