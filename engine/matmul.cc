@@ -420,22 +420,27 @@ QuantizedWeight QuantizedForLoad(const Tensor& weight, const std::vector<const T
   return quantized;
 }
 
-// Whether every part lies on a grid of the file's, and those grids have no common layout.
-bool OnGridsOfTheirOwn(const std::vector<const Tensor*>& parts, const WeightFormat& format) {
+// Whether a fused projection is better kept as parts: the file stores some of them on grids, and
+// the whole on no common one (their layouts differ, or a part has none), so that each part on a
+// grid stays exact.
+bool KeptAsParts(const std::vector<const Tensor*>& parts, const WeightFormat& format) {
   if (format.grids == nullptr) return false;
   std::vector<const WeightGrid*> grids;
+  bool any_grid = false, all_grids = true;
   for (const Tensor* part : parts) {
     const WeightGrid* grid = format.grids->Find(part->data());
-    if (grid == nullptr || grid->bits == 0) return false;
+    if (grid == nullptr) return false;  // not a file's matrix
     grids.push_back(grid);
+    any_grid = any_grid || grid->bits != 0;
+    all_grids = all_grids && grid->bits != 0;
   }
-  return !StackGrids(grids).has_value();
+  return any_grid && (!all_grids || !StackGrids(grids).has_value());
 }
 
 // PrepareLinear of `weight`, the rows of `parts` (none: itself) stacked.
 LinearWeights Prepare(Tensor weight, const std::vector<const Tensor*>& parts, Tensor bias,
                       const WeightFormat& format) {
-  if (format.quantized && parts.size() > 1 && OnGridsOfTheirOwn(parts, format)) {
+  if (format.quantized && parts.size() > 1 && KeptAsParts(parts, format)) {
     LinearWeights stacked;
     int64_t row = 0;
     for (const Tensor* part : parts) {

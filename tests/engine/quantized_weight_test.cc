@@ -545,8 +545,7 @@ TEST(QuantizedLinearTest, PrepareLinearQuantizesAndDropsTheFloatWeight) {
 // Under --weights=auto a file's matrices keep their grids (engine/weight_grid.h): a fused
 // projection whose parts share a layout is one weight on their stacked grids; parts of different
 // layouts stay parts, each exact, and Linear writes each part's columns of the answer; a part the
-// file stores on no grid sends the stack down the requantizing path, which the report counts with
-// the difference it made.
+// file stores on no grid is quantized again, which the report counts with the difference it made.
 TEST(QuantizedLinearTest, PrepareStackedLinearKeepsTheFilesGrids) {
   const int64_t k = 64;
   auto grids = std::make_shared<WeightGrids>();
@@ -598,14 +597,20 @@ TEST(QuantizedLinearTest, PrepareStackedLinearKeepsTheFilesGrids) {
   }
   EXPECT_EQ(grids->report().exact, 4);
 
-  // A part on no grid: the stack quantized again, and reported.
-  const LinearWeights requantized = PrepareStackedLinear({&q4, &plain}, {}, format);
-  EXPECT_TRUE(requantized.parts.empty());
-  EXPECT_EQ(grids->report().requantized.at("test+F16"), 1);
+  // A part on no grid: that part quantized again, and reported; the other kept as stored.
+  const LinearWeights with_float = PrepareStackedLinear({&q4, &plain}, {}, format);
+  ASSERT_EQ(with_float.parts.size(), 2u);
+  EXPECT_EQ(grids->report().exact, 5);
+  EXPECT_EQ(grids->report().requantized.at("F16"), 1);
   EXPECT_GT(grids->report().largest_error, 0.0);
   EXPECT_LT(grids->report().largest_error, 0.1);
-  EXPECT_TRUE(absl::StrContains(grids->report().Describe(), "1 quantized again (test+F16: 1)"))
+  EXPECT_TRUE(absl::StrContains(grids->report().Describe(), "1 quantized again (F16: 1)"))
       << grids->report().Describe();
+  // Parts that are all on no grid stay one weight.
+  const Tensor plain2 = Random({32, k}, 8);
+  grids->Set(plain2.data(), WeightGrid{.bits = 0, .scales = {}, .minimums = {}, .type = "F16"});
+  EXPECT_TRUE(PrepareStackedLinear({&plain, &plain2}, {}, format).parts.empty());
+  EXPECT_EQ(grids->report().requantized.at("F16"), 2);
 }
 
 // The tiles' matmuls at GPT-2-small and SmolLM shapes, with the epilogues the layers use (an

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/gguf/gguf_file.h"
+#include "engine/quantized_weight.h"
 
 namespace {
 
@@ -30,6 +31,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (auto tensor = file->Float32(info); tensor.ok()) {
       for (int64_t i = 0; i < tensor->size(); ++i) sum += tensor->data()[i];
       sink += static_cast<size_t>(tensor->size());
+      // The grid --weights=auto keeps it on, where its type has one: the values must lie on it.
+      if (auto grid = file->Grid(info); grid.ok()) {
+        auto kept = attnserve::QuantizedWeight::OnGrid(*tensor, *grid, true);
+        sink += kept.ok() ? static_cast<size_t>(kept->bytes()) : 0;
+      }
     }
   }
   volatile float keep_sum = sum;
