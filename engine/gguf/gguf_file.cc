@@ -520,6 +520,18 @@ absl::StatusOr<Tensor> GgufFile::Float32(const GgufTensorInfo& tensor) const {
   return Float32Rows(tensor, 0, shape.empty() ? 1 : shape[0]);
 }
 
+absl::Status GgufFile::CheckExtent(const GgufTensorInfo& tensor) const {
+  absl::StatusOr<uint64_t> bytes = TensorBytes(tensor.dims, tensor.type);
+  if (!bytes.ok()) return bytes.status();
+  if (*bytes != tensor.bytes || tensor.offset > source_->size() ||
+      tensor.bytes > source_->size() - tensor.offset) {
+    return absl::InvalidArgumentError(absl::StrCat("the info's ", tensor.bytes, " bytes at offset ",
+                                                   tensor.offset, " are not a tensor of the ",
+                                                   source_->size(), "-byte file"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Tensor> GgufFile::Float32Rows(const GgufTensorInfo& tensor, int64_t first,
                                              int64_t count) const {
   const std::string what = absl::StrCat("tensor ", Quoted(tensor.name));
@@ -532,13 +544,7 @@ absl::StatusOr<Tensor> GgufFile::Float32Rows(const GgufTensorInfo& tensor, int64
   if (!GgmlLayout(tensor.type).has_value()) {
     return fail(absl::StrCat("has ", GgmlTypeName(tensor.type), ", which is not read"));
   }
-  absl::StatusOr<uint64_t> bytes = TensorBytes(tensor.dims, tensor.type);
-  if (!bytes.ok()) return fail(bytes.status().message());
-  if (*bytes != tensor.bytes || tensor.offset > source_->size() ||
-      tensor.bytes > source_->size() - tensor.offset) {
-    return fail(absl::StrCat("the info's ", tensor.bytes, " bytes at offset ", tensor.offset,
-                             " are not a tensor of the ", source_->size(), "-byte file"));
-  }
+  if (const absl::Status extent = CheckExtent(tensor); !extent.ok()) return fail(extent.message());
   Shape shape = tensor.shape();
   const int64_t rows = shape.empty() ? 1 : shape[0];
   if (first < 0 || count < 0 || first > rows || count > rows - first) {
@@ -574,13 +580,7 @@ absl::StatusOr<WeightGrid> GgufFile::Grid(const GgufTensorInfo& tensor) const {
   if (!shape.has_value() || tensor.dims.size() != 2) {
     return fail(absl::StrCat("a 2-D ", GgmlTypeName(tensor.type), " tensor has no grid"));
   }
-  absl::StatusOr<uint64_t> bytes = TensorBytes(tensor.dims, tensor.type);
-  if (!bytes.ok()) return fail(bytes.status().message());
-  if (*bytes != tensor.bytes || tensor.offset > source_->size() ||
-      tensor.bytes > source_->size() - tensor.offset) {
-    return fail(absl::StrCat("the info's ", tensor.bytes, " bytes at offset ", tensor.offset,
-                             " are not a tensor of the ", source_->size(), "-byte file"));
-  }
+  if (const absl::Status extent = CheckExtent(tensor); !extent.ok()) return fail(extent.message());
   WeightGrid grid;
   grid.bits = shape->bits;
   grid.group_size = shape->group_size;

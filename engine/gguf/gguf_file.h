@@ -94,6 +94,9 @@ class GgufFile {
   struct Source;  // the open file, or bytes in memory
   // Open's and FromBytes' parse of the header, metadata and tensor infos.
   static absl::StatusOr<GgufFile> Parse(std::shared_ptr<const Source> source);
+  // The info's extent checked against the file again (it may not be this file's own), so that
+  // nothing is read out of bounds whatever it says.
+  absl::Status CheckExtent(const GgufTensorInfo& tensor) const;
 
   std::string path_;
   uint32_t version_ = 0;
