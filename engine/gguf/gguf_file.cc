@@ -588,13 +588,22 @@ absl::StatusOr<WeightGrid> GgufFile::Grid(const GgufTensorInfo& tensor) const {
   const Shape groups = {tensor.dims[1], tensor.dims[0] / shape->group_size};
   grid.scales = Tensor(groups);
   if (grid.bits == 4) grid.minimums = Tensor(groups);
-  auto raw = std::make_unique_for_overwrite<uint8_t[]>(tensor.bytes);
-  RETURN_IF_ERROR(source_->Read(tensor.offset, raw.get(), tensor.bytes, what));
-  const absl::Status status = GgmlGroupScales(
-      tensor.type, {raw.get(), tensor.bytes},
-      {grid.scales.data(), static_cast<size_t>(grid.scales.size())},
-      {grid.minimums.data(), grid.bits == 4 ? static_cast<size_t>(grid.minimums.size()) : 0});
-  if (!status.ok()) return fail(status.message());
+  // A slice of rows at a time, as Float32Rows reads a table: a large one is never whole here.
+  const int64_t rows = tensor.dims[1], row_groups = groups[1];
+  if (rows == 0) return grid;
+  const uint64_t row_bytes = tensor.bytes / static_cast<uint64_t>(rows);
+  constexpr int64_t kSliceRows = 4096;
+  auto raw = std::make_unique_for_overwrite<uint8_t[]>(std::min(rows, kSliceRows) * row_bytes);
+  for (int64_t first = 0; first < rows; first += kSliceRows) {
+    const int64_t count = std::min(kSliceRows, rows - first);
+    const uint64_t length = static_cast<uint64_t>(count) * row_bytes;
+    RETURN_IF_ERROR(source_->Read(tensor.offset + first * row_bytes, raw.get(), length, what));
+    const auto values = static_cast<size_t>(count * row_groups);
+    const absl::Status status = GgmlGroupScales(
+        tensor.type, {raw.get(), length}, {grid.scales.row(first), values},
+        {grid.bits == 4 ? grid.minimums.row(first) : nullptr, grid.bits == 4 ? values : 0});
+    if (!status.ok()) return fail(status.message());
+  }
   return grid;
 }
 

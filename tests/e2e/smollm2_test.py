@@ -17,7 +17,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import resources_test  # noqa: E402
-from server_harness import Server, free_port  # noqa: E402
+from server_harness import Server, free_port, pb  # noqa: E402
 
 import gguf  # noqa: E402
 import openai  # noqa: E402
@@ -92,8 +92,14 @@ class SmolLm2Test(unittest.TestCase):
     def test_loaded_with_the_weights_auto_chooses(self):
         log = self.server.output()
         self.assertRegex(log, r"model smollm2: .*smollm2.gguf \(210 Q4_1, 61 F32, 1 Q8_0\), "
-                              r"int4 weights.*--weights=auto")
+                              r"int4 weights.*--weights=auto\); 121 matrices computed from the "
+                              r"file's blocks as stored\n")
         self.assertRegex(log, r"model smollm2-float32: .*model.gguf .*float32 weights\n")
+        # GetModel says so too; a float32 model has nothing to say.
+        for name, stored in (("smollm2", "121 matrices computed from the file's blocks as stored"),
+                             ("smollm2-float32", "")):
+            info = self.server.stub.GetModel(pb.GetModelRequest(model=name), timeout=10)
+            self.assertEqual(info.weights_as_stored, stored)
         models = {m.id for m in self.client.models.list()}
         self.assertTrue({"smollm2", "smollm2-float32"} <= models, models)
 
