@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "engine/quantized_weight.h"
 
 namespace attnserve {
 namespace {
@@ -60,6 +61,51 @@ std::string GridReport::Describe() const {
         absl::StrFormat(") within %.2g%% of a matrix's largest weight", 100.0 * largest_error));
   }
   return out;
+}
+
+QuantizedWeight QuantizedForLoad(const Tensor& weight, const std::vector<const Tensor*>& parts,
+                                 const WeightFormat& format) {
+  std::vector<const WeightGrid*> grids;
+  std::string types;
+  bool on_grids = true;
+  for (const Tensor* part : parts) {
+    const WeightGrid* grid = format.grids ? format.grids->Find(part->data()) : nullptr;
+    if (grid == nullptr) return QuantizedWeight::Quantize(weight, format);  // not a file's
+    grids.push_back(grid);
+    on_grids = on_grids && grid->bits != 0;
+    if (types.find(grid->type) == std::string::npos) {
+      types += (types.empty() ? "" : "+") + grid->type;
+    }
+  }
+  GridReport& report = format.grids->report();
+  if (const std::optional<WeightGrid> stacked =
+          on_grids ? StackGrids(grids) : std::optional<WeightGrid>()) {
+    absl::StatusOr<QuantizedWeight> kept =
+        QuantizedWeight::OnGrid(weight, *stacked, format.int8_activations);
+    if (kept.ok()) {
+      ++report.exact;
+      return *std::move(kept);
+    }
+  }
+  QuantizedWeight quantized = QuantizedWeight::Quantize(weight, format);
+  ++report.requantized[types];
+  const QuantizedWeight::Deviation deviation = quantized.DeviationFrom(weight);
+  report.AddError(deviation.difference, deviation.magnitude);
+  return quantized;
+}
+
+bool KeptAsParts(const std::vector<const Tensor*>& parts, const WeightFormat& format) {
+  if (format.grids == nullptr) return false;
+  std::vector<const WeightGrid*> grids;
+  bool any_grid = false, all_grids = true;
+  for (const Tensor* part : parts) {
+    const WeightGrid* grid = format.grids->Find(part->data());
+    if (grid == nullptr) return false;  // not a file's matrix
+    grids.push_back(grid);
+    any_grid = any_grid || grid->bits != 0;
+    all_grids = all_grids && grid->bits != 0;
+  }
+  return any_grid && (!all_grids || !StackGrids(grids).has_value());
 }
 
 }  // namespace attnserve

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "engine/weight_format.h"
 
 namespace attnserve {
 
@@ -67,5 +68,19 @@ class WeightGrids {
   std::map<const float*, WeightGrid> grids_;
   GridReport report_;
 };
+
+class QuantizedWeight;
+
+// `weight` (the rows of `parts` stacked; `parts` = {&weight} for one matrix) quantized for a load:
+// on the grid the file stores every part on, stacked, where format.grids knows one for each and
+// they share a layout (what the file holds); else as `format` says, which the report counts, with
+// the difference it made, for a file's matrices.
+QuantizedWeight QuantizedForLoad(const Tensor& weight, const std::vector<const Tensor*>& parts,
+                                 const WeightFormat& format);
+
+// Whether a fused projection is better kept as parts, each quantized for the load on its own: the
+// file stores some of them on grids, and the whole on no common one (their layouts differ, or a
+// part has none), so that each part on a grid stays exact.
+bool KeptAsParts(const std::vector<const Tensor*>& parts, const WeightFormat& format);
 
 }  // namespace attnserve
